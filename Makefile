@@ -6,9 +6,29 @@ BIN := $(VENV)/bin
 COLLECTIONS := $(CURDIR)/$(VENV)/collections
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 
-.PHONY: all setup demo test unit sim-test integration lint clean
+# ansible-core 2.21 needs Python 3.12+: its venv is built only where a working python3.12 exists
+# (pyenv shims that refuse to run do not count). Override with PY312=/path/to/python3.12.
+CORE_NEXT := ansible-core==2.21.5
+VENV_NEXT := .venv-2.21
+PY312 ?= $(shell p=$$(command -v python3.12) && "$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && echo "$$p")
+# The oldest kubernetes client that requirements.txt allows (python-legacy models).
+KUBE_OLDEST := kubernetes==35.0.0
+VENV_K35 := .venv-k35
+
+.PHONY: all setup demo test unit sim-test integration lint sanity ansible-lint client-ends \
+	core-2.21 etcd-installed shellcheck-installed clean
 
 all: test
+
+# pytest exits 5 when it collected nothing (no test files yet, or -k matched none): print that
+# and go on, so an empty suite neither fails CI nor passes silently. A missing folder is the same.
+# $(call pytest,PYTHON,LABEL,PATH,EXTRA PYTEST ARGS)
+define pytest
+	@if [ ! -d $(3) ]; then echo "$(2): $(3) does not exist yet: no tests run"; exit 0; fi; \
+	echo "$(1) -m pytest -q $(3) $(4)"; \
+	$(1) -m pytest -q $(3) $(4); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "$(2): no tests collected in $(3) $(4)"; rc=0; fi; exit $$rc
+endef
 
 $(BIN)/.installed: requirements.txt requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,21 +42,68 @@ $(BIN)/.installed: requirements.txt requirements-test.txt
 etcd-installed:
 	@command -v etcd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null; }
 
+# ansible-test's shellcheck sanity test is skipped without it.
+shellcheck-installed:
+	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; }
+
 setup: $(BIN)/.installed etcd-installed
 
 demo: setup
 	$(BIN)/python tests/demo.py
 
-test: setup unit sim-test integration
+test: setup unit sim-test integration lint client-ends core-2.21
 
 unit: setup
-	$(BIN)/python -m pytest -q tests/unit
+	$(call pytest,$(BIN)/python,unit,tests/unit)
 
 sim-test: setup
-	$(BIN)/python -m pytest -q tests/sim/tests
+	$(call pytest,$(BIN)/python,sim-test,tests/sim/tests)
 
 integration: setup
-	$(BIN)/python -m pytest -q tests/integration
+	$(call pytest,$(BIN)/python,integration,tests/integration)
+
+# Both checks run even when the first fails, so one pass shows every finding.
+lint: setup shellcheck-installed
+	@rc=0; \
+	$(BIN)/python tests/ci/sanity.py --python 3.11 || rc=1; \
+	echo "$(BIN)/ansible-lint --profile production"; \
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-lint --profile production || rc=1; \
+	exit $$rc
+
+sanity: setup shellcheck-installed
+	$(BIN)/python tests/ci/sanity.py --python 3.11
+
+ansible-lint: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-lint --profile production
+
+# The kube tests again with the oldest allowed kubernetes client.
+$(VENV_K35)/.installed: requirements-test.txt
+	$(PYTHON) -m venv $(VENV_K35)
+	$(VENV_K35)/bin/pip install -q --upgrade pip
+	sed 's/^kubernetes==.*/$(KUBE_OLDEST)/' requirements-test.txt > $(VENV_K35)/requirements.txt
+	$(VENV_K35)/bin/pip install -q -r $(VENV_K35)/requirements.txt
+	touch $@
+
+client-ends: setup $(VENV_K35)/.installed
+	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/sim/tests,-k kube)
+	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/unit,-k kube)
+
+# Unit tests and sanity on ansible-core 2.21 (Python 3.12), where a python3.12 exists.
+$(VENV_NEXT)/.installed: requirements-test.txt
+	$(PY312) -m venv $(VENV_NEXT)
+	$(VENV_NEXT)/bin/pip install -q --upgrade pip
+	sed 's/^ansible-core==.*/$(CORE_NEXT)/' requirements-test.txt > $(VENV_NEXT)/requirements.txt
+	$(VENV_NEXT)/bin/pip install -q -r $(VENV_NEXT)/requirements.txt
+	touch $@
+
+ifeq ($(strip $(PY312)),)
+core-2.21:
+	@echo "core-2.21: skipped: no working python3.12 on PATH, so no unit tests or sanity on $(CORE_NEXT) (set PY312=/path/to/python3.12 to run them)"
+else
+core-2.21: setup $(VENV_NEXT)/.installed shellcheck-installed
+	$(call pytest,$(VENV_NEXT)/bin/python,core-2.21,tests/unit)
+	$(VENV_NEXT)/bin/python tests/ci/sanity.py --python 3.12
+endif
 
 clean:
-	rm -rf $(VENV) tests/output .pytest_cache
+	rm -rf $(VENV) $(VENV_K35) $(VENV_NEXT) tests/output .pytest_cache
