@@ -1,0 +1,553 @@
+"""Real etcd members for the simulated clusters.
+
+Every stacked control node and every external etcd node of a simulated cluster runs one REAL
+etcd process (Debian's ``/usr/bin/etcd``, 3.4.23) on loopback, so that the collection's quorum
+checks meet the real member list, the real ``/health`` and a real loss of quorum:
+
+- ``stacked``: kubeadm-like. A CA per cluster (kubeadm keeps etcd's CA apart from the API
+  server's), server and peer certificates per member, ``--client-cert-auth`` on the client and
+  peer URLs, a ``healthcheck-client`` certificate for probes, and a plain-HTTP metrics listener
+  that serves ``/health`` (what kubeadm's probes use).
+- ``external``: plain HTTP on the client and peer URLs, as CKS sets up its external etcd nodes.
+
+A member stops (SIGTERM) when its VM reaches Stopped and starts again, with its data dir intact,
+when the VM reaches Running. Those calls come from the CloudStack world with ``sim.lock`` held,
+so the process work happens on one worker thread per member, in order, never under the lock.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import datetime
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import requests
+
+ETCD_BINARY = os.environ.get("CKS_SIM_ETCD", "/usr/bin/etcd")
+
+# Real milliseconds. Shorter than etcd's defaults (100/1000) so that a new leader is elected
+# quickly after a stop, long enough that two busy CPUs do not make leaders flap.
+HEARTBEAT_MS = 50
+ELECTION_MS = 600
+
+START_TIMEOUT = 30.0  # real seconds for a new cluster to answer a quorum read
+STOP_TIMEOUT = 10.0  # real seconds between SIGTERM and SIGKILL
+READY_TIMEOUT = 1.5  # real seconds for the quorum read of cluster_ready()
+
+MODES = ("stacked", "external")
+
+
+# --- certificates --------------------------------------------------------------------------
+
+def _issue_cert_private(tls: dict[str, str], name: str, sans: list[str], client: bool, server: bool,
+                        out_dir: str) -> tuple[str, str]:
+    """Issue a certificate signed by ``tls``'s CA; returns (cert path, key path)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    import ipaddress
+
+    with open(tls["ca_cert"], "rb") as fh:
+        ca_cert = x509.load_pem_x509_certificate(fh.read())
+    with open(tls["ca_key"], "rb") as fh:
+        ca_key = serialization.load_pem_private_key(fh.read(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    alt_names: list[x509.GeneralName] = []
+    for san in sans:
+        try:
+            alt_names.append(x509.IPAddress(ipaddress.ip_address(san)))
+        except ValueError:
+            alt_names.append(x509.DNSName(san))
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
+        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, content_commitment=False,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    )
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    os.makedirs(out_dir, exist_ok=True)
+    cert_path = os.path.join(out_dir, f"{name}.crt")
+    key_path = os.path.join(out_dir, f"{name}.key")
+    with open(cert_path, "wb") as fh:
+        fh.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as fh:
+        fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()))
+    os.chmod(key_path, 0o600)
+    return cert_path, key_path
+
+
+def _make_ca(out_dir: str, common_name: str) -> dict[str, str]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    os.makedirs(out_dir, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=False, content_commitment=False,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    paths = {"ca_cert": os.path.join(out_dir, "ca.crt"), "ca_key": os.path.join(out_dir, "ca.key")}
+    with open(paths["ca_cert"], "wb") as fh:
+        fh.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(paths["ca_key"], "wb") as fh:
+        fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()))
+    os.chmod(paths["ca_key"], 0o600)
+    return paths
+
+
+def _issue_cert(tls: dict[str, str], name: str, sans: list[str], client: bool, server: bool,
+                out_dir: str) -> tuple[str, str]:
+    return _issue_cert_private(tls, name, sans, client, server, out_dir)
+
+
+# --- ports ---------------------------------------------------------------------------------
+
+def _free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out now; all held open together so none repeats."""
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+# --- the members ---------------------------------------------------------------------------
+
+@dataclass
+class _Member:
+    cluster_id: str
+    name: str  # the VM name lowercased, as kubeadm names stacked members after their node
+    vm_name: str
+    data_dir: str
+    log_path: str
+    client_url: str
+    peer_url: str
+    metrics_url: Optional[str] = None
+    cert_file: Optional[str] = None
+    key_file: Optional[str] = None
+    peer_cert_file: Optional[str] = None
+    peer_key_file: Optional[str] = None
+    proc: Optional[subprocess.Popen] = None
+    # What the world says: the VM is on and the member was not killed. Set at once (under our
+    # lock) so that quorum invariants do not wait for a process to actually exit.
+    up: bool = True
+    killed: bool = False
+    starts: int = 0
+    executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=1))
+
+    def process_alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class _Cluster:
+    cluster_id: str
+    mode: str
+    members: list[_Member]
+    token: str
+    pki: dict[str, str] = field(default_factory=dict)  # ca_cert, client_cert, client_key (stacked)
+    quorum_lost: bool = False
+
+    @property
+    def quorum(self) -> int:
+        return len(self.members) // 2 + 1
+
+    def initial_cluster(self) -> str:
+        return ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+
+
+class EtcdManager:
+    """Runs the etcd members of every simulated cluster (see the module docstring)."""
+
+    def __init__(self, sim: Any, state_dir: str, tls: dict) -> None:
+        self.sim = sim
+        self.state_dir = os.path.join(state_dir, "etcd")
+        self.tls = tls or {}
+        self._lock = threading.RLock()  # our own: never sim.lock while a process starts or stops
+        self._clusters: dict[str, _Cluster] = {}
+        self._by_name: dict[str, _Member] = {}
+        self._stopped = False
+        os.makedirs(self.state_dir, exist_ok=True)
+        if hasattr(sim, "faults") and sim.faults is not None:
+            sim.faults.on_added.append(self._on_fault)
+        atexit.register(self.stop_all)
+
+    # --- building a cluster ---
+
+    def add_cluster(self, cluster_id: str, members: list[str], mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"etcd mode {mode!r}: expected one of {', '.join(MODES)}")
+        if not members:
+            raise ValueError(f"cluster {cluster_id}: an etcd cluster needs at least one member")
+        names = [vm.lower() for vm in members]
+        with self._lock:
+            if cluster_id in self._clusters:
+                raise ValueError(f"cluster {cluster_id} already has etcd members")
+            clash = [n for n in names if n in self._by_name]
+            if clash or len(set(names)) != len(names):
+                raise ValueError(f"etcd member names must be unique: {', '.join(clash or names)}")
+        last_error = ""
+        # A port taken between choosing it and etcd binding it makes a member exit at once;
+        # start over with new ports rather than fail the whole sim.
+        for _attempt in range(3):
+            cluster = self._build_cluster(cluster_id, members, mode)
+            for member in cluster.members:
+                self._spawn(cluster, member)
+            error = self._wait_healthy(cluster, START_TIMEOUT)
+            if error is None:
+                with self._lock:
+                    self._clusters[cluster_id] = cluster
+                    for member in cluster.members:
+                        self._by_name[member.name] = member
+                return
+            last_error = error
+            for member in cluster.members:
+                self._terminate(member)
+                member.executor.shutdown(wait=False)
+            shutil.rmtree(os.path.join(self.state_dir, cluster_id), ignore_errors=True)
+        raise RuntimeError(f"etcd of cluster {cluster_id} did not become healthy: {last_error}")
+
+    def _build_cluster(self, cluster_id: str, vm_names: list[str], mode: str) -> _Cluster:
+        base = os.path.join(self.state_dir, cluster_id)
+        shutil.rmtree(base, ignore_errors=True)
+        os.makedirs(base)
+        per_member = 3 if mode == "stacked" else 2
+        ports = _free_ports(per_member * len(vm_names))
+        scheme = "https" if mode == "stacked" else "http"
+        cluster = _Cluster(cluster_id=cluster_id, mode=mode, members=[], token=f"cks-sim-{cluster_id}")
+        if mode == "stacked":
+            ca = _make_ca(os.path.join(base, "pki"), f"etcd-ca-{cluster_id}")
+            client_cert, client_key = _issue_cert(ca, "healthcheck-client", [], True, False,
+                                                  os.path.join(base, "pki"))
+            cluster.pki = {"ca_cert": ca["ca_cert"], "ca_key": ca["ca_key"],
+                           "client_cert": client_cert, "client_key": client_key}
+        for i, vm_name in enumerate(vm_names):
+            name = vm_name.lower()
+            client_port, peer_port = ports[per_member * i], ports[per_member * i + 1]
+            member = _Member(
+                cluster_id=cluster_id, name=name, vm_name=vm_name,
+                data_dir=os.path.join(base, name, "data"),
+                log_path=os.path.join(base, name, "etcd.log"),
+                client_url=f"{scheme}://127.0.0.1:{client_port}",
+                peer_url=f"{scheme}://127.0.0.1:{peer_port}",
+            )
+            os.makedirs(os.path.dirname(member.data_dir), exist_ok=True)
+            if mode == "stacked":
+                member.metrics_url = f"http://127.0.0.1:{ports[per_member * i + 2]}"
+                pki_dir = os.path.join(base, name, "pki")
+                sans = ["127.0.0.1", "localhost", name]
+                member.cert_file, member.key_file = _issue_cert(ca, "server", sans, True, True, pki_dir)
+                member.peer_cert_file, member.peer_key_file = _issue_cert(ca, "peer", sans, True, True, pki_dir)
+            cluster.members.append(member)
+        return cluster
+
+    def _command(self, cluster: _Cluster, member: _Member) -> list[str]:
+        cmd = [
+            ETCD_BINARY,
+            f"--name={member.name}",
+            f"--data-dir={member.data_dir}",
+            f"--listen-client-urls={member.client_url}",
+            f"--advertise-client-urls={member.client_url}",
+            f"--listen-peer-urls={member.peer_url}",
+            f"--initial-advertise-peer-urls={member.peer_url}",
+            f"--initial-cluster={cluster.initial_cluster()}",
+            "--initial-cluster-state=new",  # ignored once the data dir exists (a restart)
+            f"--initial-cluster-token={cluster.token}",
+            f"--heartbeat-interval={HEARTBEAT_MS}",
+            f"--election-timeout={ELECTION_MS}",
+            "--snapshot-count=10000",
+            "--logger=zap",
+            "--log-outputs=stderr",
+        ]
+        if cluster.mode == "stacked":
+            cmd += [
+                f"--listen-metrics-urls={member.metrics_url}",
+                f"--cert-file={member.cert_file}",
+                f"--key-file={member.key_file}",
+                f"--trusted-ca-file={cluster.pki['ca_cert']}",
+                "--client-cert-auth=true",
+                f"--peer-cert-file={member.peer_cert_file}",
+                f"--peer-key-file={member.peer_key_file}",
+                f"--peer-trusted-ca-file={cluster.pki['ca_cert']}",
+                "--peer-client-cert-auth=true",
+            ]
+        return cmd
+
+    def _spawn(self, cluster: _Cluster, member: _Member) -> None:
+        # A clean environment: stray ETCD_* variables would override the flags.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD")}
+        with open(member.log_path, "ab") as log:
+            log.write(f"--- cks-sim start {member.starts + 1} at {time.time():.3f}\n".encode())
+            log.flush()
+            member.proc = subprocess.Popen(
+                self._command(cluster, member), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                env=env, start_new_session=True,  # a Ctrl-C to the test run is not etcd's to see
+            )
+        member.starts += 1
+
+    def _wait_healthy(self, cluster: _Cluster, timeout: float) -> Optional[str]:
+        """None once a quorum read answers and every member says healthy, else why not."""
+        deadline = time.monotonic() + timeout
+        why = "not started"
+        while time.monotonic() < deadline:
+            dead = [m.name for m in cluster.members if not m.process_alive()]
+            if dead:
+                return f"member(s) {', '.join(dead)} exited; see {cluster.members[0].log_path} and the others"
+            if self._quorum_read(cluster, cluster.members):
+                unhealthy = [m.name for m in cluster.members if not self._member_healthy(cluster, m)]
+                if not unhealthy:
+                    return None
+                why = f"member(s) {', '.join(unhealthy)} not healthy yet"
+            else:
+                why = "no quorum read yet"
+            time.sleep(0.1)
+        return why
+
+    # --- HTTP to the members (for the sim's own checks) ---
+
+    def _request_kwargs(self, cluster: _Cluster, timeout: float) -> dict[str, Any]:
+        if cluster.mode == "stacked":
+            return {"verify": cluster.pki["ca_cert"],
+                    "cert": (cluster.pki["client_cert"], cluster.pki["client_key"]), "timeout": timeout}
+        return {"timeout": timeout}
+
+    def _quorum_read(self, cluster: _Cluster, members: list[_Member], timeout: float = READY_TIMEOUT) -> bool:
+        """A linearizable range through the v3 gateway: only a member with a leader and a quorum answers."""
+        body = {"key": base64.b64encode(b"health").decode(), "limit": 1}
+        for member in members:
+            if not member.process_alive():
+                continue
+            try:
+                resp = requests.post(f"{member.client_url}/v3/kv/range", json=body,
+                                     **self._request_kwargs(cluster, timeout))
+            except requests.RequestException:
+                continue
+            if resp.status_code == 200 and "header" in resp.json():
+                return True
+        return False
+
+    def _member_healthy(self, cluster: _Cluster, member: _Member, timeout: float = READY_TIMEOUT) -> bool:
+        try:
+            resp = requests.get(f"{member.client_url}/health", **self._request_kwargs(cluster, timeout))
+            return resp.status_code == 200 and resp.json().get("health") in ("true", True)
+        except (requests.RequestException, ValueError):
+            return False
+
+    # --- power and faults ---
+
+    def _member(self, vm_name: str) -> Optional[_Member]:
+        with self._lock:
+            return self._by_name.get(vm_name.lower())
+
+    def vm_powered_off(self, vm_name: str) -> None:
+        member = self._member(vm_name)
+        if member is None:
+            return
+        with self._lock:
+            member.up = False
+            self._check_quorum(member.cluster_id, member.name, cause=f"{member.name} powered off")
+        self._submit(member, self._terminate, member)
+
+    def vm_powered_on(self, vm_name: str) -> None:
+        member = self._member(vm_name)
+        if member is None:
+            return
+        with self._lock:
+            member.up = True
+            member.killed = False
+            self._check_quorum(member.cluster_id, member.name, cause=f"{member.name} powered on")
+        self._submit(member, self._ensure_running, member)
+
+    def kill(self, vm_name: str) -> None:
+        member = self._member(vm_name)
+        if member is None:
+            raise KeyError(f"no etcd member for VM {vm_name!r}")
+        with self._lock:
+            member.killed = True
+            self._check_quorum(member.cluster_id, member.name, cause=f"{member.name} killed")
+            proc = member.proc
+        # SIGKILL now (no waiting here); the member's worker reaps it.
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._submit(member, self._reap, member)
+
+    def _on_fault(self, fault: dict[str, Any]) -> None:
+        if fault.get("kind") == "etcd_kill":
+            try:
+                self.kill(str(fault.get("vm")))
+            except KeyError as exc:
+                # Faults.add lets this through, so the admin API can refuse the fault.
+                raise ValueError(f"etcd_kill: {exc.args[0]}") from None
+
+    def _submit(self, member: _Member, fn: Any, *args: Any) -> Optional[Future]:
+        if self._stopped:
+            return None
+        try:
+            return member.executor.submit(fn, *args)
+        except RuntimeError:  # executor shut down by stop_all meanwhile
+            return None
+
+    def _ensure_running(self, member: _Member) -> None:
+        with self._lock:
+            wanted = member.up and not member.killed and not self._stopped
+            cluster = self._clusters.get(member.cluster_id)
+        if not wanted or cluster is None or member.process_alive():
+            return
+        self._spawn(cluster, member)
+
+    def _terminate(self, member: _Member) -> None:
+        proc = member.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    @staticmethod
+    def _reap(member: _Member) -> None:
+        if member.proc is not None:
+            try:
+                member.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _check_quorum(self, cluster_id: str, node: str, cause: str) -> None:
+        """Record the moment a cluster has fewer voting members alive than its quorum (held: _lock)."""
+        cluster = self._clusters.get(cluster_id)
+        if cluster is None:
+            return
+        alive = [m.name for m in cluster.members if m.up and not m.killed]
+        lost = len(alive) < cluster.quorum
+        if lost and not cluster.quorum_lost:
+            self.sim.invariants.add(
+                kind="etcd_quorum_lost", cluster=cluster_id, cause=cause, voters=len(cluster.members),
+                quorum=cluster.quorum, running=len(alive),
+                down=[m.name for m in cluster.members if m.name not in alive],
+            )
+        if lost != cluster.quorum_lost:
+            self.sim.timeline.add(node=node, event="etcd_quorum_lost" if lost else "etcd_quorum_restored",
+                                  cluster=cluster_id, cause=cause)
+        cluster.quorum_lost = lost
+
+    # --- views ---
+
+    def cluster_ready(self, cluster_id: str) -> bool:
+        with self._lock:
+            cluster = self._clusters.get(cluster_id)
+            members = list(cluster.members) if cluster else []
+        if cluster is None:
+            return False
+        return self._quorum_read(cluster, members)
+
+    def wait_settled(self, vm_name: Optional[str] = None, timeout: float = STOP_TIMEOUT + 5) -> None:
+        """Wait until the queued stops and starts (of one member, or all) have been carried out."""
+        with self._lock:
+            members = [self._by_name[vm_name.lower()]] if vm_name else list(self._by_name.values())
+        for member in members:
+            future = self._submit(member, lambda: None)
+            if future is not None:
+                future.result(timeout=timeout)
+
+    def endpoints(self, cluster_id: str) -> dict:
+        with self._lock:
+            cluster = self._clusters[cluster_id]
+            result: dict[str, Any] = {
+                "mode": cluster.mode,
+                "members": [
+                    {"name": m.name, "client_url": m.client_url, "peer_url": m.peer_url,
+                     "metrics_url": m.metrics_url, "running": m.process_alive()}
+                    for m in cluster.members
+                ],
+                "ca_cert": cluster.pki.get("ca_cert"),
+                "client_cert": cluster.pki.get("client_cert"),
+                "client_key": cluster.pki.get("client_key"),
+            }
+        return result
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return {
+                cid: {
+                    "mode": c.mode,
+                    "quorum": c.quorum,
+                    "quorum_lost": c.quorum_lost,
+                    "members": [
+                        {"name": m.name, "client_url": m.client_url, "up": m.up, "killed": m.killed,
+                         "running": m.process_alive(), "pid": m.proc.pid if m.process_alive() else None,
+                         "starts": m.starts, "log": m.log_path}
+                        for m in c.members
+                    ],
+                }
+                for cid, c in self._clusters.items()
+            }
+
+    def stop_all(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            members = list(self._by_name.values())
+        for member in members:
+            member.executor.shutdown(wait=True, cancel_futures=True)
+        # SIGKILL: a graceful stop of every member at once waits for leadership transfers that
+        # cannot happen (seconds each), and nothing reuses these data dirs.
+        procs = [m.proc for m in members if m.proc is not None and m.proc.poll() is None]
+        for proc in procs:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+        for proc in procs:
+            proc.wait()
