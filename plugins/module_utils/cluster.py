@@ -1,0 +1,499 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""The joined view of a CKS cluster: each node is a CloudStack VM plus its Kubernetes node.
+
+``build_view`` is a pure function from the raw API dicts (CloudStack list responses and
+Kubernetes Node objects in API JSON form), so every decision made on a view can be tested
+without a cloud. ``ClusterLoader`` fetches those dicts with a fixed number of list calls,
+whatever the size of the cluster: reading node settings per VM would not scale and would
+hammer the management server.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Optional, Protocol, Sequence
+
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+
+CONTROL = "control"
+WORKER = "worker"
+ETCD = "etcd"
+#: Rollout order: external etcd first, then the control plane, then the workers.
+NODE_TYPES: tuple[str, ...] = (ETCD, CONTROL, WORKER)
+
+ROLLOUT_ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
+DEDICATION = "ExplicitDedication"
+
+_UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
+# CKS names control VMs <prefix>-control-<hex>; clusters from before 4.16 used -master.
+_CONTROL_NAME = re.compile(r"-(control|master)(-[0-9a-f]+)?$")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def _empty() -> Mapping[str, Any]:
+    return _EMPTY
+
+
+@dataclass(frozen=True)
+class AffinityGroup:
+    id: str
+    name: str
+    type: str
+
+    @property
+    def is_dedication(self) -> bool:
+        """CKS adds the ExplicitDedication group itself; it is never compared and always kept."""
+        return self.type == DEDICATION
+
+
+@dataclass(frozen=True)
+class Offering:
+    """A service offering (listServiceOfferings)."""
+
+    id: str
+    name: str
+    cpu: int
+    memory_mb: int
+    rootdisksize_gb: int = 0  # > 0: the offering fixes the root disk size
+    disk_offering_id: Optional[str] = None
+    disk_offering_strict: bool = False  # diskofferingstrictness
+    customized: bool = False
+
+
+@dataclass(frozen=True)
+class DiskOffering:
+    """A disk offering (listDiskOfferings; compute-only ones are never listed)."""
+
+    id: str
+    name: str
+    size_gb: int
+    customized: bool
+    strict: bool  # disksizestrictness: disks made from it cannot be resized
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the cluster: its VM, root volume and (for control and worker) Kubernetes node."""
+
+    name: str  # Kubernetes node name = VM name in lowercase
+    vm_id: str
+    vm_name: str
+    node_type: str  # control | worker | etcd
+    vm_state: str
+    offering_id: Optional[str]
+    offering_name: Optional[str]
+    cpu: int
+    memory_mb: int
+    root_volume_id: Optional[str]
+    root_disk_gb: Optional[int]  # None: no ROOT volume visible, the disk is not compared
+    root_disk_offering_id: Optional[str]
+    root_disk_strict: bool
+    offering_root_gb: int
+    affinity_groups: tuple[AffinityGroup, ...]
+    host_id: Optional[str]
+    k8s_present: bool = False
+    ready: bool = False
+    boot_id: Optional[str] = None
+    unschedulable: bool = False
+    rollout_boot_id: Optional[str] = None
+    annotations: Mapping[str, str] = field(default_factory=_empty, hash=False)
+    ip_address: Optional[str] = None
+    external: bool = False  # added with addNodesToKubernetesCluster
+
+    @property
+    def running(self) -> bool:
+        return self.vm_state == "Running"
+
+    @property
+    def annotated(self) -> bool:
+        """Carries the annotation of a rollout that cordoned it."""
+        return self.rollout_boot_id is not None
+
+    @property
+    def back(self) -> bool:
+        """Ready with a boot ID other than the one recorded before the stop.
+
+        A Ready condition alone proves nothing: it may be the one from before the stop.
+        """
+        return (self.annotated and self.ready and self.boot_id is not None
+                and self.boot_id != self.rollout_boot_id)
+
+    @property
+    def cordoned_by_others(self) -> bool:
+        """Cordoned, but not by a rollout: never touched."""
+        return self.unschedulable and not self.annotated
+
+    @property
+    def is_kubernetes_node(self) -> bool:
+        return self.node_type != ETCD
+
+    @property
+    def dedication_group_ids(self) -> tuple[str, ...]:
+        return tuple(g.id for g in self.affinity_groups if g.is_dedication)
+
+    @property
+    def chosen_group_ids(self) -> frozenset[str]:
+        """The groups an operator chose (dedication groups left out)."""
+        return frozenset(g.id for g in self.affinity_groups if not g.is_dedication)
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    id: str
+    name: str
+    state: str  # the CKS cluster state
+    offering_id: Optional[str]  # the cluster-wide serviceofferingid
+    node_offerings: Mapping[str, str]  # per type, where CloudStack reports one
+    nodes: tuple[Node, ...]
+    external_etcd: bool
+    offerings: Mapping[str, Offering]
+    disk_offerings: Mapping[str, DiskOffering]
+    affinity_groups: Mapping[str, AffinityGroup]
+    account: Optional[str] = None
+    domain_id: Optional[str] = None
+    project_id: Optional[str] = None
+    zone_id: Optional[str] = None
+    network_id: Optional[str] = None
+    endpoint: Optional[str] = None
+    recorded_cores: Optional[int] = None  # CloudStack's own (possibly stale) cpunumber
+    recorded_memory_mb: Optional[int] = None
+    #: Kubernetes nodes that match no VM of the cluster, name -> Ready.
+    unmatched_k8s_nodes: Mapping[str, bool] = field(default_factory=_empty, hash=False)
+
+    def nodes_of(self, node_type: str) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.node_type == node_type)
+
+    def find_node(self, name: str) -> Optional[Node]:
+        wanted = name.lower()
+        for node in self.nodes:
+            if node.name == wanted:
+                return node
+        return None
+
+    def node(self, name: str) -> Node:
+        found = self.find_node(name)
+        if found is None:
+            raise InvalidInput("node", name, f"not a node of cluster {self.name}; its nodes are "
+                               f"{', '.join(n.name for n in self.nodes) or 'none'}")
+        return found
+
+    def offering_name(self, offering_id: Optional[str]) -> str:
+        if offering_id is None:
+            return "none"
+        offering = self.offerings.get(offering_id)
+        return offering.name if offering else offering_id
+
+    def group(self, group_id: str) -> Optional[AffinityGroup]:
+        """A group by id, from listAffinityGroups or, failing that, from a node that has it."""
+        group = self.affinity_groups.get(group_id)
+        if group is not None:
+            return group
+        for node in self.nodes:
+            for g in node.affinity_groups:
+                if g.id == group_id:
+                    return g
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# build_view: raw dicts -> ClusterView
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return bool(value)
+
+
+def _opt_str(value: Any) -> Optional[str]:
+    return str(value) if value not in (None, "") else None
+
+
+def node_type_of(vm: Mapping[str, Any]) -> str:
+    """The reference's rule: the API has no control-node flag, so the VM name says it."""
+    if _bool(vm.get("isetcdnode")):
+        return ETCD
+    if _bool(vm.get("isexternalnode")):
+        return WORKER
+    if _CONTROL_NAME.search(str(vm.get("name", "")).lower()):
+        return CONTROL
+    return WORKER
+
+
+def _offering(raw: Mapping[str, Any]) -> Offering:
+    return Offering(
+        id=str(raw["id"]), name=str(raw.get("name", raw["id"])),
+        cpu=_int(raw.get("cpunumber")), memory_mb=_int(raw.get("memory")),
+        rootdisksize_gb=_int(raw.get("rootdisksize")),
+        disk_offering_id=_opt_str(raw.get("diskofferingid")),
+        disk_offering_strict=_bool(raw.get("diskofferingstrictness")),
+        customized=_bool(raw.get("iscustomized")),
+    )
+
+
+def _disk_offering(raw: Mapping[str, Any]) -> DiskOffering:
+    return DiskOffering(
+        id=str(raw["id"]), name=str(raw.get("name", raw["id"])),
+        size_gb=_int(raw.get("disksize")), customized=_bool(raw.get("iscustomized")),
+        strict=_bool(raw.get("disksizestrictness")),
+    )
+
+
+def _group(raw: Mapping[str, Any], known: Mapping[str, AffinityGroup]) -> AffinityGroup:
+    gid = str(raw["id"])
+    listed = known.get(gid)
+    if listed is not None:
+        return listed
+    # Not in listAffinityGroups (a domain-level group, say): the VM's entry may carry the type.
+    return AffinityGroup(id=gid, name=str(raw.get("name", gid)), type=str(raw.get("type", "")))
+
+
+def _root_volumes(volumes: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    gone = {"Destroy", "Destroying", "Expunging", "Expunged"}
+    by_vm: dict[str, Mapping[str, Any]] = {}
+    for vol in volumes:
+        if str(vol.get("type", "")).upper() != "ROOT" or not vol.get("virtualmachineid"):
+            continue
+        if vol.get("state") in gone:
+            continue
+        by_vm.setdefault(str(vol["virtualmachineid"]), vol)
+    return by_vm
+
+
+def _default_ip(vm: Mapping[str, Any]) -> Optional[str]:
+    nics = vm.get("nic") or []
+    for nic in nics:
+        if _bool(nic.get("isdefault")) and nic.get("ipaddress"):
+            return str(nic["ipaddress"])
+    for nic in nics:
+        if nic.get("ipaddress"):
+            return str(nic["ipaddress"])
+    return _opt_str(vm.get("ipaddress"))
+
+
+@dataclass(frozen=True)
+class _KubeNode:
+    ready: bool
+    boot_id: Optional[str]
+    unschedulable: bool
+    annotations: Mapping[str, str]
+
+
+def _kube_node(raw: Mapping[str, Any]) -> _KubeNode:
+    metadata = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    conditions = status.get("conditions") or []
+    ready_true = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    taints = {t.get("key") for t in (spec.get("taints") or [])}
+    info = status.get("nodeInfo") or status.get("node_info") or {}
+    boot_id = info.get("bootID") if "bootID" in info else info.get("boot_id")
+    return _KubeNode(
+        ready=ready_true and not (taints & _UNHEALTHY_TAINTS),
+        boot_id=_opt_str(boot_id),
+        unschedulable=_bool(spec.get("unschedulable")),
+        annotations=MappingProxyType(dict(metadata.get("annotations") or {})),
+    )
+
+
+def build_view(
+    cluster: Mapping[str, Any],
+    vms: Sequence[Mapping[str, Any]],
+    volumes: Sequence[Mapping[str, Any]],
+    service_offerings: Sequence[Mapping[str, Any]],
+    disk_offerings: Sequence[Mapping[str, Any]],
+    affinity_groups: Sequence[Mapping[str, Any]],
+    k8s_nodes: Sequence[Mapping[str, Any]],
+) -> ClusterView:
+    """Join the raw API answers into one view. Pure: no I/O, input dicts are not changed.
+
+    ``cluster`` is one listKubernetesClusters entry; its ``virtualmachines`` say which VMs
+    belong to the cluster and their etcd/external flags. ``vms`` are listVirtualMachines
+    entries (they carry the offering and affinity groups the embedded entries lack); extra VMs
+    are ignored. ``volumes`` may hold any volumes: ROOT ones are matched by VM id.
+    """
+    offerings = {str(o["id"]): _offering(o) for o in service_offerings}
+    disks = {str(d["id"]): _disk_offering(d) for d in disk_offerings}
+    groups = {str(g["id"]): AffinityGroup(id=str(g["id"]), name=str(g.get("name", g["id"])),
+                                          type=str(g.get("type", "")))
+              for g in affinity_groups}
+    full_vms = {str(v["id"]): v for v in vms if v.get("id")}
+    roots = _root_volumes(volumes)
+    kube = {str((k.get("metadata") or {}).get("name", "")).lower(): k for k in k8s_nodes}
+    matched: set[str] = set()
+
+    nodes: list[Node] = []
+    for embedded in cluster.get("virtualmachines") or []:
+        vm_id = str(embedded["id"])
+        # The embedded entry has the cluster flags; the full entry has the settings.
+        vm: dict[str, Any] = {**embedded, **full_vms.get(vm_id, {})}
+        for flag in ("isetcdnode", "isexternalnode"):
+            if flag in embedded:
+                vm[flag] = embedded[flag]
+        vm_name = str(vm.get("name", vm_id))
+        name = vm_name.lower()
+        node_type = node_type_of(vm)
+        offering_id = _opt_str(vm.get("serviceofferingid"))
+        offering = offerings.get(offering_id) if offering_id else None
+        root = roots.get(vm_id)
+        root_disk_offering_id = _opt_str(root.get("diskofferingid")) if root else None
+        root_disk = disks.get(root_disk_offering_id) if root_disk_offering_id else None
+        kube_node: Optional[_KubeNode] = None
+        if node_type != ETCD and name in kube:
+            kube_node = _kube_node(kube[name])
+            matched.add(name)
+        annotations = kube_node.annotations if kube_node else _EMPTY
+        nodes.append(Node(
+            name=name, vm_id=vm_id, vm_name=vm_name, node_type=node_type,
+            vm_state=str(vm.get("state", "Unknown")),
+            offering_id=offering_id,
+            offering_name=_opt_str(vm.get("serviceofferingname")) or (offering.name if offering else None),
+            cpu=_int(vm.get("cpunumber"), offering.cpu if offering else 0),
+            memory_mb=_int(vm.get("memory"), offering.memory_mb if offering else 0),
+            root_volume_id=_opt_str(root.get("id")) if root else None,
+            root_disk_gb=(_int(root.get("size")) >> 30) if root else None,
+            root_disk_offering_id=root_disk_offering_id,
+            root_disk_strict=bool((root_disk and root_disk.strict)
+                                  or (offering and offering.disk_offering_strict)),
+            offering_root_gb=offering.rootdisksize_gb if offering else 0,
+            affinity_groups=tuple(_group(g, groups) for g in vm.get("affinitygroup") or []),
+            host_id=_opt_str(vm.get("hostid")),
+            k8s_present=kube_node is not None,
+            ready=kube_node.ready if kube_node else False,
+            boot_id=kube_node.boot_id if kube_node else None,
+            unschedulable=kube_node.unschedulable if kube_node else False,
+            rollout_boot_id=_opt_str(annotations.get(ROLLOUT_ANNOTATION)),
+            annotations=annotations,
+            ip_address=_default_ip(vm),
+            external=_bool(vm.get("isexternalnode")),
+        ))
+
+    node_offerings = {t: str(cluster[f"{t}offeringid"]) for t in (CONTROL, WORKER, ETCD)
+                      if cluster.get(f"{t}offeringid")}
+    unmatched = {name: _kube_node(raw).ready for name, raw in kube.items()
+                 if name and name not in matched}
+    return ClusterView(
+        id=str(cluster["id"]), name=str(cluster.get("name", cluster["id"])),
+        state=str(cluster.get("state", "Unknown")),
+        offering_id=_opt_str(cluster.get("serviceofferingid")),
+        node_offerings=MappingProxyType(node_offerings),
+        nodes=tuple(nodes),
+        external_etcd=any(n.node_type == ETCD for n in nodes) or _int(cluster.get("etcdnodes")) > 0,
+        offerings=MappingProxyType(offerings),
+        disk_offerings=MappingProxyType(disks),
+        affinity_groups=MappingProxyType(groups),
+        account=_opt_str(cluster.get("account")),
+        domain_id=_opt_str(cluster.get("domainid")),
+        project_id=_opt_str(cluster.get("projectid")),
+        zone_id=_opt_str(cluster.get("zoneid")),
+        network_id=_opt_str(cluster.get("networkid")),
+        endpoint=_opt_str(cluster.get("endpoint")),
+        recorded_cores=_int(cluster["cpunumber"]) if cluster.get("cpunumber") not in (None, "") else None,
+        recorded_memory_mb=_int(cluster["memory"]) if cluster.get("memory") not in (None, "") else None,
+        unmatched_k8s_nodes=MappingProxyType(unmatched),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# ClusterLoader: a bounded number of list calls
+
+
+class CloudLister(Protocol):
+    def list(self, command: str, **params: Any) -> list[dict]:
+        """A paged list call returning all items."""
+
+
+class NodeLister(Protocol):
+    def list_nodes(self) -> list[dict]:
+        """All Kubernetes Node objects as API JSON dicts."""
+
+
+class ClusterLoader:
+    """Fetches a ClusterView with at most ``MAX_CLOUD_CALLS`` list calls and one node list.
+
+    listVirtualMachines is asked by ``ids`` in chunks of ``VM_IDS_PER_CALL`` (long GET query
+    strings are refused by proxies and servers); a cluster too large for ``MAX_VM_ID_CALLS``
+    chunks lists the owner's VMs instead and keeps the cluster's. ROOT volumes are listed for
+    the owner in one call and matched client-side: asking per VM would not scale.
+    """
+
+    VM_IDS_PER_CALL = 100
+    MAX_VM_ID_CALLS = 4
+    MAX_CLOUD_CALLS = 10  # 2 to resolve + 4 VM chunks + volumes, offerings, disks, groups
+
+    def __init__(self, cloud: CloudLister, kube: Optional[NodeLister] = None) -> None:
+        self.cloud = cloud
+        self.kube = kube
+
+    def find(self, cluster: str, project_id: Optional[str] = None) -> dict:
+        """The listKubernetesClusters entry named by id or by exact name."""
+        scope = {"projectid": project_id} if project_id else {}
+        if _UUID.match(cluster):
+            found = self.cloud.list("listKubernetesClusters", id=cluster, listall=True, **scope)
+            found = [c for c in found if str(c.get("id")) == cluster]
+            if found:
+                return found[0]
+        found = self.cloud.list("listKubernetesClusters", name=cluster, listall=True, **scope)
+        found = [c for c in found if c.get("name") == cluster]
+        if len(found) > 1:
+            matches = ", ".join(f"{c.get('id')} (account {c.get('account', '?')})" for c in found)
+            raise InvalidInput("cluster", cluster,
+                               f"{len(found)} CKS clusters have this name: {matches}; give the id")
+        if not found:
+            where = f" in project {project_id}" if project_id else ""
+            raise InvalidInput("cluster", cluster,
+                               f"no CKS cluster with this id or name is visible to this account{where}")
+        return found[0]
+
+    def load(self, cluster: str, project_id: Optional[str] = None) -> ClusterView:
+        return self.load_cluster(self.find(cluster, project_id))
+
+    def refresh(self, view: ClusterView) -> ClusterView:
+        return self.load(view.id, view.project_id)
+
+    def load_cluster(self, cluster: Mapping[str, Any]) -> ClusterView:
+        """The view of an already resolved listKubernetesClusters entry."""
+        owner = self._owner_scope(cluster)
+        vm_ids = [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")]
+        vms = self._vms(vm_ids, owner)
+        volumes = self.cloud.list("listVolumes", type="ROOT", listall=True, **owner)
+        offerings = self.cloud.list("listServiceOfferings")
+        disk_offerings = self.cloud.list("listDiskOfferings")
+        group_scope = {"projectid": owner["projectid"]} if "projectid" in owner else {}
+        groups = self.cloud.list("listAffinityGroups", listall=True, **group_scope)
+        k8s_nodes = self.kube.list_nodes() if self.kube is not None else []
+        return build_view(cluster, vms, volumes, offerings, disk_offerings, groups, k8s_nodes)
+
+    @staticmethod
+    def _owner_scope(cluster: Mapping[str, Any]) -> dict[str, Any]:
+        if cluster.get("projectid"):
+            return {"projectid": cluster["projectid"]}
+        if cluster.get("account") and cluster.get("domainid"):
+            return {"account": cluster["account"], "domainid": cluster["domainid"]}
+        return {}
+
+    def _vms(self, vm_ids: list[str], owner: Mapping[str, Any]) -> list[dict]:
+        if not vm_ids:
+            return []
+        chunks = math.ceil(len(vm_ids) / self.VM_IDS_PER_CALL)
+        if chunks > self.MAX_VM_ID_CALLS:
+            wanted = set(vm_ids)
+            return [vm for vm in self.cloud.list("listVirtualMachines", listall=True, **owner)
+                    if str(vm.get("id")) in wanted]
+        vms: list[dict] = []
+        for start in range(0, len(vm_ids), self.VM_IDS_PER_CALL):
+            chunk = vm_ids[start:start + self.VM_IDS_PER_CALL]
+            vms.extend(self.cloud.list("listVirtualMachines", ids=",".join(chunk), listall=True, **owner))
+        return vms
