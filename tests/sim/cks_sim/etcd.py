@@ -5,7 +5,8 @@ etcd process (Debian's ``/usr/bin/etcd``, 3.4.23) on loopback, so that the colle
 checks meet the real member list, the real ``/health`` and a real loss of quorum:
 
 - ``stacked``: kubeadm-like. A CA per cluster (kubeadm keeps etcd's CA apart from the API
-  server's), server and peer certificates per member, ``--client-cert-auth`` on the client and
+  server's, so a client that mixes them up fails here as on a cloud), server and peer
+  certificates per member (issued with ``tls.issue_cert``), ``--client-cert-auth`` on the client and
   peer URLs, a ``healthcheck-client`` certificate for probes, and a plain-HTTP metrics listener
   that serves ``/health`` (what kubeadm's probes use).
 - ``external``: plain HTTP on the client and peer URLs, as CKS sets up its external etcd nodes.
@@ -33,6 +34,8 @@ from typing import Any, Optional
 
 import requests
 
+from .tls import issue_cert
+
 ETCD_BINARY = os.environ.get("CKS_SIM_ETCD", "/usr/bin/etcd")
 
 # Real milliseconds. Shorter than etcd's defaults (100/1000) so that a new leader is elected
@@ -48,58 +51,6 @@ MODES = ("stacked", "external")
 
 
 # --- certificates --------------------------------------------------------------------------
-
-def _issue_cert_private(tls: dict[str, str], name: str, sans: list[str], client: bool, server: bool,
-                        out_dir: str) -> tuple[str, str]:
-    """Issue a certificate signed by ``tls``'s CA; returns (cert path, key path)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-    import ipaddress
-
-    with open(tls["ca_cert"], "rb") as fh:
-        ca_cert = x509.load_pem_x509_certificate(fh.read())
-    with open(tls["ca_key"], "rb") as fh:
-        ca_key = serialization.load_pem_private_key(fh.read(), password=None)
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    alt_names: list[x509.GeneralName] = []
-    for san in sans:
-        try:
-            alt_names.append(x509.IPAddress(ipaddress.ip_address(san)))
-        except ValueError:
-            alt_names.append(x509.DNSName(san))
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
-        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, content_commitment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-    )
-    if alt_names:
-        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    os.makedirs(out_dir, exist_ok=True)
-    cert_path = os.path.join(out_dir, f"{name}.crt")
-    key_path = os.path.join(out_dir, f"{name}.key")
-    with open(cert_path, "wb") as fh:
-        fh.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as fh:
-        fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                   serialization.NoEncryption()))
-    os.chmod(key_path, 0o600)
-    return cert_path, key_path
-
 
 def _make_ca(out_dir: str, common_name: str) -> dict[str, str]:
     from cryptography import x509
@@ -134,11 +85,6 @@ def _make_ca(out_dir: str, common_name: str) -> dict[str, str]:
                                    serialization.NoEncryption()))
     os.chmod(paths["ca_key"], 0o600)
     return paths
-
-
-def _issue_cert(tls: dict[str, str], name: str, sans: list[str], client: bool, server: bool,
-                out_dir: str) -> tuple[str, str]:
-    return _issue_cert_private(tls, name, sans, client, server, out_dir)
 
 
 # --- ports ---------------------------------------------------------------------------------
@@ -208,6 +154,7 @@ class EtcdManager:
     def __init__(self, sim: Any, state_dir: str, tls: dict) -> None:
         self.sim = sim
         self.state_dir = os.path.join(state_dir, "etcd")
+        # The sim's PKI (the API server's). etcd does not share it: see the module docstring.
         self.tls = tls or {}
         self._lock = threading.RLock()  # our own: never sim.lock while a process starts or stops
         self._clusters: dict[str, _Cluster] = {}
@@ -263,7 +210,7 @@ class EtcdManager:
         cluster = _Cluster(cluster_id=cluster_id, mode=mode, members=[], token=f"cks-sim-{cluster_id}")
         if mode == "stacked":
             ca = _make_ca(os.path.join(base, "pki"), f"etcd-ca-{cluster_id}")
-            client_cert, client_key = _issue_cert(ca, "healthcheck-client", [], True, False,
+            client_cert, client_key = issue_cert(ca, "healthcheck-client", [], True, False,
                                                   os.path.join(base, "pki"))
             cluster.pki = {"ca_cert": ca["ca_cert"], "ca_key": ca["ca_key"],
                            "client_cert": client_cert, "client_key": client_key}
@@ -282,8 +229,8 @@ class EtcdManager:
                 member.metrics_url = f"http://127.0.0.1:{ports[per_member * i + 2]}"
                 pki_dir = os.path.join(base, name, "pki")
                 sans = ["127.0.0.1", "localhost", name]
-                member.cert_file, member.key_file = _issue_cert(ca, "server", sans, True, True, pki_dir)
-                member.peer_cert_file, member.peer_key_file = _issue_cert(ca, "peer", sans, True, True, pki_dir)
+                member.cert_file, member.key_file = issue_cert(ca, "server", sans, True, True, pki_dir)
+                member.peer_cert_file, member.peer_key_file = issue_cert(ca, "peer", sans, True, True, pki_dir)
             cluster.members.append(member)
         return cluster
 
