@@ -441,10 +441,9 @@ class ClusterLoader:
         """The listKubernetesClusters entry named by id or by exact name."""
         scope = {"projectid": project_id} if project_id else {}
         if _UUID.match(cluster):
-            found = self.cloud.list("listKubernetesClusters", id=cluster, listall=True, **scope)
-            found = [c for c in found if str(c.get("id")) == cluster]
-            if found:
-                return found[0]
+            by_id = self._by_id(cluster, scope)
+            if by_id is not None:
+                return by_id
         found = self.cloud.list("listKubernetesClusters", name=cluster, listall=True, **scope)
         found = [c for c in found if c.get("name") == cluster]
         if len(found) > 1:
@@ -457,11 +456,25 @@ class ClusterLoader:
                                f"no CKS cluster with this id or name is visible to this account{where}")
         return found[0]
 
+    def find_by_id(self, cluster_id: str, project_id: Optional[str] = None) -> dict:
+        scope = {"projectid": project_id} if project_id else {}
+        found = self._by_id(cluster_id, scope)
+        if found is None:
+            raise InvalidInput("cluster", cluster_id, "no CKS cluster with this id is visible to this account")
+        return found
+
+    def _by_id(self, cluster_id: str, scope: Mapping[str, Any]) -> Optional[dict]:
+        found = self.cloud.list("listKubernetesClusters", id=cluster_id, listall=True, **scope)
+        found = [c for c in found if str(c.get("id")) == cluster_id]
+        return found[0] if found else None
+
     def load(self, cluster: str, project_id: Optional[str] = None) -> ClusterView:
+        """The view of the cluster named by id or exact name."""
         return self.load_cluster(self.find(cluster, project_id))
 
     def refresh(self, view: ClusterView) -> ClusterView:
-        return self.load(view.id, view.project_id)
+        """The same cluster read again (by its id)."""
+        return self.load_cluster(self.find_by_id(view.id, view.project_id))
 
     def load_cluster(self, cluster: Mapping[str, Any]) -> ClusterView:
         """The view of an already resolved listKubernetesClusters entry."""

@@ -1,0 +1,167 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""ClusterLoader: a bounded number of list calls, whatever the cluster size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from factories import ClusterFactory
+
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterLoader
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+
+UUID = "3f2c1a9e-8d7b-4c6a-9e5f-1a2b3c4d5e6f"
+
+
+class FakeCloud:
+    """Answers list calls from the factory's raw dicts, filtering as CloudStack would."""
+
+    def __init__(self, clusters: list[dict], factory: ClusterFactory) -> None:
+        self.clusters = clusters
+        self.factory = factory
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def list(self, command: str, **params: Any) -> list[dict]:
+        self.calls.append((command, params))
+        f = self.factory
+        if command == "listKubernetesClusters":
+            if "id" in params:
+                return [c for c in self.clusters if c["id"] == params["id"]]
+            return [c for c in self.clusters if c["name"] == params.get("name")]
+        if command == "listVirtualMachines":
+            vms = f.raw_vms() + [{"id": "vm-other", "name": "other", "state": "Running"}]
+            if "ids" in params:
+                ids = set(params["ids"].split(","))
+                return [vm for vm in vms if vm["id"] in ids]
+            return vms
+        if command == "listVolumes":
+            return [v for v in f.raw_volumes() if v["type"] == params.get("type", v["type"])]
+        if command == "listServiceOfferings":
+            return f.raw_service_offerings()
+        if command == "listDiskOfferings":
+            return f.raw_disk_offerings()
+        if command == "listAffinityGroups":
+            return f.raw_affinity_groups()
+        raise AssertionError(f"unexpected call {command}")
+
+    def commands(self) -> list[str]:
+        return [c for c, _ in self.calls]
+
+
+class FakeKube:
+    def __init__(self, factory: ClusterFactory) -> None:
+        self.factory = factory
+        self.calls = 0
+
+    def list_nodes(self) -> list[dict]:
+        self.calls += 1
+        return self.factory.raw_k8s_nodes()
+
+
+def loader_for(f: ClusterFactory, clusters: list[dict] | None = None) -> tuple[ClusterLoader, FakeCloud, FakeKube]:
+    cloud = FakeCloud(clusters if clusters is not None else [f.raw_cluster()], f)
+    kube = FakeKube(f)
+    return ClusterLoader(cloud, kube), cloud, kube
+
+
+@pytest.mark.parametrize("workers", [1, 4, 99, 398, 399, 1000, 3000])
+def test_call_budget_whatever_the_cluster_size(workers: int) -> None:
+    f = ClusterFactory(control=1, workers=workers)
+    loader, cloud, kube = loader_for(f)
+    view = loader.load("demo")
+    assert len(view.nodes) == workers + 1
+    assert all(n.offering_id == "so-medium" and n.root_disk_gb == 20 for n in view.nodes)
+    assert all(n.ready for n in view.nodes)
+    assert len(cloud.calls) <= ClusterLoader.MAX_CLOUD_CALLS
+    assert kube.calls == 1
+
+
+def test_vms_are_asked_by_id_in_chunks_scoped_to_the_owner() -> None:
+    f = ClusterFactory(control=3, workers=247)  # 250 VMs: 3 chunks of at most 100
+    loader, cloud, _ = loader_for(f)
+    loader.load("demo")
+    vm_calls = [p for c, p in cloud.calls if c == "listVirtualMachines"]
+    assert [len(p["ids"].split(",")) for p in vm_calls] == [100, 100, 50]
+    assert all(p["listall"] is True and p["account"] == "admin" and p["domainid"] == "domain-root"
+               for p in vm_calls)
+    asked = [i for p in vm_calls for i in p["ids"].split(",")]
+    assert sorted(asked) == sorted(f.vm_id(n.name) for n in f.nodes)
+
+
+def test_a_very_large_cluster_lists_the_owners_vms_once_and_keeps_its_own() -> None:
+    f = ClusterFactory(control=3, workers=500)
+    loader, cloud, _ = loader_for(f)
+    view = loader.load("demo")
+    vm_calls = [p for c, p in cloud.calls if c == "listVirtualMachines"]
+    assert len(vm_calls) == 1 and "ids" not in vm_calls[0]
+    assert "other" not in {n.name for n in view.nodes}
+
+
+def test_the_calls_made() -> None:
+    f = ClusterFactory(control=1, workers=2)
+    loader, cloud, _ = loader_for(f)
+    loader.load("demo")
+    assert cloud.commands() == ["listKubernetesClusters", "listVirtualMachines", "listVolumes",
+                                "listServiceOfferings", "listDiskOfferings", "listAffinityGroups"]
+    params = dict(cloud.calls)
+    assert params["listVolumes"] == {"type": "ROOT", "listall": True, "account": "admin", "domainid": "domain-root"}
+    assert params["listAffinityGroups"] == {"listall": True}
+    assert params["listKubernetesClusters"] == {"name": "demo", "listall": True}
+
+
+def test_project_clusters_are_listed_in_their_project() -> None:
+    f = ClusterFactory(control=1, workers=1, project=True)
+    loader, cloud, _ = loader_for(f)
+    loader.load("demo", project_id="project-1")
+    for command, params in cloud.calls:
+        if command not in ("listServiceOfferings", "listDiskOfferings"):
+            assert params.get("projectid") == "project-1", command
+        assert "account" not in params
+
+
+def test_resolve_by_id() -> None:
+    f = ClusterFactory(control=1, workers=1)
+    cluster = dict(f.raw_cluster(), id=UUID)
+    loader, cloud, _ = loader_for(f, [cluster])
+    assert loader.load(UUID).id == UUID
+    assert cloud.calls[0] == ("listKubernetesClusters", {"id": UUID, "listall": True})
+
+
+def test_a_uuid_shaped_name_falls_back_to_the_name() -> None:
+    f = ClusterFactory(control=1, workers=1)
+    cluster = dict(f.raw_cluster(), name=UUID)
+    loader, cloud, _ = loader_for(f, [cluster])
+    assert loader.load(UUID).name == UUID
+    assert cloud.commands()[:2] == ["listKubernetesClusters", "listKubernetesClusters"]
+
+
+def test_name_must_match_exactly_and_be_unique() -> None:
+    f = ClusterFactory(control=1, workers=1)
+    one = f.raw_cluster()
+    two = dict(one, id="cluster-other", account="bob")
+    near = dict(one, id="cluster-near", name="demo2")
+    loader, _, _ = loader_for(f, [one, two, near])
+    with pytest.raises(InvalidInput) as err:
+        loader.load("demo")
+    assert "cluster-demo" in err.value.msg and "cluster-other" in err.value.msg and "give the id" in err.value.msg
+    loader, _, _ = loader_for(f, [near])
+    with pytest.raises(InvalidInput) as err:
+        loader.load("demo")
+    assert "no CKS cluster" in err.value.msg
+
+
+def test_without_a_kubernetes_client_nodes_have_no_kubernetes_side() -> None:
+    f = ClusterFactory(control=1, workers=1)
+    cloud = FakeCloud([f.raw_cluster()], f)
+    view = ClusterLoader(cloud).load("demo")
+    assert all(not n.k8s_present for n in view.nodes)
+
+
+def test_refresh_reads_the_cluster_again() -> None:
+    f = ClusterFactory(control=1, workers=1)
+    loader, _, _ = loader_for(f)
+    view = loader.load("demo")
+    f.stop(f.w(1))
+    assert loader.refresh(view).node(f.w(1)).vm_state == "Stopped"
