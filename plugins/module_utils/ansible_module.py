@@ -1,0 +1,163 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""The one glue between AnsibleModule and the rest of module_utils.
+
+- ``cloudstack_argument_spec()`` / ``kubernetes_argument_spec()``: the shared connection options
+  (documented by the ``cloudstack.cks.cloudstack`` and ``cloudstack.cks.kubernetes`` doc
+  fragments), with their environment fallbacks and ``no_log`` on secrets;
+- ``cloudstack_client(module)`` / ``kube_client(module, cloudstack, cluster_id)``: the clients;
+- ``run(module, fn)``: calls ``fn()``, exits with the dict it returns, and turns a ``CksError``
+  into ``fail_json(msg=..., **details)`` in this one place.
+
+Environment variables are those of ngine_io.cloudstack (``CLOUDSTACK_*``) and kubernetes.core
+(``K8S_AUTH_*``). One difference on purpose: ``CLOUDSTACK_DANGEROUS_NO_TLS_VERIFY`` means what its
+name says (true = do not verify), as in the ``cs`` library. ngine_io.cloudstack feeds it to
+``validate_certs`` unchanged, so there ``false`` turns verification off; here a value set for that
+quirk can only make us verify, never silently stop verifying.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any, Callable, Mapping, Optional
+
+from ansible.module_utils.basic import AnsibleFallbackNotFound, AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.parsing.convert_bool import boolean
+
+from ansible_collections.cloudstack.cks.plugins.module_utils import cloudstack as cs_utils
+from ansible_collections.cloudstack.cks.plugins.module_utils import kube as kube_utils
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError
+
+
+def _validate_certs_from_no_tls_verify() -> bool:
+    """``validate_certs`` from CLOUDSTACK_DANGEROUS_NO_TLS_VERIFY, read as its name says."""
+    value = os.environ.get("CLOUDSTACK_DANGEROUS_NO_TLS_VERIFY")
+    if value is None or value.strip() == "":
+        raise AnsibleFallbackNotFound
+    try:
+        return not boolean(value, strict=True)
+    except TypeError:
+        raise AnsibleFallbackNotFound
+
+
+def cloudstack_argument_spec() -> dict[str, dict[str, Any]]:
+    """The CloudStack connection options (names and variables of ngine_io.cloudstack).
+
+    None of them is required here: without ``api_url``/``api_key`` the ``cs`` configuration
+    (``cloudstack.ini``) is read, and a missing setting fails with a clear message.
+    """
+    return {
+        "api_url": {"type": "str", "fallback": (env_fallback, ["CLOUDSTACK_ENDPOINT"])},
+        "api_key": {"type": "str", "no_log": False, "fallback": (env_fallback, ["CLOUDSTACK_KEY"])},
+        "api_secret": {"type": "str", "no_log": True, "fallback": (env_fallback, ["CLOUDSTACK_SECRET"])},
+        "api_http_method": {"type": "str", "choices": ["get", "post"],
+                            "fallback": (env_fallback, ["CLOUDSTACK_METHOD"])},
+        "api_timeout": {"type": "int", "fallback": (env_fallback, ["CLOUDSTACK_TIMEOUT"])},
+        "api_verify_ssl_cert": {"type": "str", "fallback": (env_fallback, ["CLOUDSTACK_VERIFY"])},
+        "validate_certs": {"type": "bool", "fallback": (_validate_certs_from_no_tls_verify, [])},
+    }
+
+
+def kubernetes_argument_spec() -> dict[str, dict[str, Any]]:
+    """The Kubernetes connection options (kubernetes.core's names and K8S_AUTH_* variables).
+
+    ``validate_certs`` and ``ca_cert`` carry a ``kube_`` prefix because the CloudStack options
+    already use ``validate_certs``; kubernetes.core's names stay as aliases where they are free.
+    """
+    return {
+        "kubeconfig": {"type": "raw", "no_log": False, "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
+        "context": {"type": "str", "aliases": ["kube_context"], "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
+        "kube_validate_certs": {"type": "bool", "aliases": ["verify_ssl"],
+                                "fallback": (env_fallback, ["K8S_AUTH_VERIFY_SSL"])},
+        "kube_ca_cert": {"type": "path", "aliases": ["ssl_ca_cert"],
+                         "fallback": (env_fallback, ["K8S_AUTH_SSL_CA_CERT"])},
+        "kube_request_timeout": {"type": "float", "default": kube_utils.DEFAULT_REQUEST_TIMEOUT},
+    }
+
+
+def cloudstack_client(module: AnsibleModule) -> cs_utils.CloudStackClient:
+    if not cs_utils.HAS_CS:
+        module.fail_json(msg=missing_required_lib("cs"), exception=cs_utils.CS_IMPORT_ERROR)
+    options = cs_utils.CloudStackOptions.from_params(module.params)
+    module.no_log_values.add(options.api_secret)
+    return cs_utils.CloudStackClient(options)
+
+
+def kube_options(params: Mapping[str, Any]) -> kube_utils.KubeOptions:
+    """KubeOptions from the module's option names (see ``kubernetes_argument_spec``)."""
+    return kube_utils.KubeOptions.from_params({
+        "kubeconfig": params.get("kubeconfig"),
+        "context": params.get("context"),
+        "validate_certs": params.get("kube_validate_certs"),
+        "ca_cert": params.get("kube_ca_cert"),
+        "request_timeout": params.get("kube_request_timeout"),
+    })
+
+
+def kube_client(module: AnsibleModule, cloudstack: Optional[cs_utils.CloudStackClient] = None,
+                cluster_id: Optional[str] = None) -> kube_utils.KubeClient:
+    """The cluster's Kubernetes client; without a kubeconfig option it is fetched from CloudStack."""
+    if not kube_utils.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=kube_utils.KUBERNETES_IMPORT_ERROR)
+    options = kube_options(module.params)
+    config: Any = options.kubeconfig
+    if config is None and cloudstack is not None and cluster_id:
+        config = kube_utils.fetch_kubeconfig(cloudstack, cluster_id)
+    elif config is not None:
+        _, inline = kube_utils.parse_kubeconfig(config)
+        config = inline if inline is not None else config
+    if isinstance(config, dict):
+        # Mask the credentials in anything the module returns, as kubernetes.core does.
+        module.no_log_values.update(_kubeconfig_secrets(config))
+        options = kube_utils.KubeOptions(kubeconfig=config, context=options.context,
+                                         validate_certs=options.validate_certs, ca_cert=options.ca_cert,
+                                         request_timeout=options.request_timeout)
+    return kube_utils.KubeClient.connect(options, cloudstack=cloudstack, cluster_id=cluster_id)
+
+
+def _kubeconfig_secrets(config: Mapping[str, Any]) -> set[str]:
+    secrets: set[str] = set()
+    for entry in config.get("users") or []:
+        user = (entry or {}).get("user") or {}
+        for key in ("token", "client-key-data", "password"):
+            value = user.get(key)
+            if isinstance(value, str) and value:
+                secrets.add(value)
+    return secrets
+
+
+def run(module: AnsibleModule, fn: Callable[[], Optional[Mapping[str, Any]]]) -> None:
+    """Run the module's work: exit with the dict ``fn`` returns, or fail with a clear message."""
+    try:
+        result = fn()
+    except CksError as exc:
+        module.fail_json(msg=exc.msg, **_safe_details(exc.details))
+    except Exception as exc:  # the last net: a clear message, never a secret
+        text = kube_utils._scrub(cs_utils.redact(str(exc)))
+        module.fail_json(msg=f"unexpected {type(exc).__name__}: {text}",
+                         exception=kube_utils._scrub(cs_utils.redact(traceback.format_exc())))
+    else:
+        module.exit_json(**dict(result or {}))
+
+
+_RESERVED = frozenset({"msg", "failed", "changed", "exception", "invocation", "warnings", "deprecations"})
+
+
+def _safe_details(details: Mapping[str, Any]) -> dict[str, Any]:
+    # A detail named like a result key Ansible owns would break fail_json; keep it under another name.
+    out: dict[str, Any] = {}
+    for key, value in details.items():
+        name = f"error_{key}" if key in _RESERVED or key.startswith(("_ansible", "ansible_")) else key
+        out[name] = value
+    return out
+
+
+__all__ = [
+    "cloudstack_argument_spec",
+    "cloudstack_client",
+    "kube_client",
+    "kube_options",
+    "kubernetes_argument_spec",
+    "run",
+]

@@ -1,0 +1,398 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""The CloudStack API over the ``cs`` library.
+
+``cs`` signs and sends one request; this module adds what a rollout needs on top: list calls
+paged to the end, async jobs awaited against a deadline, retries of read-only calls on transient
+faults, one error type with the command, CloudStack's error code and text, and a per-command call
+count. Connection settings are those of ngine_io.cloudstack (see ``CloudStackOptions``).
+
+No message built here carries the API secret or a request signature: errors from the transport
+are rewritten without the request's query string.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
+
+try:
+    import cs
+    import requests
+
+    HAS_CS = True
+    CS_IMPORT_ERROR: Optional[str] = None
+except ImportError as exc:  # pragma: no cover - exercised only without the library
+    HAS_CS = False
+    CS_IMPORT_ERROR = str(exc)
+
+PAGE_SIZE = 500
+DEFAULT_POLL_INTERVAL = 0.5
+DEFAULT_RETRIES = 4
+RETRY_BACKOFF = 0.25
+MAX_RETRY_DELAY = 4.0
+
+# Commands that only read: safe to send again after a transient fault.
+IDEMPOTENT_PREFIXES = ("list", "query", "get")
+
+# CloudStack's own server-side codes (ApiErrorCode): the command ran and failed; sending it
+# again gives the same answer. 511 is the 2FA challenge.
+CLOUDSTACK_SERVER_CODES = frozenset({511, *range(530, 538)})
+
+JOB_PENDING, JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED = 0, 1, 2, 3
+
+_QUERY = re.compile(r"\?[^\s'\"<>)]*")
+
+
+def is_idempotent(command: str) -> bool:
+    return command.startswith(IDEMPOTENT_PREFIXES)
+
+
+def is_transient_status(status: Optional[int]) -> bool:
+    """HTTP answers worth retrying: rate limited, or a proxy / server that is not CloudStack's error."""
+    if status is None:
+        return False
+    return status == 429 or (500 <= status < 600 and status not in CLOUDSTACK_SERVER_CODES)
+
+
+def redact(text: str, *secrets: Optional[str]) -> str:
+    """Drop query strings (they carry apiKey and signature) and any secret from ``text``."""
+    text = _QUERY.sub("?<query removed>", text)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "<redacted>")
+    return text
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on", "y", "t"):
+        return True
+    if text in ("0", "false", "no", "off", "n", "f"):
+        return False
+    raise InvalidInput("validate_certs", value, "expected a boolean")
+
+
+@dataclass(frozen=True)
+class CloudStackOptions:
+    """How to reach the CloudStack API (the option names of ngine_io.cloudstack).
+
+    ``api_verify_ssl_cert`` is a CA bundle path; ``validate_certs=False`` turns verification off
+    and wins over a CA path (an explicit opt-out is never silently ignored).
+    """
+
+    api_url: str
+    api_key: str
+    api_secret: str = field(repr=False)
+    api_http_method: str = "get"
+    api_timeout: int = 10
+    api_verify_ssl_cert: Optional[str] = None
+    validate_certs: bool = True
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    retries: int = DEFAULT_RETRIES
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "CloudStackOptions":
+        """Options from module parameters; the env fallbacks are already applied by the argspec.
+
+        Without ``api_url`` or ``api_key``, the settings come from ``cs``'s own configuration
+        (``CLOUDSTACK_*`` variables, then ``cloudstack.ini`` / ``~/.cloudstack.ini`` /
+        ``CLOUDSTACK_CONFIG``, region ``CLOUDSTACK_REGION``), as the ``cs`` CLI does; values
+        given as parameters still win.
+        """
+        values = {k: params.get(k) for k in (
+            "api_url", "api_key", "api_secret", "api_http_method", "api_timeout",
+            "api_verify_ssl_cert", "validate_certs",
+        )}
+        if not values["api_url"] or not values["api_key"]:
+            ini = _read_cs_config()
+            for ours, theirs in (("api_url", "endpoint"), ("api_key", "key"), ("api_secret", "secret"),
+                                 ("api_http_method", "method"), ("api_timeout", "timeout"),
+                                 ("api_verify_ssl_cert", "verify")):
+                if values[ours] in (None, "") and ini.get(theirs) not in (None, ""):
+                    values[ours] = ini[theirs]
+            if values["validate_certs"] is None and "dangerous_no_tls_verify" in ini:
+                values["validate_certs"] = not _to_bool(ini["dangerous_no_tls_verify"])
+        for name in ("api_url", "api_key", "api_secret"):
+            if not values[name]:
+                raise InvalidInput(name, None, "not set: give it as a parameter, with its CLOUDSTACK_* "
+                                               "environment variable, or in cloudstack.ini")
+        method = str(values["api_http_method"] or "get").lower()
+        if method not in ("get", "post"):
+            raise InvalidInput("api_http_method", values["api_http_method"], "must be get or post")
+        try:
+            timeout = int(values["api_timeout"] if values["api_timeout"] not in (None, "") else 10)
+        except (TypeError, ValueError):
+            raise InvalidInput("api_timeout", values["api_timeout"], "must be a whole number of seconds")
+        if timeout < 1:
+            raise InvalidInput("api_timeout", timeout, "must be at least 1 second")
+        verify = values["api_verify_ssl_cert"]
+        if isinstance(verify, bool) or str(verify).lower() in ("true", "false"):
+            # cs accepts CLOUDSTACK_VERIFY=true/false too; only a path is a CA bundle.
+            if not _to_bool(verify) and values["validate_certs"] is None:
+                values["validate_certs"] = False
+            verify = None
+        extra = {k: params[k] for k in ("poll_interval", "retries") if params.get(k) is not None}
+        return cls(
+            api_url=str(values["api_url"]),
+            api_key=str(values["api_key"]),
+            api_secret=str(values["api_secret"]),
+            api_http_method=method,
+            api_timeout=timeout,
+            api_verify_ssl_cert=str(verify) if verify else None,
+            validate_certs=True if values["validate_certs"] is None else _to_bool(values["validate_certs"]),
+            **extra,
+        )
+
+
+def _read_cs_config() -> dict[str, Any]:
+    """``cs.read_config()``, or {} when there is no configuration (it exits when no file exists)."""
+    if not HAS_CS:
+        return {}
+    try:
+        return dict(cs.read_config())
+    except (SystemExit, ValueError, KeyError, OSError):
+        return {}
+
+
+def list_key(response: Mapping[str, Any]) -> Optional[str]:
+    """The key of the items in a list response: its one list value (``count`` sits next to it)."""
+    keys = [k for k, v in response.items() if isinstance(v, list)]
+    if len(keys) > 1:
+        raise ValueError(f"more than one list in the response: {', '.join(sorted(keys))}")
+    return keys[0] if keys else None
+
+
+def job_object(jobresult: Any) -> Any:
+    """The object a finished job produced: the one dict under ``jobresult``, else ``jobresult`` whole."""
+    if isinstance(jobresult, dict) and len(jobresult) == 1:
+        [value] = jobresult.values()
+        if isinstance(value, dict):
+            return value
+    return jobresult
+
+
+class CloudStackClient:
+    """One connection to the CloudStack API. ``calls`` counts HTTP requests per command."""
+
+    def __init__(self, options: CloudStackOptions, session: Any = None) -> None:
+        if not HAS_CS:
+            raise CloudStackError("connect", f"the cs Python library is required: {CS_IMPORT_ERROR}")
+        self.options = options
+        self.calls: Counter[str] = Counter()
+        # cs's own retries and job polling stay off: retries are decided here per command,
+        # and job polls are bounded by our deadlines.
+        self._cs = cs.CloudStack(
+            endpoint=options.api_url,
+            key=options.api_key,
+            secret=options.api_secret,
+            timeout=options.api_timeout,
+            method=options.api_http_method,
+            verify=options.api_verify_ssl_cert if options.validate_certs else None,
+            dangerous_no_tls_verify=not options.validate_certs,
+            retry=0,
+            fetch_result=False,
+            session=session,
+        )
+        self._sleep = time.sleep
+
+    # -- public calls -------------------------------------------------------------------------
+
+    def call(self, command: str, target: Optional[str] = None, deadline: Optional[Deadline] = None,
+             **params: Any) -> dict[str, Any]:
+        """A synchronous command; returns its response dict (the value under ``<command>response``)."""
+        return self._request(command, params, target=target, deadline=deadline)
+
+    def list(self, command: str, target: Optional[str] = None, deadline: Optional[Deadline] = None,
+             **params: Any) -> list[dict[str, Any]]:
+        """All items of a list command, paged ``pagesize=500`` until ``count`` items are read."""
+        page_size = int(params.pop("pagesize", PAGE_SIZE))
+        params.pop("page", None)
+        items: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        page = 1
+        while True:
+            response = self._request(command, dict(params, page=page, pagesize=page_size),
+                                     target=target, deadline=deadline)
+            try:
+                key = list_key(response)
+            except ValueError as exc:
+                raise CloudStackError(command, f"unexpected response: {exc}", target=target)
+            batch = response.get(key, []) if key else []
+            for item in batch:
+                # Items created or removed between pages shift the pages: keep each id once.
+                ident = item.get("id") if isinstance(item, dict) else None
+                if ident is not None:
+                    if ident in seen:
+                        continue
+                    seen.add(ident)
+                items.append(item)
+            count = _int_or_none(response.get("count"))
+            if not batch:
+                return items
+            if count is not None:
+                # Trust count over the page length: a server may cap pagesize below ours.
+                if len(items) >= count:
+                    return items
+            elif len(batch) < page_size:
+                return items
+            page += 1
+
+    def run_job(self, command: str, deadline: Deadline, target: Optional[str] = None,
+                **params: Any) -> Any:
+        """Submit an async command and wait for its job; returns the object under ``jobresult``.
+
+        The submit is never retried: if its connection fails, CloudStack may or may not have
+        started the job, so ``CloudStackError`` says so and the caller re-reads the state (a VM's
+        state tells whether a stop went through) before deciding again. Polls of
+        queryAsyncJobResult are retried like any read. The job keeps running in CloudStack when
+        the deadline passes; ``DeadlineExceeded`` names the command and the job id.
+        """
+        submitted = self._request(command, params, target=target, deadline=deadline)
+        jobid = submitted.get("jobid")
+        if not jobid:
+            raise CloudStackError(command, "answered without a jobid; it is not an async command here",
+                                  target=target)
+        what = f"CloudStack {command} job {jobid}" + (f" on {target}" if target else "")
+
+        def finished() -> Optional[dict[str, Any]]:
+            job = self._request("queryAsyncJobResult", {"jobid": jobid}, target=target, deadline=deadline)
+            return job if int(job.get("jobstatus", JOB_PENDING)) != JOB_PENDING else None
+
+        job = wait_for(finished, deadline, interval=self.options.poll_interval, what=what,
+                       details={"command": command, "jobid": jobid, "target": target})
+        status = int(job["jobstatus"])
+        resultcode = int(job.get("jobresultcode") or 0)
+        result = job.get("jobresult")
+        if status == JOB_SUCCEEDED and resultcode == 0:
+            return job_object(result)
+        errortext = result.get("errortext") if isinstance(result, dict) else None
+        if status == JOB_CANCELLED:
+            errortext = errortext or "the job was cancelled"
+        code = resultcode or (result.get("errorcode") if isinstance(result, dict) else None)
+        raise CloudStackError(command, f"job {jobid}: {errortext or 'failed without an error text'}",
+                              errorcode=int(code) if code else None, target=target)
+
+    # -- one request, with the retry policy ------------------------------------------------------
+
+    def _request(self, command: str, params: Mapping[str, Any], target: Optional[str],
+                 deadline: Optional[Deadline]) -> dict[str, Any]:
+        retries = self.options.retries if is_idempotent(command) else 0
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._send(command, params, deadline)
+            except _Transient as fault:
+                error = fault.error
+                delay = min(RETRY_BACKOFF * 2 ** (attempt - 1), MAX_RETRY_DELAY)
+                if attempt > retries or (deadline is not None and deadline.remaining() <= delay):
+                    if not is_idempotent(command) and fault.unknown_outcome:
+                        raise CloudStackError(
+                            command,
+                            f"{error}; CloudStack may or may not have carried it out (not retried: "
+                            f"re-read the state before trying again)",
+                            target=target,
+                        )
+                    raise CloudStackError(command, error, errorcode=fault.status, target=target)
+                self._sleep(delay)
+            except _Failed as failure:
+                raise CloudStackError(command, failure.errortext, errorcode=failure.errorcode, target=target)
+
+    def _send(self, command: str, params: Mapping[str, Any], deadline: Optional[Deadline]) -> dict[str, Any]:
+        """One HTTP request. Raises ``_Transient`` (may retry) or ``_Failed`` (final)."""
+        timeout = self.options.api_timeout
+        if deadline is not None:
+            # At the deadline one last short request still goes out (wait_for's final check);
+            # cs takes whole seconds.
+            timeout = max(1, min(timeout, int(deadline.remaining() + 0.999)))
+        self._cs.timeout = timeout
+        self.calls[command] += 1
+        secret = self.options.api_secret
+        try:
+            response = getattr(self._cs, command)(**params)
+        except cs.CloudStackApiException as exc:
+            status = getattr(exc.response, "status_code", None)
+            error = exc.error if isinstance(exc.error, dict) else {}
+            code = _int_or_none(error.get("errorcode")) or status
+            text = redact(str(error.get("errortext") or (exc.args[0] if exc.args else "error")), secret)
+            if is_transient_status(status):
+                raise _Transient(f"HTTP {status}: {text}", status=code)
+            raise _Failed(text, code)
+        except cs.CloudStackException as exc:
+            # Not a CloudStack answer (a proxy's HTML page, a truncated body): judge by the status.
+            status = getattr(getattr(exc, "response", None), "status_code", None)
+            text = redact(" ".join(str(a) for a in exc.args), secret)
+            if is_transient_status(status):
+                raise _Transient(text, status=status)
+            raise _Failed(text, status)
+        except requests.exceptions.SSLError as exc:
+            raise _Failed(
+                f"TLS verification of {redact(self.options.api_url)} failed ({_reason(exc, secret)}); "
+                f"check api_verify_ssl_cert (CLOUDSTACK_VERIFY) names the CA that signed the "
+                f"server's certificate, or set validate_certs=false only for a test endpoint",
+                None,
+            )
+        except requests.exceptions.ConnectTimeout as exc:
+            raise _Transient(f"connecting to {redact(self.options.api_url)} timed out after {timeout}s "
+                             f"({_reason(exc, secret)})", unknown_outcome=False)
+        except requests.exceptions.Timeout as exc:
+            raise _Transient(f"no answer from {redact(self.options.api_url)} within {timeout}s "
+                             f"({_reason(exc, secret)})")
+        except requests.exceptions.RequestException as exc:
+            raise _Transient(f"connection to {redact(self.options.api_url)} failed ({_reason(exc, secret)})")
+        if not isinstance(response, dict):
+            raise _Failed(f"unexpected response type {type(response).__name__}", None)
+        if "errortext" in response and "errorcode" in response:
+            # Seen from some proxies and old servers: an error body with HTTP 200.
+            raise _Failed(redact(str(response["errortext"]), secret), _int_or_none(response["errorcode"]))
+        return response
+
+
+class _Transient(Exception):
+    def __init__(self, error: str, status: Optional[int] = None, unknown_outcome: bool = True) -> None:
+        super().__init__(error)
+        self.error = error
+        self.status = status
+        # False when the request surely never reached CloudStack.
+        self.unknown_outcome = unknown_outcome
+
+
+class _Failed(Exception):
+    def __init__(self, errortext: str, errorcode: Optional[int]) -> None:
+        super().__init__(errortext)
+        self.errortext = errortext
+        self.errorcode = errorcode
+
+
+def _int_or_none(value: Any) -> Optional[int]:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _reason(exc: BaseException, secret: Optional[str]) -> str:
+    """The innermost cause of a requests/urllib3 error, as short text without the request URL."""
+    inner: BaseException = exc
+    while True:
+        nxt = getattr(inner, "reason", None)
+        if isinstance(nxt, BaseException) and nxt is not inner:
+            inner = nxt
+            continue
+        if inner.args and isinstance(inner.args[0], BaseException) and inner.args[0] is not inner:
+            inner = inner.args[0]
+            continue
+        break
+    text = str(inner)
+    # urllib3 prefixes its messages with the connection object's repr.
+    text = re.sub(r"<[^>]*>:\s*", "", text)
+    return redact(f"{type(inner).__name__}: {text}" if text else type(inner).__name__, secret)

@@ -1,0 +1,549 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""The Kubernetes API of one CKS cluster, over the official ``kubernetes`` client.
+
+What it adds to the client:
+
+- the kubeconfig from a path, inline (a dict or YAML text), or by default fetched from CloudStack
+  with getKubernetesClusterConfig, loaded into an isolated ``ApiClient`` (never the process-wide
+  default, so several clusters can live in one process) with the embedded certificates in a
+  private directory that ``close`` removes;
+- timeouts that apply on every supported client version (35.x ignores a float timeout, so a
+  ``(connect, read)`` tuple is always passed) and no urllib3 retries multiplying them;
+- plain dicts in the API's JSON field names out of every call, so code above does not depend on
+  the client's model classes (python-legacy up to 36, pydantic from 37);
+- one error type, ``KubernetesError``, with the Status message and reason; transport failures
+  (refused, timed out, TLS) become ``KubernetesError`` too, with a message that says what to check.
+
+Leases and ConfigMaps are written as raw JSON so that MicroTime values go out exactly as
+formatted (37.x would re-serialize a parsed datetime with ``isoformat()``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Union
+from urllib.parse import quote
+
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput, KubernetesError
+
+try:
+    import yaml
+
+    HAS_YAML = True
+except ImportError:  # pragma: no cover
+    HAS_YAML = False
+
+try:
+    import urllib3
+    from kubernetes import client as k8s_client
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config import kube_config
+    from kubernetes.config.config_exception import ConfigException
+
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR: Optional[str] = None
+except ImportError as exc:  # pragma: no cover - exercised only without the library
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = str(exc)
+
+    class ApiException(Exception):  # type: ignore[no-redef]
+        status = 0
+        body = ""
+
+DEFAULT_REQUEST_TIMEOUT = 20.0
+LIST_LIMIT = 500
+MERGE_PATCH = "application/merge-patch+json"
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
+
+
+def _scrub(text: str) -> str:
+    """Drop long base64 runs (certificate or key data, tokens) from a message."""
+    return _BASE64_RUN.sub("<redacted>", text)
+
+
+@dataclass(frozen=True)
+class KubeOptions:
+    """How to reach a cluster's API (the option names of kubernetes.core's k8s_auth_options).
+
+    ``kubeconfig``: a path, a dict, or the YAML text of a kubeconfig; None means fetch it from
+    CloudStack. ``validate_certs`` None keeps what the kubeconfig says
+    (``insecure-skip-tls-verify``); ``ca_cert`` replaces the kubeconfig's CA.
+    """
+
+    kubeconfig: Union[None, str, dict] = field(default=None, repr=False)
+    context: Optional[str] = None
+    validate_certs: Optional[bool] = None
+    ca_cert: Optional[str] = None
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "KubeOptions":
+        timeout = params.get("request_timeout")
+        try:
+            timeout = float(timeout) if timeout not in (None, "") else DEFAULT_REQUEST_TIMEOUT
+        except (TypeError, ValueError):
+            raise InvalidInput("request_timeout", timeout, "must be a number of seconds")
+        if timeout <= 0:
+            raise InvalidInput("request_timeout", timeout, "must be positive")
+        validate = params.get("validate_certs")
+        if isinstance(validate, str):
+            validate = validate.strip().lower() in ("1", "true", "yes", "on", "y", "t")
+        return cls(
+            kubeconfig=params.get("kubeconfig") or None,
+            context=params.get("context") or None,
+            validate_certs=validate,
+            ca_cert=params.get("ca_cert") or None,
+            request_timeout=timeout,
+        )
+
+
+def parse_kubeconfig(value: Union[str, dict]) -> tuple[Optional[str], Optional[dict]]:
+    """``(path, None)`` for a file, ``(None, dict)`` for inline content."""
+    if isinstance(value, dict):
+        return None, value
+    text = str(value)
+    if "\n" not in text and os.path.exists(os.path.expanduser(text)):
+        return os.path.expanduser(text), None
+    if HAS_YAML:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            data = None
+        if isinstance(data, dict) and ("clusters" in data or "apiVersion" in data):
+            return None, data
+    if "\n" in text:
+        raise InvalidInput("kubeconfig", "<inline content>", "is neither a kubeconfig file path nor kubeconfig YAML")
+    raise InvalidInput("kubeconfig", text, "no such file")
+
+
+@dataclass(frozen=True)
+class EvictionResult:
+    """What the Eviction API said about one pod.
+
+    ``outcome``: ``evicted`` (accepted; the pod still has to go away), ``blocked`` (429: a PDB
+    does not allow it now, retry later; ``pdb`` names it when the server said), ``multiple_pdbs``
+    (500: more than one PDB covers the pod, retrying does not help), ``gone`` (404), ``failed``.
+    """
+
+    outcome: str
+    status: int
+    message: str = ""
+    pdb: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in ("evicted", "gone")
+
+
+def status_of(exc: "ApiException") -> dict[str, Any]:
+    """The Status object in an ApiException's body, or {}."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not body:
+        return {}
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def api_error(action: str, exc: "ApiException") -> KubernetesError:
+    status = status_of(exc)
+    message = status.get("message") or getattr(exc, "reason", None) or "no message"
+    return KubernetesError(action, _scrub(str(message)), status=int(getattr(exc, "status", 0) or 0) or None,
+                           reason=status.get("reason") or None)
+
+
+def eviction_result(status_code: int, status: Mapping[str, Any]) -> EvictionResult:
+    """Classify an Eviction API answer (``status`` is the Status body)."""
+    message = str(status.get("message") or "")
+    if 200 <= status_code < 300:
+        return EvictionResult("evicted", status_code, message)
+    if status_code == 404:
+        return EvictionResult("gone", status_code, message)
+    if status_code == 429:
+        pdb = None
+        causes = (status.get("details") or {}).get("causes") or []
+        for cause in causes:
+            if cause.get("reason") == "DisruptionBudget":
+                message = str(cause.get("message") or message)
+                found = re.search(r"disruption budget (\S+)", message, re.IGNORECASE)
+                if found:
+                    pdb = found.group(1)
+                break
+        return EvictionResult("blocked", status_code, message, pdb)
+    if status_code == 500 and "more than one" in message.lower():
+        return EvictionResult("multiple_pdbs", status_code, message)
+    return EvictionResult("failed", status_code, message)
+
+
+class KubeClient:
+    """One cluster's API. Use ``KubeClient.connect``; call ``close`` when done."""
+
+    def __init__(self, api_client: Any, options: KubeOptions, temp_dir: Optional[str] = None) -> None:
+        self.api_client = api_client
+        self.options = options
+        self.host = api_client.configuration.host
+        self._temp_dir = temp_dir
+        self._core = k8s_client.CoreV1Api(api_client)
+        self._policy = k8s_client.PolicyV1Api(api_client)
+        self._apps = k8s_client.AppsV1Api(api_client)
+        # 36.x+ take a content type per call; 35.x has no such argument (it would raise
+        # TypeError), there a dict body goes out as a strategic merge patch.
+        self.merge_patch = "_content_type" in inspect.signature(self._core.patch_node).parameters
+        self._finalizer = weakref.finalize(self, _remove_temp_dir, temp_dir)
+
+    # -- connecting ---------------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, options: KubeOptions, cloudstack: Any = None, cluster_id: Optional[str] = None) -> "KubeClient":
+        """Load the kubeconfig (path, inline, or from CloudStack) into an isolated client."""
+        if not HAS_KUBERNETES:
+            raise KubernetesError("connect", f"the kubernetes Python library is required: {KUBERNETES_IMPORT_ERROR}")
+        if options.kubeconfig is not None:
+            path, config = parse_kubeconfig(options.kubeconfig)
+        elif cloudstack is not None and cluster_id:
+            path, config = None, fetch_kubeconfig(cloudstack, cluster_id)
+        else:
+            raise InvalidInput("kubeconfig", None, "not given, and no CloudStack cluster to fetch it from "
+                                                   "(getKubernetesClusterConfig)")
+        # mkdtemp makes the directory 0700 and the client's mkstemp files are 0600; we remove
+        # them at close instead of leaving them until interpreter exit.
+        temp_dir = tempfile.mkdtemp(prefix="cks-kubeconfig-")
+        try:
+            configuration = k8s_client.Configuration()
+            try:
+                if path is not None:
+                    kube_config.load_kube_config(config_file=path, context=options.context,
+                                                 client_configuration=configuration, persist_config=False,
+                                                 temp_file_path=temp_dir)
+                else:
+                    # What new_client_from_config_dict does, with our overrides applied before
+                    # the ApiClient builds its connection pool from the configuration.
+                    kube_config.load_kube_config_from_dict(config_dict=config, context=options.context,
+                                                           client_configuration=configuration,
+                                                           persist_config=False, temp_file_path=temp_dir)
+            except ConfigException as exc:
+                raise KubernetesError("load kubeconfig", _scrub(str(exc)))
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                raise KubernetesError("load kubeconfig", f"{type(exc).__name__}: {_scrub(str(exc))}")
+            if options.validate_certs is not None:
+                configuration.verify_ssl = bool(options.validate_certs)
+            if options.ca_cert:
+                configuration.ssl_ca_cert = options.ca_cert
+            # One attempt per request: urllib3's default would retry reads and multiply the
+            # timeout by four; callers with deadlines decide about retrying.
+            configuration.retries = urllib3.util.Retry(total=0, redirect=False)
+            api_client = k8s_client.ApiClient(configuration=configuration)
+        except BaseException:
+            _remove_temp_dir(temp_dir)
+            raise
+        return cls(api_client, options, temp_dir)
+
+    def close(self) -> None:
+        try:
+            self.api_client.close()
+        except Exception:  # closing a pool must not hide the caller's own error
+            pass
+        self._finalizer()
+
+    def __enter__(self) -> "KubeClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def _timeout(self) -> tuple[float, float]:
+        t = float(self.options.request_timeout)
+        return (t, t)
+
+    # -- calls through the generated API --------------------------------------------------------
+
+    def _call(self, action: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        kwargs["_request_timeout"] = self._timeout
+        try:
+            result = fn(*args, **kwargs)
+        except ApiException as exc:
+            if not getattr(exc, "status", 0):
+                raise self._transport_error(action, exc)
+            raise api_error(action, exc)
+        except Exception as exc:
+            known = self._transport_error_or_none(action, exc)
+            if known is not None:
+                raise known
+            raise
+        return self.api_client.sanitize_for_serialization(result)
+
+    def _paged(self, action: str, fn: Callable[..., Any], **kwargs: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token: Optional[str] = None
+        while True:
+            page_args = dict(kwargs, limit=LIST_LIMIT)
+            if token:
+                page_args["_continue"] = token
+            page = self._call(action, fn, **page_args) or {}
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        return self._paged("list nodes", self._core.list_node)
+
+    def read_node(self, name: str) -> dict[str, Any]:
+        return self._call(f"read node {name}", self._core.read_node, name)
+
+    def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch of a node (annotations, ``spec.unschedulable``); None values delete keys.
+
+        Sent as JSON merge patch where the client can say so, else as a strategic merge patch;
+        for annotations and ``unschedulable`` the two mean the same.
+        """
+        if self.merge_patch:
+            return self._call(f"patch node {name}", self._core.patch_node, name, patch, _content_type=MERGE_PATCH)
+        return self._call(f"patch node {name}", self._core.patch_node, name, patch)
+
+    def list_pods(self, node_name: str) -> list[dict[str, Any]]:
+        return self._paged(f"list pods on node {node_name}", self._core.list_pod_for_all_namespaces,
+                           field_selector=f"spec.nodeName={node_name}")
+
+    def read_pod(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        return self._read_or_none(f"read pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace)
+
+    def evict(self, namespace: str, name: str, grace_seconds: Optional[int] = None) -> EvictionResult:
+        """Ask the Eviction API (policy/v1) to evict a pod; a 429 or 500 is an answer, not an error.
+
+        Sent as raw JSON: the answer is a Status, which the generated client would try to read as
+        an Eviction, and a 429's PDB message sits in the Status's ``details.causes``.
+        """
+        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        if grace_seconds is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": int(grace_seconds)}
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/eviction"
+        status, text = self._raw(f"evict pod {namespace}/{name}", "POST", path, body=body)
+        data = _json_or_none(text)
+        return eviction_result(status, data if isinstance(data, dict) else {})
+
+    def list_pdbs(self) -> list[dict[str, Any]]:
+        return self._paged("list pod disruption budgets", self._policy.list_pod_disruption_budget_for_all_namespaces)
+
+    def read_daemonset(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        return self._read_or_none(f"read daemonset {namespace}/{name}", self._apps.read_namespaced_daemon_set,
+                                  name, namespace)
+
+    def _read_or_none(self, action: str, fn: Callable[..., Any], *args: Any) -> Optional[dict[str, Any]]:
+        try:
+            return self._call(action, fn, *args)
+        except KubernetesError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    # -- leases and configmaps, as raw JSON ---------------------------------------------------------
+
+    def get_lease(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        return self._object("get", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
+                            f"lease {namespace}/{name}")
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._object("create", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", None,
+                            f"lease {namespace}/{body['metadata']['name']}", body)
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT; ``body.metadata.resourceVersion`` makes it a compare-and-set (409 Conflict if stale)."""
+        return self._object("replace", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
+                            f"lease {namespace}/{name}", body)
+
+    def delete_lease(self, namespace: str, name: str, resource_version: Optional[str] = None) -> bool:
+        return self._delete(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
+                            f"lease {namespace}/{name}", resource_version)
+
+    def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        return self._object("get", f"/api/v1/namespaces/{namespace}/configmaps", name,
+                            f"configmap {namespace}/{name}")
+
+    def create_configmap(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._object("create", f"/api/v1/namespaces/{namespace}/configmaps", None,
+                            f"configmap {namespace}/{body['metadata']['name']}", body)
+
+    def replace_configmap(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._object("replace", f"/api/v1/namespaces/{namespace}/configmaps", name,
+                            f"configmap {namespace}/{name}", body)
+
+    def delete_configmap(self, namespace: str, name: str, resource_version: Optional[str] = None) -> bool:
+        return self._delete(f"/api/v1/namespaces/{namespace}/configmaps", name,
+                            f"configmap {namespace}/{name}", resource_version)
+
+    def _object(self, verb: str, collection: str, name: Optional[str], what: str,
+                body: Optional[dict[str, Any]] = None) -> Any:
+        method = {"get": "GET", "create": "POST", "replace": "PUT"}[verb]
+        path = collection if name is None else f"{collection}/{quote(name, safe='')}"
+        status, text = self._raw(f"{verb} {what}", method, path, body=body)
+        if verb == "get" and status == 404:
+            return None
+        data = _json_or_none(text)
+        if not 200 <= status < 300:
+            raise _status_error(f"{verb} {what}", status, data)
+        if not isinstance(data, dict):
+            raise KubernetesError(f"{verb} {what}", "the answer is not a JSON object", status=status)
+        return data
+
+    def _delete(self, collection: str, name: str, what: str, resource_version: Optional[str]) -> bool:
+        """True if deleted, False if it was already gone."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if resource_version:
+            body["preconditions"] = {"resourceVersion": resource_version}
+        status, text = self._raw(f"delete {what}", "DELETE", f"{collection}/{quote(name, safe='')}", body=body)
+        if status == 404:
+            return False
+        if not 200 <= status < 300:
+            raise _status_error(f"delete {what}", status, _json_or_none(text))
+        return True
+
+    # -- raw requests --------------------------------------------------------------------------
+
+    def raw_get(self, path: str, query: Optional[Mapping[str, str]] = None) -> tuple[int, str]:
+        """GET a path outside the generated API (``/readyz``, ``/readyz/etcd``, ``/version``).
+
+        Returns the HTTP status and body text whatever the status; transport failures raise.
+        """
+        return self._raw(f"GET {path}", "GET", path, query=query, accept="*/*")
+
+    def _raw(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
+             body: Optional[dict[str, Any]] = None, accept: str = "application/json") -> tuple[int, str]:
+        headers = {"Accept": accept}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        query_params = list((query or {}).items())
+        try:
+            if hasattr(self.api_client, "param_serialize"):
+                # 37.x: build the request, then send it; a non-2xx answer does not raise.
+                request = self.api_client.param_serialize(
+                    method=method, resource_path=path, query_params=query_params or None,
+                    header_params=headers, body=body, auth_settings=["BearerToken"])
+                response = self.api_client.call_api(*request, _request_timeout=self._timeout)
+                response.read()
+                data = response.data
+                status = int(response.status)
+            else:
+                # Up to 36.x: call_api does it all and raises ApiException on non-2xx.
+                try:
+                    response = self.api_client.call_api(
+                        path, method, query_params=query_params, header_params=headers, body=body,
+                        auth_settings=["BearerToken"], response_type=None, _return_http_data_only=True,
+                        _preload_content=False, _request_timeout=self._timeout)
+                    data = response.data
+                    status = int(response.status)
+                except ApiException as exc:
+                    if not exc.status:
+                        raise
+                    data, status = exc.body, int(exc.status)
+        except ApiException as exc:
+            raise self._transport_error(action, exc)
+        except Exception as exc:
+            known = self._transport_error_or_none(action, exc)
+            if known is not None:
+                raise known
+            raise
+        if isinstance(data, bytes):
+            data = data.decode("utf-8", "replace")
+        return status, data or ""
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    def _transport_error(self, action: str, exc: BaseException) -> KubernetesError:
+        error = self._transport_error_or_none(action, exc)
+        return error if error is not None else KubernetesError(action, _scrub(str(exc)))
+
+    def _transport_error_or_none(self, action: str, exc: BaseException) -> Optional[KubernetesError]:
+        """A clear KubernetesError for a failure below HTTP, or None if ``exc`` is not one."""
+        import ssl
+
+        inner: BaseException = exc
+        while isinstance(getattr(inner, "reason", None), BaseException):
+            inner = inner.reason  # type: ignore[assignment]
+        text = str(getattr(exc, "reason", "") or exc) if isinstance(exc, ApiException) else str(inner)
+        is_tls = isinstance(inner, (ssl.SSLError, urllib3.exceptions.SSLError)) or (
+            isinstance(exc, ApiException) and "SSLError" in text)
+        if is_tls:
+            return KubernetesError(
+                action,
+                f"TLS verification of the Kubernetes API at {self.host} failed ({_scrub(_short(text))}); check "
+                f"the kubeconfig's certificate-authority(-data), ca_cert (K8S_AUTH_SSL_CA_CERT), or "
+                f"validate_certs (K8S_AUTH_VERIFY_SSL)",
+            )
+        if isinstance(inner, urllib3.exceptions.NewConnectionError):
+            # (a subclass of ConnectTimeoutError in urllib3, so it is looked at first)
+            return KubernetesError(action, f"cannot connect to the Kubernetes API at {self.host}: "
+                                           f"{_scrub(_short(text))}")
+        if isinstance(inner, urllib3.exceptions.ConnectTimeoutError):
+            return KubernetesError(action, f"connecting to {self.host} timed out after "
+                                           f"{self.options.request_timeout:g}s")
+        if isinstance(inner, (urllib3.exceptions.ReadTimeoutError, TimeoutError)):
+            return KubernetesError(action, f"no answer from {self.host} within {self.options.request_timeout:g}s")
+        if isinstance(inner, (urllib3.exceptions.HTTPError, ConnectionError, OSError)):
+            return KubernetesError(action, f"cannot reach the Kubernetes API at {self.host}: "
+                                           f"{type(inner).__name__}: {_scrub(_short(text))}")
+        return None
+
+
+def fetch_kubeconfig(cloudstack: Any, cluster_id: str) -> dict[str, Any]:
+    """The cluster's kubeconfig as CKS stored it (admin credentials), via getKubernetesClusterConfig."""
+    response = cloudstack.call("getKubernetesClusterConfig", target=cluster_id, id=cluster_id)
+    config = (response.get("clusterconfig") or {}).get("configdata")
+    if not config:
+        raise CloudStackError("getKubernetesClusterConfig", "the cluster has no stored kubeconfig", target=cluster_id)
+    try:
+        data = yaml.safe_load(config)
+    except yaml.YAMLError:
+        data = None
+    if not isinstance(data, dict):
+        raise CloudStackError("getKubernetesClusterConfig", "the stored kubeconfig is not valid YAML",
+                              target=cluster_id)
+    return data
+
+
+def _remove_temp_dir(temp_dir: Optional[str]) -> None:
+    if not temp_dir:
+        return
+    # The client caches the temp file of each certificate by content; forget ours, or a later
+    # client in this process with the same certificate would be handed a deleted file.
+    cache = getattr(kube_config, "_temp_files", None) if HAS_KUBERNETES else None
+    if isinstance(cache, dict):
+        prefix = os.path.join(temp_dir, "")
+        for key, path in list(cache.items()):
+            if isinstance(path, str) and path.startswith(prefix):
+                cache.pop(key, None)
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _json_or_none(text: Any) -> Any:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        return json.loads(text) if text else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _status_error(action: str, status: int, data: Any) -> KubernetesError:
+    data = data if isinstance(data, dict) else {}
+    return KubernetesError(action, _scrub(str(data.get("message") or "no message")), status=status,
+                           reason=data.get("reason") or None)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = re.sub(r"<[^>]*>:\s*", "", " ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,248 @@
+"""Pure parts of the CloudStack client: options, paging, retry policy, job outcomes, error shaping.
+
+The HTTP side (signing, real error answers, real jobs) is proven against cks-sim in
+tests/integration/test_clients_cloudstack.py; here ``cs`` is replaced by a scripted fake.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import cs
+import pytest
+import requests
+
+from ansible_collections.cloudstack.cks.plugins.module_utils import cloudstack as mod
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, DeadlineExceeded, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+
+SECRET = "s3cr3t-S3CR3T"
+
+
+class FakeResponse:
+    def __init__(self, status: int) -> None:
+        self.status_code = status
+
+
+class FakeCS:
+    """Answers each command from a list of callables or values, in order."""
+
+    def __init__(self, script: dict[str, list[Any]]) -> None:
+        self.script = script
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.timeout = 10
+
+    def __getattr__(self, command: str) -> Callable[..., Any]:
+        def handler(**params: Any) -> Any:
+            self.sent.append((command, params))
+            answer = self.script[command].pop(0)
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer(params) if callable(answer) else answer
+        return handler
+
+
+def api_error(status: int, text: str, code: int | None = None) -> cs.CloudStackApiException:
+    return cs.CloudStackApiException(f"HTTP {status} response from CloudStack",
+                                     error={"errorcode": code or status, "errortext": text},
+                                     response=FakeResponse(status))
+
+
+def client(script: dict[str, list[Any]], **options: Any) -> tuple[mod.CloudStackClient, FakeCS]:
+    c = mod.CloudStackClient(mod.CloudStackOptions(api_url="http://127.0.0.1:9/client/api", api_key="k",
+                                                   api_secret=SECRET, **options))
+    fake = FakeCS(script)
+    c._cs = fake
+    c._sleep = lambda s: None
+    return c, fake
+
+
+# -- options --------------------------------------------------------------------------------------
+
+def test_options_from_params_defaults_and_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mod, "_read_cs_config", lambda: pytest.fail("ini must not be read"))
+    o = mod.CloudStackOptions.from_params({"api_url": "https://c/client/api", "api_key": "k", "api_secret": SECRET})
+    assert (o.api_http_method, o.api_timeout, o.validate_certs, o.api_verify_ssl_cert) == ("get", 10, True, None)
+    assert SECRET not in repr(o)
+    with pytest.raises(InvalidInput, match="api_http_method"):
+        mod.CloudStackOptions.from_params({"api_url": "u", "api_key": "k", "api_secret": "s", "api_http_method": "put"})
+    with pytest.raises(InvalidInput, match="api_timeout"):
+        mod.CloudStackOptions.from_params({"api_url": "u", "api_key": "k", "api_secret": "s", "api_timeout": 0})
+
+
+def test_options_fall_back_to_cs_config_only_for_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    ini = {"endpoint": "https://ini/client/api", "key": "ini-key", "secret": "ini-secret", "method": "post",
+           "timeout": "30", "verify": "/etc/ca.pem", "dangerous_no_tls_verify": False}
+    monkeypatch.setattr(mod, "_read_cs_config", lambda: ini)
+    o = mod.CloudStackOptions.from_params({"api_url": None, "api_key": None, "api_secret": None, "api_timeout": 5})
+    assert (o.api_url, o.api_key, o.api_secret, o.api_http_method, o.api_timeout) == (
+        "https://ini/client/api", "ini-key", "ini-secret", "post", 5)
+    assert o.api_verify_ssl_cert == "/etc/ca.pem" and o.validate_certs is True
+
+
+def test_options_missing_everywhere_name_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mod, "_read_cs_config", lambda: {})
+    with pytest.raises(InvalidInput, match="api_url"):
+        mod.CloudStackOptions.from_params({})
+
+
+def test_read_cs_config_survives_no_config_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    for var in ("CLOUDSTACK_ENDPOINT", "CLOUDSTACK_KEY", "CLOUDSTACK_SECRET", "CLOUDSTACK_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert mod._read_cs_config() == {}  # cs itself would SystemExit here
+    (tmp_path / "cloudstack.ini").write_text("[cloudstack]\nendpoint = https://x/client/api\nkey = a\nsecret = b\n")
+    assert mod._read_cs_config()["endpoint"] == "https://x/client/api"
+
+
+def test_validate_certs_false_wins_over_a_ca_path() -> None:
+    c = mod.CloudStackClient(mod.CloudStackOptions("https://x/client/api", "k", SECRET,
+                                                   api_verify_ssl_cert="/ca.pem", validate_certs=False))
+    assert c._cs.verify is False
+    c = mod.CloudStackClient(mod.CloudStackOptions("https://x/client/api", "k", SECRET, api_verify_ssl_cert="/ca.pem"))
+    assert c._cs.verify == "/ca.pem"
+    c = mod.CloudStackClient(mod.CloudStackOptions("https://x/client/api", "k", SECRET))
+    assert c._cs.verify is True
+
+
+# -- paging ------------------------------------------------------------------------------------------
+
+def pages(total: int, size: int = 500, key: str = "virtualmachine") -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def page(params: dict[str, Any]) -> dict[str, Any]:
+        start = (params["page"] - 1) * min(size, params["pagesize"])
+        items = [{"id": f"vm-{i}"} for i in range(start, min(total, start + min(size, params["pagesize"])))]
+        return {"count": total, key: items} if items else {}
+    return page
+
+
+def test_list_reads_every_page_until_count() -> None:
+    c, fake = client({"listVirtualMachines": [pages(1203)] * 3})
+    items = c.list("listVirtualMachines", listall=True)
+    assert [i["id"] for i in items] == [f"vm-{i}" for i in range(1203)]
+    assert [p["page"] for _, p in fake.sent] == [1, 2, 3]
+    assert all(p["pagesize"] == 500 and p["listall"] is True for _, p in fake.sent)
+    assert c.calls["listVirtualMachines"] == 3
+
+
+def test_list_trusts_count_when_the_server_caps_the_page_size() -> None:
+    c, fake = client({"listVolumes": [pages(250, size=100, key="volume")] * 3})
+    assert len(c.list("listVolumes", type="ROOT")) == 250
+    assert len(fake.sent) == 3
+
+
+def test_list_of_nothing_is_an_empty_list() -> None:
+    c, _ = client({"listAffinityGroups": [{}]})
+    assert c.list("listAffinityGroups") == []
+
+
+def test_list_drops_items_repeated_across_shifted_pages() -> None:
+    answers = [{"count": 3, "x": [{"id": "a"}, {"id": "b"}]}, {"count": 3, "x": [{"id": "b"}, {"id": "c"}]}]
+    c, _ = client({"listX": answers})
+    assert [i["id"] for i in c.list("listX", pagesize=2)] == ["a", "b", "c"]
+
+
+def test_list_key_is_the_one_list_value() -> None:
+    assert mod.list_key({"count": 2, "kubernetescluster": [{}, {}]}) == "kubernetescluster"
+    assert mod.list_key({}) is None
+    with pytest.raises(ValueError):
+        mod.list_key({"a": [], "b": []})
+
+
+# -- retries --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("status, transient", [(429, True), (500, True), (502, True), (503, True), (504, True),
+                                               (530, False), (531, False), (533, False), (431, False),
+                                               (401, False), (511, False), (None, False)])
+def test_transient_statuses(status: int | None, transient: bool) -> None:
+    assert mod.is_transient_status(status) is transient
+
+
+def test_reads_are_retried_on_transient_faults_then_succeed() -> None:
+    c, fake = client({"listZones": [requests.exceptions.ConnectionError("dropped"), api_error(503, "busy"),
+                                    {"count": 1, "zone": [{"id": "z"}]}]})
+    assert c.list("listZones") == [{"id": "z"}]
+    assert c.calls["listZones"] == 3
+
+
+def test_reads_give_up_after_the_retry_count() -> None:
+    c, _ = client({"listZones": [api_error(503, "busy")] * 3}, retries=2)
+    with pytest.raises(CloudStackError) as info:
+        c.list("listZones")
+    assert info.value.errorcode == 503 and c.calls["listZones"] == 3
+
+
+def test_reads_are_not_retried_past_the_deadline() -> None:
+    c, _ = client({"listZones": [api_error(503, "busy")] * 5})
+    with pytest.raises(CloudStackError):
+        c.list("listZones", deadline=Deadline(0.1))
+    assert c.calls["listZones"] == 1
+
+
+def test_cloudstack_own_errors_are_not_retried() -> None:
+    c, _ = client({"listVirtualMachines": [api_error(431, "Unable to execute API command due to invalid value")]})
+    with pytest.raises(CloudStackError) as info:
+        c.list("listVirtualMachines", target="cluster demo")
+    assert info.value.errorcode == 431 and c.calls["listVirtualMachines"] == 1
+    assert "listVirtualMachines on cluster demo failed (errorcode 431)" in info.value.msg
+
+
+def test_changes_are_never_retried_and_say_the_outcome_is_unknown() -> None:
+    c, _ = client({"stopVirtualMachine": [requests.exceptions.ConnectionError("reset"), {"jobid": "j"}]})
+    with pytest.raises(CloudStackError) as info:
+        c.run_job("stopVirtualMachine", Deadline(10), target="demo-node-1", id="vm-1")
+    assert c.calls["stopVirtualMachine"] == 1
+    assert "may or may not" in info.value.msg and "re-read" in info.value.msg
+
+
+def test_transport_messages_carry_no_query_string_or_secret() -> None:
+    url_error = requests.exceptions.ConnectionError(
+        f"HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded with url: "
+        f"/client/api?apiKey=k&command=listZones&signature=SIGNATURE%2B%3D&x={SECRET}")
+    c, _ = client({"listZones": [url_error]}, retries=0)
+    with pytest.raises(CloudStackError) as info:
+        c.list("listZones")
+    assert "SIGNATURE" not in info.value.msg and SECRET not in info.value.msg and "apiKey" not in info.value.msg
+    assert "127.0.0.1" in info.value.msg
+
+
+def test_tls_failure_says_which_option_to_check() -> None:
+    c, _ = client({"listZones": [requests.exceptions.SSLError("certificate verify failed")]})
+    with pytest.raises(CloudStackError) as info:
+        c.list("listZones")
+    assert "api_verify_ssl_cert" in info.value.msg and c.calls["listZones"] == 1
+
+
+# -- async jobs ---------------------------------------------------------------------------------------------
+
+def test_run_job_polls_until_done_and_returns_the_object() -> None:
+    polls = [{"jobstatus": 0}, {"jobstatus": 0},
+             {"jobstatus": 1, "jobresultcode": 0, "jobresult": {"virtualmachine": {"id": "vm-1", "state": "Stopped"}}}]
+    c, fake = client({"stopVirtualMachine": [{"jobid": "j-1"}], "queryAsyncJobResult": polls}, poll_interval=0.01)
+    vm = c.run_job("stopVirtualMachine", Deadline(10), id="vm-1")
+    assert vm == {"id": "vm-1", "state": "Stopped"}
+    assert [p for cmd, p in fake.sent if cmd == "queryAsyncJobResult"] == [{"jobid": "j-1"}] * 3
+
+
+def test_run_job_failure_carries_the_result_code_and_text() -> None:
+    failed = {"jobstatus": 2, "jobresultcode": 533,
+              "jobresult": {"errorcode": 533, "errortext": "Unable to create a deployment for VM"}}
+    c, _ = client({"startVirtualMachine": [{"jobid": "j-2"}], "queryAsyncJobResult": [failed]})
+    with pytest.raises(CloudStackError) as info:
+        c.run_job("startVirtualMachine", Deadline(10), target="demo-node-1", id="vm-1")
+    assert info.value.errorcode == 533
+    assert "Unable to create a deployment" in info.value.msg and "j-2" in info.value.msg
+
+
+def test_run_job_deadline_names_command_and_job() -> None:
+    c, _ = client({"stopVirtualMachine": [{"jobid": "j-3"}], "queryAsyncJobResult": [{"jobstatus": 0}] * 100},
+                  poll_interval=0.01)
+    with pytest.raises(DeadlineExceeded) as info:
+        c.run_job("stopVirtualMachine", Deadline(0.05), target="demo-node-2", id="vm-2")
+    assert "stopVirtualMachine" in info.value.msg and "j-3" in info.value.msg
+    assert info.value.details["jobid"] == "j-3" and info.value.details["command"] == "stopVirtualMachine"
+
+
+def test_job_object_unwraps_one_object() -> None:
+    assert mod.job_object({"volume": {"id": "v"}}) == {"id": "v"}
+    assert mod.job_object({"success": True, "displaytext": "x"}) == {"success": True, "displaytext": "x"}
