@@ -1,0 +1,645 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""Restart the nodes of one batch with their type's settings.
+
+Per batch: a preflight (nothing changes unless every other node is up and etcd keeps its
+quorum), then each node of the batch on its own thread: annotate its boot ID, cordon, drain,
+stop, change (offering, root disk, affinity groups), start, verify (Ready with a NEW boot ID,
+the VM no longer differs, etcd healthy), uncordon. One deadline covers the whole batch.
+
+A failure leaves the node as it is: ``release`` judges it afterwards from what the node shows.
+So that release can tell a node that never went down from one whose Ready is stale, the cycle
+marks a node with ``STOP_ANNOTATION`` just before it sends the stop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from ansible_collections.cloudstack.cks.plugins.module_utils import plan as planning
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
+    CONTROL,
+    ETCD,
+    ROLLOUT_ANNOTATION,
+    AffinityGroup,
+    ClusterView,
+    Node,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils.drain import DrainOptions, Drainer
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import (
+    CksError,
+    CloudStackError,
+    DeadlineExceeded,
+    StepFailed,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
+
+#: Set (value: the time) right before stopVirtualMachine is sent; removed with the boot-ID one.
+STOP_ANNOTATION = "cloudstack.apache.org/rollout-stop-sent"
+
+UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
+DEFAULT_BATCH_TIMEOUT = 1800.0
+DEFAULT_JOB_TIMEOUT = 900.0
+DEFAULT_POLL_INTERVAL = 0.5
+# The CKS cluster states a rollout may run in: its own node stops put the cluster in Alert.
+ROLLOUT_STATES = ("Running", "Alert")
+
+#: ``etcd_check(without=[members], healthy=[members]) -> (ok, message)``: etcd keeps a quorum of
+#: healthy voting members without ``without``, every member in ``healthy`` is healthy, and etcd
+#: answers a quorum read. Member names are node names.
+EtcdCheck = Callable[..., "tuple[bool, str]"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure decisions
+
+
+def _condition(node: dict[str, Any], kind: str) -> dict[str, Any]:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return cond
+    return {}
+
+
+def boot_id_of(node: dict[str, Any]) -> Optional[str]:
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    return info.get("bootID") or None
+
+
+def annotations_of(node: dict[str, Any]) -> dict[str, str]:
+    return dict((node.get("metadata") or {}).get("annotations") or {})
+
+
+def node_is_back(node: dict[str, Any], old_boot_ids: Sequence[Optional[str]]) -> tuple[bool, str]:
+    """One read of a Node: restarted and Ready, or why not.
+
+    A Ready condition from before the stop can outlive the VM by the node-monitor grace period,
+    so only a boot ID other than every one seen before the stop proves a new boot.
+    """
+    boot_id = boot_id_of(node)
+    old = {b for b in old_boot_ids if b}
+    if not boot_id:
+        return False, "reports no boot ID"
+    if boot_id in old:
+        return False, f"still reports boot ID {boot_id} from before the restart"
+    ready = _condition(node, "Ready")
+    if ready.get("status") != "True":
+        return False, f"new boot ID {boot_id}, Ready={ready.get('status', 'missing')} ({ready.get('reason', '')})"
+    if ready.get("reason") not in (None, "", "KubeletReady"):
+        return False, f"Ready=True but reason {ready.get('reason')}"
+    taints = sorted({t.get("key") for t in (node.get("spec") or {}).get("taints") or []} & UNHEALTHY_TAINTS)
+    if taints:
+        return False, f"Ready but tainted {', '.join(taints)}"
+    return True, f"Ready with new boot ID {boot_id}"
+
+
+@dataclass(frozen=True)
+class CordonDecision:
+    """How the cycle treats the node's cordon. ``ours``: the rollout cordoned it (or will)."""
+
+    ours: bool
+    annotate: bool  # write the boot-ID annotation
+    cordon: bool  # send the cordon patch
+    boot_id: Optional[str]  # the boot ID recorded for the node (annotation, or now)
+    why: str
+
+
+def cordon_decision(node: dict[str, Any]) -> CordonDecision:
+    annotations = annotations_of(node)
+    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+    if ROLLOUT_ANNOTATION in annotations:
+        # A rollout that stopped left it: the node may have restarted since, so the recorded
+        # boot ID stays (release compares against it).
+        return CordonDecision(True, False, not unschedulable, annotations[ROLLOUT_ANNOTATION],
+                              "annotated by a rollout that stopped: resumed")
+    if unschedulable:
+        return CordonDecision(False, False, False, boot_id_of(node),
+                              "cordoned by someone else: not annotated, and left cordoned afterwards")
+    return CordonDecision(True, True, True, boot_id_of(node), "annotated and cordoned")
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # offering | root_disk | affinity_groups
+    from_: Any
+    to: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from": self.from_, "to": self.to}
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    offering: Optional[Change] = None  # ids in from_/to
+    root_disk: Optional[Change] = None  # GB
+    affinity_groups: Optional[Change] = None  # full id lists (dedication groups included)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.offering or self.root_disk or self.affinity_groups)
+
+
+def change_plan(node: Node, type_settings: planning.TypeSettings) -> ChangePlan:
+    """What the stopped VM needs: only the calls whose setting actually differs.
+
+    CloudStack refuses an offering the VM already has, and a root disk only grows.
+    """
+    offering = None
+    if type_settings.offering_id is not None and node.offering_id != type_settings.offering_id:
+        offering = Change("offering", node.offering_id, type_settings.offering_id)
+    disk = None
+    wanted = type_settings.root_disk_gb
+    if wanted is not None and node.root_disk_gb is not None and node.root_disk_gb < wanted:
+        disk = Change("root_disk", node.root_disk_gb, wanted)
+    groups = None
+    target = planning.target_affinity_group_ids(node, type_settings)
+    current = tuple(g.id for g in node.affinity_groups)
+    if target is not None and frozenset(target) != frozenset(current):
+        groups = Change("affinity_groups", current, target)
+    return ChangePlan(offering, disk, groups)
+
+
+def describe_changes(plan: ChangePlan, view: ClusterView) -> dict[str, Any]:
+    """The changes in operator words (names next to ids), for the rollout report."""
+    out: dict[str, Any] = {}
+    if plan.offering:
+        out["offering"] = {"from": view.offering_name(plan.offering.from_), "to": view.offering_name(plan.offering.to),
+                           "from_id": plan.offering.from_, "to_id": plan.offering.to}
+    if plan.root_disk:
+        out["root_disk_gb"] = {"from": plan.root_disk.from_, "to": plan.root_disk.to}
+    if plan.affinity_groups:
+        def names(ids: Sequence[str]) -> list[str]:
+            return [(view.group(i).name if view.group(i) else i) for i in ids]  # type: ignore[union-attr]
+
+        out["affinity_groups"] = {"from": names(plan.affinity_groups.from_), "to": names(plan.affinity_groups.to),
+                                  "from_ids": list(plan.affinity_groups.from_),
+                                  "to_ids": list(plan.affinity_groups.to)}
+    return out
+
+
+def node_with_vm(node: Node, vm: dict[str, Any], root: Optional[dict[str, Any]], view: ClusterView) -> Node:
+    """``node`` with the settings re-read from listVirtualMachines / listVolumes."""
+    groups = []
+    for raw in vm.get("affinitygroup") or []:
+        gid = str(raw.get("id"))
+        known = view.group(gid)
+        groups.append(known or AffinityGroup(id=gid, name=str(raw.get("name", gid)), type=str(raw.get("type", ""))))
+    root_gb = node.root_disk_gb
+    if root is not None and root.get("size") is not None:
+        root_gb = int(root["size"]) >> 30
+    return dataclasses.replace(
+        node,
+        vm_state=str(vm.get("state", node.vm_state)),
+        offering_id=vm.get("serviceofferingid") or node.offering_id,
+        offering_name=vm.get("serviceofferingname") or node.offering_name,
+        root_disk_gb=root_gb,
+        affinity_groups=tuple(groups),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class StepRecord:
+    name: str
+    started: float
+    ended: Optional[float] = None
+    outcome: str = "running"  # ok | skipped | failed | would_run | would_skip
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "started": self.started, "ended": self.ended, "outcome": self.outcome,
+                "detail": self.detail}
+
+
+@dataclass
+class NodeResult:
+    name: str
+    node_type: str
+    steps: list[StepRecord] = field(default_factory=list)
+    changes: dict[str, Any] = field(default_factory=dict)
+    outcome: str = "pending"  # done | failed | would_cycle
+    cordoned_by_others: bool = False
+    error: Optional[dict[str, Any]] = None
+    started: float = 0.0
+    ended: Optional[float] = None
+
+    @property
+    def changed(self) -> bool:
+        return any(s.outcome == "ok" and s.name not in ("verify",) for s in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "node_type": self.node_type, "outcome": self.outcome,
+                "steps": [s.to_dict() for s in self.steps], "changes": dict(self.changes),
+                "cordoned_by_others": self.cordoned_by_others, "error": self.error,
+                "started": self.started, "ended": self.ended}
+
+
+@dataclass
+class BatchResult:
+    nodes: list[str]
+    preflight: dict[str, Any] = field(default_factory=dict)
+    results: list[NodeResult] = field(default_factory=list)
+    error: Optional[StepFailed] = None
+    check_mode: bool = False
+    started: float = 0.0
+    ended: Optional[float] = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def changed(self) -> bool:
+        return any(r.changed for r in self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch": list(self.nodes),
+            "preflight": dict(self.preflight),
+            "nodes": [r.to_dict() for r in self.results],
+            "failed_nodes": [r.name for r in self.results if r.outcome == "failed"],
+            "started": self.started,
+            "ended": self.ended,
+            "check_mode": self.check_mode,
+        }
+
+    def raise_for_failure(self) -> None:
+        """Raise the batch's StepFailed with the whole result as details (for ``fail_json``)."""
+        if self.error is not None:
+            details = dict(self.error.details)
+            details.update(self.to_dict())
+            details["changed"] = self.changed
+            raise StepFailed(self.error.node, self.error.step, _cause(self.error), **details)
+
+
+def _cause(error: StepFailed) -> str:
+    prefix = f"node {error.node}: {error.step} failed: "
+    return error.msg[len(prefix):] if error.msg.startswith(prefix) else error.msg
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a batch
+
+
+@dataclass
+class CycleOptions:
+    batch_timeout: float = DEFAULT_BATCH_TIMEOUT
+    job_timeout: float = DEFAULT_JOB_TIMEOUT  # each async job, cut to what the batch has left
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    drain: DrainOptions = field(default_factory=DrainOptions)
+    check_mode: bool = False
+
+
+class BatchCycle:
+    """One batch: ``run()`` returns a BatchResult (``raise_for_failure`` turns a failure into an error).
+
+    ``cloud``: CloudStackClient; ``kube``: KubeClient; ``loader``: ClusterLoader; ``cluster``: the
+    cluster's id or name; ``settings``: plan.Settings; ``etcd_check``: see ``EtcdCheck``, needed
+    for control nodes with stacked etcd and for etcd nodes; ``lock``: anything with ``renew()``
+    raising LockHeld when the rollout no longer holds the lock.
+    """
+
+    def __init__(self, cloud: Any, kube: Any, loader: Any, cluster: str, settings: planning.Settings,
+                 nodes: Sequence[str], options: Optional[CycleOptions] = None,
+                 etcd_check: Optional[EtcdCheck] = None, lock: Any = None,
+                 project_id: Optional[str] = None) -> None:
+        self.cloud = cloud
+        self.kube = kube
+        self.loader = loader
+        self.cluster = cluster
+        self.settings = settings
+        self.names = [n.lower() for n in nodes]
+        self.options = options or CycleOptions()
+        self.etcd_check = etcd_check
+        self.lock = lock
+        self.project_id = project_id
+
+    def run(self) -> BatchResult:
+        result = BatchResult(nodes=list(self.names), check_mode=self.options.check_mode, started=time.time())
+        deadline = Deadline(self.options.batch_timeout)
+        try:
+            if not self.names:
+                return result
+            if self.lock is not None and not self.options.check_mode:
+                self.lock.renew()
+            view = self.loader.load(self.cluster, self.project_id)
+            members = [view.node(name) for name in self.names]
+            result.preflight = self.preflight(view, members)
+            cycles = [NodeCycle(self, view, node, deadline) for node in members]
+            if self.options.check_mode:
+                result.results = [c.would_run() for c in cycles]
+                return result
+            threads = [threading.Thread(target=c.run, name=f"cycle-{c.node.name}", daemon=True) for c in cycles]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            result.results = [c.result for c in cycles]
+            failures = [c.failure for c in cycles if c.failure is not None]
+            if failures:
+                result.error = failures[0] if len(failures) == 1 else StepFailed(
+                    ", ".join(f.node for f in failures), "/".join(sorted({f.step for f in failures})),
+                    "; ".join(f.msg for f in failures))
+        except StepFailed as exc:
+            result.error = exc
+        except CksError as exc:
+            result.error = StepFailed(", ".join(self.names), "preflight" if not result.results else "batch",
+                                      exc.msg, **exc.details)
+        finally:
+            result.ended = time.time()
+        return result
+
+    # -- preflight --------------------------------------------------------------------------
+
+    def preflight(self, view: ClusterView, members: list[Node]) -> dict[str, Any]:
+        """Refuse the batch, before anything changes, unless it can go down safely now."""
+        where = ", ".join(self.names)
+        problems: list[str] = []
+        if view.state not in ROLLOUT_STATES:
+            problems.append(f"cluster {view.name} is {view.state}: another CKS operation holds it")
+        ok, found = planning.batch_is_safe(view, self.names)
+        problems.extend(found)
+        checks: dict[str, Any] = {"cluster_state": view.state}
+        quorum_members = [n for n in members if n.node_type == ETCD
+                          or (n.node_type == CONTROL and not view.external_etcd)]
+        if quorum_members and not problems:
+            # A member already down is lost already; only running members are taken down.
+            going = [n.name for n in quorum_members]
+            if self.etcd_check is None:
+                problems.append(f"{where}: an etcd member, and no etcd check is configured "
+                                "(etcd_endpoints) to prove the others keep a quorum")
+            else:
+                healthy, message = self.etcd_check(without=going)
+                checks["etcd_quorum"] = message
+                if not healthy:
+                    problems.append(f"etcd would lose its quorum without {', '.join(going)}: {message}")
+            status, text = self.kube.raw_get("/readyz/etcd")
+            checks["readyz_etcd"] = status
+            if status != 200:
+                problems.append(f"the Kubernetes API reports etcd not ready (/readyz/etcd HTTP {status}: "
+                                f"{text.strip()[:200]})")
+        if problems:
+            raise StepFailed(where, "preflight", "; ".join(problems), problems=problems)
+        checks["ok"] = True
+        return checks
+
+
+class NodeCycle:
+    """The steps of one node of a batch. ``run`` never raises: it fills ``result`` / ``failure``."""
+
+    def __init__(self, batch: BatchCycle, view: ClusterView, node: Node, deadline: Deadline) -> None:
+        self.batch = batch
+        self.view = view
+        self.node = node
+        self.deadline = deadline
+        self.cloud = batch.cloud
+        self.kube = batch.kube
+        self.options = batch.options
+        self.type_settings = batch.settings[node.node_type]
+        self.plan = change_plan(node, self.type_settings)
+        self.result = NodeResult(name=node.name, node_type=node.node_type)
+        self.result.changes = describe_changes(self.plan, view)
+        self.failure: Optional[StepFailed] = None
+        self._old_boot_ids: list[Optional[str]] = []
+        self._ours = False
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _step(self, name: str, fn: Callable[[], str]) -> None:
+        record = StepRecord(name=name, started=time.time())
+        self.result.steps.append(record)
+        try:
+            detail = fn()
+        except StepFailed as exc:
+            record.ended, record.outcome, record.detail = time.time(), "failed", _cause(exc)
+            raise
+        except CksError as exc:
+            record.ended, record.outcome, record.detail = time.time(), "failed", exc.msg
+            raise StepFailed(self.node.name, name, exc.msg, **_answer(exc)) from exc
+        record.ended, record.outcome, record.detail = time.time(), "ok", detail or ""
+
+    def _skip(self, name: str, why: str) -> None:
+        now = time.time()
+        self.result.steps.append(StepRecord(name=name, started=now, ended=now, outcome="skipped", detail=why))
+
+    def _job(self, command: str, **params: Any) -> Any:
+        return self.cloud.run_job(command, self.deadline.sub(self.options.job_timeout),
+                                  target=self.node.vm_name, **params)
+
+    @property
+    def _k8s(self) -> bool:
+        return self.node.is_kubernetes_node
+
+    @property
+    def _needs_etcd(self) -> bool:
+        return self.node.node_type == ETCD or (self.node.node_type == CONTROL and not self.view.external_etcd)
+
+    # -- check mode ----------------------------------------------------------------------------
+
+    def would_run(self) -> NodeResult:
+        now = time.time()
+        steps: list[tuple[str, str, str]] = []
+        if self._k8s:
+            decision = cordon_decision(self.kube.read_node(self.node.name))
+            self.result.cordoned_by_others = not decision.ours
+            steps.append(("annotate", "would_run" if decision.annotate else "would_skip", decision.why))
+            steps.append(("cordon", "would_run" if decision.cordon else "would_skip", decision.why))
+            steps.append(("drain", "would_run", ""))
+        steps.append(("stop", "would_run" if self.node.running else "would_skip", f"VM is {self.node.vm_state}"))
+        for name, change in (("change_offering", self.plan.offering), ("resize_root_disk", self.plan.root_disk),
+                             ("update_affinity_groups", self.plan.affinity_groups)):
+            steps.append((name, "would_run" if change else "would_skip", "" if change else "already as set"))
+        steps.append(("start", "would_run", ""))
+        steps.append(("verify", "would_run", ""))
+        if self._k8s:
+            steps.append(("uncordon", "would_run" if not self.result.cordoned_by_others else "would_skip", ""))
+        self.result.steps = [StepRecord(n, now, now, o, d) for n, o, d in steps]
+        self.result.outcome = "would_cycle"
+        self.result.started = self.result.ended = now
+        return self.result
+
+    # -- the cycle ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.result.started = time.time()
+        try:
+            if self._k8s:
+                self._cordon_and_drain()
+            self._change()
+            self._verify()
+            if self._k8s:
+                self._uncordon()
+            self.result.outcome = "done"
+        except StepFailed as exc:
+            self.failure = exc
+        except Exception as exc:  # a bug must still end this node's thread with a result
+            self.failure = StepFailed(self.node.name, self.result.steps[-1].name if self.result.steps else "cycle",
+                                      f"{type(exc).__name__}: {exc}")
+        if self.failure is not None:
+            self.result.outcome = "failed"
+            self.result.error = {"step": self.failure.step, "message": self.failure.msg,
+                                 **{k: v for k, v in self.failure.details.items() if k not in ("node", "step")}}
+        self.result.ended = time.time()
+
+    def _cordon_and_drain(self) -> None:
+        current = self.kube.read_node(self.node.name)
+        decision = cordon_decision(current)
+        self._ours = decision.ours
+        self.result.cordoned_by_others = not decision.ours
+        self._old_boot_ids = [decision.boot_id, boot_id_of(current)]
+        if decision.annotate:
+            self._step("annotate", lambda: self._patch({"metadata": {"annotations": {
+                ROLLOUT_ANNOTATION: decision.boot_id or ""}}}, f"boot ID {decision.boot_id}"))
+        else:
+            self._skip("annotate", decision.why)
+        if decision.cordon:
+            self._step("cordon", lambda: self._patch({"spec": {"unschedulable": True}}, "unschedulable"))
+        else:
+            self._skip("cordon", "already cordoned" if decision.ours else decision.why)
+        drainer = Drainer(self.kube, self.options.drain)
+        self._step("drain", lambda: self._drain(drainer))
+
+    def _patch(self, patch: dict[str, Any], detail: str) -> str:
+        self.kube.patch_node(self.node.name, patch)
+        return detail
+
+    def _drain(self, drainer: Drainer) -> str:
+        report = drainer.drain(self.node.name, self.deadline, node_down=not self.node.running)
+        self.result.changes.setdefault("drain", {})
+        self.result.changes["drain"] = {"evicted": report.evicted, "skipped": len(report.skipped)}
+        if report.warnings:
+            self.result.changes["drain"]["warnings"] = report.warnings
+        return f"{len(report.evicted)} pods evicted, {len(report.skipped)} left (DaemonSet and mirror pods)"
+
+    def _change(self) -> None:
+        vm_id = self.node.vm_id
+        if self.node.vm_state == "Stopped":
+            self._skip("stop", "VM already Stopped")
+        else:
+            self._step("stop", lambda: self._stop(vm_id))
+        if self.plan.offering:
+            offering = self.plan.offering
+            self._step("change_offering", lambda: self._call_ok(
+                "changeServiceForVirtualMachine", f"{self.view.offering_name(offering.from_)} -> "
+                f"{self.view.offering_name(offering.to)}", id=vm_id, serviceofferingid=offering.to))
+        else:
+            self._skip("change_offering", "offering already as set")
+        if self.plan.root_disk:
+            disk = self.plan.root_disk
+            if not self.node.root_volume_id:
+                raise StepFailed(self.node.name, "resize_root_disk", "no ROOT volume visible to resize")
+            self._step("resize_root_disk", lambda: self._job_ok(
+                "resizeVolume", f"{disk.from_} GB -> {disk.to} GB", id=self.node.root_volume_id, size=disk.to))
+        else:
+            self._skip("resize_root_disk", "root disk already large enough")
+        if self.plan.affinity_groups:
+            groups = self.plan.affinity_groups
+            self._step("update_affinity_groups", lambda: self._job_ok(
+                "updateVMAffinityGroup", f"{list(groups.from_)} -> {list(groups.to)}", id=vm_id,
+                affinitygroupids=",".join(groups.to)))
+        else:
+            why = "the type records no groups" if self.type_settings.affinity_group_ids is None else "groups already as set"
+            self._skip("update_affinity_groups", why)
+        self._step("start", lambda: self._job_ok("startVirtualMachine", "Running", id=vm_id))
+
+    def _stop(self, vm_id: str) -> str:
+        if self._k8s and self._ours:
+            # Release must know a stop may have happened: then a Ready with the old boot ID is
+            # never taken for "it never went down" (it may be the stale one from before the stop).
+            self.kube.patch_node(self.node.name, {"metadata": {"annotations": {STOP_ANNOTATION: _now_text()}}})
+        try:
+            self._job("stopVirtualMachine", id=vm_id)
+        except CloudStackError:
+            # The submit may have gone through although its answer was lost: the VM's state says.
+            vm = self._read_vm()
+            if vm.get("state") != "Stopped":
+                raise
+        return "Stopped"
+
+    def _call_ok(self, command: str, detail: str, **params: Any) -> str:
+        self.cloud.call(command, target=self.node.vm_name, deadline=self.deadline, **params)
+        return detail
+
+    def _job_ok(self, command: str, detail: str, **params: Any) -> str:
+        self._job(command, **params)
+        return detail
+
+    def _read_vm(self) -> dict[str, Any]:
+        found = self.cloud.list("listVirtualMachines", id=self.node.vm_id, listall=True)
+        if not found:
+            raise CloudStackError("listVirtualMachines", "the VM is gone", target=self.node.vm_name)
+        return found[0]
+
+    def _read_root(self) -> Optional[dict[str, Any]]:
+        volumes = self.cloud.list("listVolumes", virtualmachineid=self.node.vm_id, type="ROOT", listall=True)
+        return volumes[0] if volumes else None
+
+    def _verify(self) -> None:
+        self._step("verify", self._verify_all)
+
+    def _verify_all(self) -> str:
+        parts = []
+        if self._k8s:
+            last = {"why": ""}
+
+            def back() -> bool:
+                ok, why = node_is_back(self.kube.read_node(self.node.name), self._old_boot_ids)
+                last["why"] = why
+                return ok
+
+            try:
+                wait_for(back, self.deadline, self.options.poll_interval, what=f"node {self.node.name} to come back")
+            except DeadlineExceeded:
+                raise StepFailed(self.node.name, "verify", f"not back by the batch deadline: {last['why']}")
+            parts.append(last["why"])
+        refreshed = node_with_vm(self.node, self._read_vm(), self._read_root(), self.view)
+        if refreshed.vm_state != "Running":
+            raise StepFailed(self.node.name, "verify", f"VM is {refreshed.vm_state}")
+        reasons = planning.outdated_reasons(refreshed, self.type_settings, self.view)
+        if reasons:
+            raise StepFailed(self.node.name, "verify", "the VM still differs from the settings: "
+                             + "; ".join(r.message for r in reasons))
+        parts.append("VM matches the settings")
+        if self._needs_etcd:
+            check = self.batch.etcd_check
+            if check is None:
+                raise StepFailed(self.node.name, "verify", "no etcd check configured to prove the member is back")
+            last_etcd = {"why": ""}
+
+            def etcd_back() -> bool:
+                ok, why = check(healthy=[self.node.name])
+                last_etcd["why"] = why
+                return ok
+
+            try:
+                wait_for(etcd_back, self.deadline, self.options.poll_interval, what=f"etcd member {self.node.name}")
+            except DeadlineExceeded:
+                raise StepFailed(self.node.name, "verify", f"etcd not healthy by the batch deadline: {last_etcd['why']}")
+            parts.append(f"etcd healthy: {last_etcd['why']}")
+        return "; ".join(parts)
+
+    def _uncordon(self) -> None:
+        if not self._ours:
+            self._skip("uncordon", "cordoned by someone else before the rollout: left cordoned")
+            return
+        self._step("uncordon", lambda: self._patch(
+            {"spec": {"unschedulable": None},
+             "metadata": {"annotations": {ROLLOUT_ANNOTATION: None, STOP_ANNOTATION: None}}},
+            "uncordoned, annotation removed"))
+
+
+def _answer(exc: CksError) -> dict[str, Any]:
+    """What CloudStack or Kubernetes answered, for the result (no secrets are in these fields)."""
+    keep = ("command", "errorcode", "errortext", "target", "action", "status", "reason", "what", "jobid")
+    return {k: v for k, v in exc.details.items() if k in keep}
+
+
+def _now_text() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
