@@ -198,8 +198,8 @@ def main(argv: list[str]) -> int:
         rc = subprocess.run(cmd, cwd=tree, env=sanity_env(tmpdir), check=False).returncode
         elapsed = time.monotonic() - started
         if rc != 0:
-            keep = True
-            print(f"sanity: FAILED (rc {rc}) after {elapsed:.0f}s; tree kept at {tree}", flush=True)
+            where = f"tree kept at {tree}" if keep else "--keep keeps the tree for a look"
+            print(f"sanity: FAILED (rc {rc}) after {elapsed:.0f}s; {where}", flush=True)
         else:
             print(f"sanity: passed on Python {options.python} in {elapsed:.0f}s", flush=True)
         return rc
