@@ -1,0 +1,1528 @@
+"""One CKS cluster's Kubernetes, as its API server, kubelets and controllers would show it.
+
+The world keeps API objects as the JSON dicts the API serves (so what a client reads is exactly
+what is stored) plus a little hidden state the API cannot see: whether a node's VM is really
+running, which kubelet boot is current, pending timers. Controllers act synchronously where the
+real ones would within milliseconds (ReplicaSet replacements, taint mirroring) and through the
+Sim scheduler where real time matters (kubelet boot, node-monitor grace, pod start and stop).
+
+Every public method expects ``sim.lock`` to be held (the HTTP layer and the scheduler take it).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import hashlib
+import math
+import random
+import re
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+NODE_LEASE_NS = "kube-node-lease"
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+LIFECYCLE_TAINTS = (UNSCHEDULABLE_TAINT, UNREACHABLE_TAINT, NOT_READY_TAINT)
+NODE_LEASE_RENEW = 10.0  # simulated seconds between kubelet lease renewals
+MICROTIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+
+
+# ---------------------------------------------------------------------------------------------
+# Resources and errors
+
+
+@dataclass(frozen=True)
+class Resource:
+    plural: str
+    kind: str
+    group: str
+    version: str
+    namespaced: bool
+    verbs: tuple[str, ...]
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def qualified(self) -> str:
+        # How the API server names a resource in its messages: `leases.coordination.k8s.io`.
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+_RW = ("create", "delete", "get", "list", "patch", "update")
+_RO = ("get", "list")
+RESOURCES: dict[str, Resource] = {
+    r.plural: r
+    for r in (
+        Resource("namespaces", "Namespace", "", "v1", False, _RO, ("ns",)),
+        Resource("nodes", "Node", "", "v1", False, ("get", "list", "patch", "update"), ("no",), ("status",)),
+        Resource("pods", "Pod", "", "v1", True, ("delete", "get", "list"), ("po",), ("eviction", "status")),
+        Resource("configmaps", "ConfigMap", "", "v1", True, _RW, ("cm",)),
+        Resource("events", "Event", "", "v1", True, _RW, ("ev",)),
+        Resource("leases", "Lease", "coordination.k8s.io", "v1", True, _RW),
+        Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True, _RO, ("pdb",), ("status",)),
+        Resource("deployments", "Deployment", "apps", "v1", True, _RO, ("deploy",), ("status",)),
+        Resource("replicasets", "ReplicaSet", "apps", "v1", True, _RO, ("rs",), ("status",)),
+        Resource("statefulsets", "StatefulSet", "apps", "v1", True, _RO, ("sts",), ("status",)),
+        Resource("daemonsets", "DaemonSet", "apps", "v1", True, _RO, ("ds",), ("status",)),
+    )
+}
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+class ApiError(Exception):
+    """An API answer other than success, rendered as a ``Status`` object."""
+
+    def __init__(self, code: int, message: str, reason: Optional[str] = None,
+                 details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason if reason is not None else _REASONS.get(code, "")
+        self.details = details
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def _details(res: Resource, name: str, **extra: Any) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name, "kind": res.plural}
+    if res.group:
+        details["group"] = res.group
+    details.update(extra)
+    return details
+
+
+def not_found(res: Resource, name: str) -> ApiError:
+    return ApiError(404, f'{res.qualified} "{name}" not found', "NotFound", _details(res, name))
+
+
+def conflict(res: Resource, name: str, why: str) -> ApiError:
+    return ApiError(409, f'Operation cannot be fulfilled on {res.qualified} "{name}": {why}',
+                    "Conflict", _details(res, name))
+
+
+STALE_OBJECT = "the object has been modified; please apply your changes to the latest version and try again"
+
+
+def success_status(code: int = 200, details: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+    if details is not None:
+        body["details"] = details
+    body["code"] = code
+    return body
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def now_time() -> str:
+    """metav1.Time: seconds precision, UTC."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    """metav1.MicroTime: exactly six fractional digits, UTC."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def time_after(seconds: float) -> str:
+    moment = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_microtime(value: Any, field_path: str, kind: str) -> str:
+    """Validate a MicroTime as the API server's decoder does, and return it in canonical UTC form."""
+    if value is None:
+        return value
+    if not isinstance(value, str) or not MICROTIME_RE.match(value):
+        shown = value if isinstance(value, str) else repr(value)
+        raise ApiError(
+            400,
+            f'{kind} in version "v1" cannot be handled as a {kind}: parsing time "{shown}" as '
+            f'"2006-01-02T15:04:05.000000Z07:00": cannot parse {field_path}',
+            "BadRequest",
+        )
+    moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def selector_matches(selector: Optional[dict[str, Any]], labels: dict[str, str]) -> bool:
+    """A metav1.LabelSelector (matchLabels + matchExpressions) against a label map.
+
+    An empty selector matches everything (policy/v1 PDB semantics); a missing one nothing.
+    """
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    for tol in tolerations:
+        effect = tol.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        operator = tol.get("operator", "Equal")
+        key = tol.get("key")
+        if not key and operator == "Exists":
+            return True
+        if key != taint.get("key"):
+            continue
+        if operator == "Exists" or tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def _int_or_percent(value: Any, total: int) -> int:
+    # The disruption controller rounds percentages up (GetScaledValueFromIntOrPercent(..., true)).
+    if isinstance(value, str) and value.endswith("%"):
+        return int(math.ceil(int(value[:-1]) * total / 100.0))
+    return int(value)
+
+
+def _condition(ctype: str, status: str, reason: Optional[str] = None, message: Optional[str] = None,
+               when: Optional[str] = None) -> dict[str, Any]:
+    cond: dict[str, Any] = {"type": ctype, "status": status, "lastProbeTime": None,
+                            "lastTransitionTime": when or now_time()}
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    return cond
+
+
+def _set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> None:
+    """Replace a condition by type; keep lastTransitionTime when the status did not change."""
+    for i, cond in enumerate(conditions):
+        if cond["type"] == new["type"]:
+            if cond.get("status") == new.get("status") and "lastTransitionTime" in cond:
+                new = dict(new, lastTransitionTime=cond["lastTransitionTime"])
+            conditions[i] = new
+            return
+    conditions.append(new)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hidden state
+
+
+@dataclass
+class NodeState:
+    """What the API cannot see about a node: its VM's power and the kubelet's boots."""
+
+    name: str
+    node_type: str
+    index: int
+    cpu: int
+    memory_mb: int
+    vm_running: bool
+    kubelet_posting: bool  # a kubelet of the current boot posts status and renews the lease
+    boot_id: str
+    machine_id: str
+    system_uuid: str
+    foreign_cordon: bool = False
+    grace_timer: Optional[int] = None
+    boot_timer: Optional[int] = None
+    lease_renewed_at: float = 0.0  # real monotonic-ish wall time of the last lease renewal
+
+
+@dataclass
+class Workload:
+    """A controller from the spec: Deployment, StatefulSet, DaemonSet, or a bare Pod."""
+
+    kind: str
+    namespace: str
+    name: str
+    replicas: int
+    labels: dict[str, str]
+    empty_dir: bool
+    uid: str
+    node: Optional[str] = None  # bare pods may be pinned
+    rs_name: str = ""
+    rs_uid: str = ""
+    template_hash: str = ""
+    grace_seconds: int = 30
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# The world
+
+
+class KubeWorld:
+    def __init__(self, sim: Any, cluster_id: str, cluster_spec: dict, nodes: list[dict],
+                 workloads: list[dict], pdbs: list[dict]) -> None:
+        self.sim = sim
+        self.cluster_id = cluster_id
+        self.cluster_spec = cluster_spec
+        self.name = str(cluster_spec.get("name", cluster_id))
+        self.version = str(cluster_spec.get("kubernetes_version", "1.30.4")).lstrip("v")
+        self.stacked_etcd = int(cluster_spec.get("etcd_nodes", 0) or 0) == 0
+        # A bearer token per cluster, as a CKS kubeconfig's admin identity would be per cluster.
+        self.token = secrets.token_urlsafe(32)
+        self.rng = random.Random(f"{sim.spec.get('seed', 0)}/{cluster_id}")
+        self._rv = 1000
+        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {r: {} for r in RESOURCES}
+        self.nodes: dict[str, NodeState] = {}
+        self.workloads: dict[tuple[str, str, str], Workload] = {}
+        self._pod_timers: dict[tuple[str, str], int] = {}
+        self._awaiting_kubelet: set[tuple[str, str]] = set()  # terminating pods on a dead node
+        for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NS):
+            self._ensure_namespace(ns)
+        for i, spec in enumerate(nodes):
+            self._add_node(spec, i)
+        for spec in workloads:
+            self._add_workload(spec)
+        for spec in pdbs:
+            self._add_pdb(spec)
+        for state in self.nodes.values():
+            if state.node_type == "control":
+                self._ensure_mirror_pods(state.name)
+        self._reconcile_all()
+        for key in list(self._objects["pods"]):
+            # The cluster starts settled: pods already placed on running nodes are Running.
+            pod = self._objects["pods"][key]
+            node = pod["spec"].get("nodeName")
+            if node and self.nodes[node].kubelet_posting:
+                self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
+                self._mark_pod_running(pod)
+        self._refresh_derived()
+
+    # ----- identifiers and storage ----------------------------------------------------------
+
+    def new_uid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def _suffix(self, n: int = 5) -> str:
+        # The API server's generateName alphabet (no vowels, no confusable digits).
+        return "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
+
+    def next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def current_rv(self) -> str:
+        return str(self._rv)
+
+    def _store(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        meta["resourceVersion"] = self.next_rv()
+        self._objects[plural][(meta.get("namespace", ""), meta["name"])] = obj
+        return obj
+
+    def _raw(self, plural: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        return self._objects[plural].get((namespace if RESOURCES[plural].namespaced else "", name))
+
+    def _new_meta(self, name: str, namespace: Optional[str] = None, **extra: Any) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name}
+        if namespace is not None:
+            meta["namespace"] = namespace
+        meta.update({"uid": self.new_uid(), "resourceVersion": "0", "creationTimestamp": now_time()})
+        meta.update({k: v for k, v in extra.items() if v is not None})
+        return meta
+
+    def _ensure_namespace(self, ns: str) -> None:
+        if self._raw("namespaces", "", ns) is None:
+            self._store("namespaces", {
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": self._new_meta(ns, labels={"kubernetes.io/metadata.name": ns}),
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            })
+
+    # ----- contract: queries ----------------------------------------------------------------
+
+    def has_node(self, name: str) -> bool:
+        return name in self.nodes
+
+    def node_ready_status(self, name: str) -> str:
+        node = self._raw("nodes", "", name)
+        for cond in node["status"]["conditions"]:
+            if cond["type"] == "Ready":
+                return cond["status"]
+        return "Unknown"
+
+    def ready_node_count(self) -> int:
+        return sum(1 for name in self.nodes if self.node_ready_status(name) == "True")
+
+    def api_available(self) -> bool:
+        """The API endpoint answers while at least one control node's VM runs an API server."""
+        controls = [n for n in self.nodes.values() if n.node_type == "control"]
+        return not controls or any(n.vm_running for n in controls)
+
+    def snapshot(self) -> dict:
+        nodes = []
+        for name, state in sorted(self.nodes.items()):
+            obj = self._raw("nodes", "", name)
+            nodes.append({
+                "name": name,
+                "node_type": state.node_type,
+                "vm_running": state.vm_running,
+                "ready": self.node_ready_status(name),
+                "boot_id": obj["status"]["nodeInfo"]["bootID"],
+                "unschedulable": bool(obj["spec"].get("unschedulable")),
+                "foreign_cordon": state.foreign_cordon,
+                "annotations": dict(obj["metadata"].get("annotations") or {}),
+                "taints": [f"{t['key']}:{t['effect']}" for t in obj["spec"].get("taints") or []],
+                "cpu": obj["status"]["capacity"]["cpu"],
+                "memory": obj["status"]["capacity"]["memory"],
+            })
+        pods = []
+        for (ns, name), pod in sorted(self._objects["pods"].items()):
+            owner = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
+            pods.append({
+                "namespace": ns, "name": name, "uid": pod["metadata"]["uid"],
+                "node": pod["spec"].get("nodeName"), "phase": pod["status"]["phase"],
+                "ready": self._pod_ready(pod), "terminating": "deletionTimestamp" in pod["metadata"],
+                "owner": f"{owner['kind']}/{owner['name']}" if owner else None,
+            })
+        pdbs = []
+        for (ns, name), pdb in sorted(self._objects["poddisruptionbudgets"].items()):
+            status = self._pdb_status(pdb)
+            pdbs.append({"namespace": ns, "name": name, **{k: status[k] for k in (
+                "currentHealthy", "desiredHealthy", "disruptionsAllowed", "expectedPods")}})
+        return {"cluster_id": self.cluster_id, "resource_version": self.current_rv(),
+                "nodes": nodes, "pods": pods, "pdbs": pdbs}
+
+    # ----- nodes ------------------------------------------------------------------------------
+
+    def _add_node(self, spec: dict, index: int) -> None:
+        name = spec["name"].lower()
+        running = bool(spec.get("vm_running", True))
+        state = NodeState(
+            name=name, node_type=spec.get("node_type", "worker"), index=index,
+            cpu=int(spec.get("cpu", 2)), memory_mb=int(spec.get("memory_mb", 4096)),
+            vm_running=running, kubelet_posting=running, boot_id=self.new_uid(),
+            machine_id=self.new_uid().replace("-", ""), system_uuid=self.new_uid(),
+        )
+        self.nodes[name] = state
+        labels = {
+            "beta.kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+        }
+        taints: list[dict[str, Any]] = []
+        if state.node_type == "control":
+            labels["node-role.kubernetes.io/control-plane"] = ""
+            labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
+            taints.append({"key": CONTROL_PLANE_TAINT, "effect": "NoSchedule"})
+        created = now_time()
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": self._new_meta(
+                name,
+                labels=labels,
+                annotations={
+                    "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock",
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                },
+            ),
+            "spec": {
+                "podCIDR": f"10.244.{index}.0/24",
+                "podCIDRs": [f"10.244.{index}.0/24"],
+                "providerID": f"cloudstack:///{name}",
+                "taints": taints,
+            },
+            "status": {
+                "addresses": [
+                    {"type": "InternalIP", "address": self._node_ip(state)},
+                    {"type": "Hostname", "address": name},
+                ],
+                "capacity": {},
+                "allocatable": {},
+                "conditions": [],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "bootID": state.boot_id,
+                    "containerRuntimeVersion": "containerd://1.7.22",
+                    "kernelVersion": "5.15.0-119-generic",
+                    "kubeProxyVersion": f"v{self.version}",
+                    "kubeletVersion": f"v{self.version}",
+                    "machineID": state.machine_id,
+                    "operatingSystem": "linux",
+                    "osImage": "Ubuntu 22.04.4 LTS",
+                    "systemUUID": state.system_uuid,
+                },
+            },
+        }
+        self._set_capacity(node, state.cpu, state.memory_mb)
+        conds = node["status"]["conditions"]
+        if running:
+            self._kubelet_conditions(conds, ready=True, when=created)
+        else:
+            self._unknown_conditions(conds)
+        self._reconcile_taints(node)
+        self._store("nodes", node)
+        self._store("leases", {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": self._new_meta(name, NODE_LEASE_NS, ownerReferences=[{
+                "apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]),
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_micro()},
+        })
+        state.lease_renewed_at = self.sim.clock.now()
+
+    @staticmethod
+    def _node_ip(state: NodeState) -> str:
+        return f"10.1.{state.index // 250}.{10 + state.index % 250}"
+
+    def _set_capacity(self, node: dict[str, Any], cpu: int, memory_mb: int) -> None:
+        disk_gb = int(self.cluster_spec.get("root_disk_size", 20) or 20)
+        mem_ki = memory_mb * 1024
+        storage_ki = disk_gb * 1024 * 1024
+        node["status"]["capacity"] = {
+            "cpu": str(cpu), "ephemeral-storage": f"{storage_ki}Ki", "hugepages-1Gi": "0",
+            "hugepages-2Mi": "0", "memory": f"{mem_ki}Ki", "pods": "110",
+        }
+        # kubelet's default hard eviction threshold (memory.available<100Mi, nodefs 10%).
+        node["status"]["allocatable"] = {
+            "cpu": str(cpu), "ephemeral-storage": str(int(storage_ki * 1024 * 0.9)),
+            "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": f"{max(0, mem_ki - 102400)}Ki",
+            "pods": "110",
+        }
+
+    @staticmethod
+    def _kubelet_conditions(conds: list[dict[str, Any]], ready: bool, when: Optional[str] = None) -> None:
+        stamp = when or now_time()
+        for ctype, reason, message in (
+            ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        ):
+            _set_condition(conds, dict(_condition(ctype, "False", reason, message, stamp), lastHeartbeatTime=stamp))
+        if ready:
+            ready_cond = _condition("Ready", "True", "KubeletReady", "kubelet is posting ready status", stamp)
+        else:
+            ready_cond = _condition(
+                "Ready", "False", "KubeletNotReady",
+                "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                "message:Network plugin returns error: cni plugin not initialized", stamp)
+        _set_condition(conds, dict(ready_cond, lastHeartbeatTime=stamp))
+        for cond in conds:
+            cond.pop("lastProbeTime", None)
+
+    @staticmethod
+    def _unknown_conditions(conds: list[dict[str, Any]]) -> None:
+        # The node-lifecycle controller keeps the last heartbeat and stamps the transition now.
+        stamp = now_time()
+        for ctype in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready"):
+            old = next((c for c in conds if c["type"] == ctype), {})
+            new = {
+                "type": ctype, "status": "Unknown", "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status.",
+                "lastHeartbeatTime": old.get("lastHeartbeatTime", stamp),
+                "lastTransitionTime": stamp,
+            }
+            if old.get("status") == "Unknown":
+                new["lastTransitionTime"] = old.get("lastTransitionTime", stamp)
+            _set_condition(conds, new)
+
+    def _reconcile_taints(self, node: dict[str, Any]) -> None:
+        """The node-lifecycle controller's view: taints follow spec.unschedulable and Ready."""
+        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") not in LIFECYCLE_TAINTS]
+        old = {(t["key"], t["effect"]): t for t in node["spec"].get("taints") or []}
+        want: list[tuple[str, str]] = []
+        if node["spec"].get("unschedulable"):
+            want.append((UNSCHEDULABLE_TAINT, "NoSchedule"))
+        ready = next((c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"), "Unknown")
+        if ready == "Unknown":
+            want += [(UNREACHABLE_TAINT, "NoSchedule"), (UNREACHABLE_TAINT, "NoExecute")]
+        elif ready == "False":
+            want += [(NOT_READY_TAINT, "NoSchedule"), (NOT_READY_TAINT, "NoExecute")]
+        for key, effect in want:
+            taints.append(old.get((key, effect)) or {"key": key, "effect": effect, "timeAdded": now_time()})
+        if taints:
+            node["spec"]["taints"] = taints
+        else:
+            node["spec"].pop("taints", None)
+
+    def _touch_node(self, name: str) -> dict[str, Any]:
+        node = self._raw("nodes", "", name)
+        self._reconcile_taints(node)
+        self._store("nodes", node)
+        return node
+
+    def _event(self, namespace: str, involved: dict[str, Any], etype: str, reason: str, message: str,
+               component: str, host: Optional[str] = None) -> None:
+        stamp = now_time()
+        name = f"{involved['name']}.{self.rng.getrandbits(64):016x}"
+        source = {"component": component}
+        if host:
+            source["host"] = host
+        self._store("events", {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": self._new_meta(name, namespace),
+            "involvedObject": involved, "reason": reason, "message": message, "type": etype,
+            "source": source, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "reportingComponent": component, "reportingInstance": host or "",
+        })
+
+    def _node_ref(self, name: str) -> dict[str, Any]:
+        node = self._raw("nodes", "", name)
+        return {"kind": "Node", "name": name, "uid": node["metadata"]["uid"], "apiVersion": "v1"}
+
+    def node_powered_off(self, name: str) -> None:
+        state = self.nodes[name]
+        state.vm_running = False
+        state.kubelet_posting = False
+        self.sim.scheduler.cancel(state.boot_timer)
+        state.boot_timer = None
+        if state.grace_timer is None:
+            # Ready stays as it was until the node-monitor grace period passes without a post.
+            state.grace_timer = self.sim.scheduler.schedule(
+                self.sim.delay("notready_grace"), self._grace_expired, name)
+
+    def _grace_expired(self, name: str) -> None:
+        state = self.nodes[name]
+        state.grace_timer = None
+        if state.kubelet_posting:
+            return
+        node = self._raw("nodes", "", name)
+        self._unknown_conditions(node["status"]["conditions"])
+        self._touch_node(name)
+        # MarkPodsNotReady: the controller flips the Ready condition of the node's pods.
+        for pod in self._pods_on(name):
+            if self._pod_ready(pod):
+                self._set_pod_ready(pod, False)
+        self._event("default", self._node_ref(name), "Normal", "NodeNotReady",
+                    f"Node {name} status is now: NodeNotReady", "node-controller")
+        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="notready", ready="Unknown")
+        self._after_change()
+
+    def node_powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
+        state = self.nodes[name]
+        state.vm_running = True
+        state.cpu, state.memory_mb = int(cpu), int(memory_mb)
+        self.sim.scheduler.cancel(state.boot_timer)
+        stale = self.sim.faults.take("stale_ready", node=name, cluster=self.cluster_id)
+        if stale is not None:
+            # The old kubelet's Ready (and boot ID) is what the API shows until the new one posts.
+            node = self._raw("nodes", "", name)
+            self._kubelet_conditions(node["status"]["conditions"], ready=True)
+            self._touch_node(name)
+            self.sim.scheduler.cancel(state.grace_timer)
+            state.grace_timer = None
+            delay = self.sim.clock.real(float(stale.get("seconds", self.sim.timings["boot_to_ready"])))
+        else:
+            delay = self.sim.delay("boot_to_ready")
+        state.boot_timer = self.sim.scheduler.schedule(delay, self._booted, name)
+
+    def _booted(self, name: str) -> None:
+        state = self.nodes[name]
+        state.boot_timer = None
+        if not state.vm_running:
+            return
+        self.sim.scheduler.cancel(state.grace_timer)
+        state.grace_timer = None
+        never_ready = self.sim.faults.peek("never_ready", node=name, cluster=self.cluster_id) is not None
+        node = self._raw("nodes", "", name)
+        old_boot = node["status"]["nodeInfo"]["bootID"]
+        state.boot_id = self.new_uid()
+        state.kubelet_posting = True
+        state.lease_renewed_at = self.sim.clock.now()
+        node["status"]["nodeInfo"]["bootID"] = state.boot_id
+        self._set_capacity(node, state.cpu, state.memory_mb)
+        self._kubelet_conditions(node["status"]["conditions"], ready=not never_ready)
+        self._touch_node(name)
+        self._renew_node_lease(name)
+        ref = self._node_ref(name)
+        self._event("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
+        if old_boot:
+            self._event("default", ref, "Warning", "Rebooted",
+                        f"Node {name} has been rebooted, boot id: {state.boot_id}", "kubelet", name)
+        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="boot", boot_id=state.boot_id)
+        # Terminations the dead kubelet could not confirm complete now; the rest restart.
+        for pod in list(self._pods_on(name)):
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if "deletionTimestamp" in pod["metadata"]:
+                self._awaiting_kubelet.discard(key)
+                self._remove_pod(key, pod["metadata"]["uid"])
+            else:
+                self._restart_pod(pod, ready_node=not never_ready)
+        if not never_ready:
+            self.sim.timeline.add(cluster=self.cluster_id, node=name, event="ready")
+        self._after_change()
+
+    def _renew_node_lease(self, name: str) -> None:
+        lease = self._raw("leases", NODE_LEASE_NS, name)
+        if lease is not None:
+            lease["spec"]["renewTime"] = now_micro()
+            self._store("leases", lease)
+        self.nodes[name].lease_renewed_at = self.sim.clock.now()
+
+    def refresh_node_leases(self) -> None:
+        """Renew node leases lazily, as often as a kubelet would have by now."""
+        period = self.sim.clock.real(NODE_LEASE_RENEW)
+        now = self.sim.clock.now()
+        for name, state in self.nodes.items():
+            if state.kubelet_posting and now - state.lease_renewed_at >= period:
+                self._renew_node_lease(name)
+
+    def cordon_out_of_band(self, name: str) -> None:
+        """Someone other than an API client of ours (another operator, a tool) cordons the node."""
+        node = self._raw("nodes", "", name)
+        self.nodes[name].foreign_cordon = True
+        if not node["spec"].get("unschedulable"):
+            node["spec"]["unschedulable"] = True
+            self._touch_node(name)
+            self.sim.timeline.add(cluster=self.cluster_id, node=name, event="cordoned", by="foreign")
+
+    def apply_fault(self, fault: dict) -> None:
+        if fault.get("kind") == "foreign_cordon":
+            if fault.get("cluster") not in (None, self.cluster_id):
+                return
+            name = str(fault.get("node", "")).lower()
+            if name in self.nodes:
+                self.cordon_out_of_band(name)
+
+    # ----- workloads and pods -----------------------------------------------------------------
+
+    def _add_workload(self, spec: dict) -> None:
+        kind = spec["kind"]
+        ns = spec.get("namespace", "default")
+        name = spec["name"]
+        self._ensure_namespace(ns)
+        labels = {"app": name, **(spec.get("labels") or {})}
+        wl = Workload(
+            kind=kind, namespace=ns, name=name, replicas=int(spec.get("replicas", 1)), labels=labels,
+            empty_dir=bool(spec.get("emptyDir", False)), uid=self.new_uid(), node=spec.get("node"),
+            grace_seconds=int(spec.get("terminationGracePeriodSeconds", 30)), extra=dict(spec),
+        )
+        self.workloads[wl.key] = wl
+        if kind == "Pod":
+            return
+        template = self._pod_template(wl)
+        meta = self._new_meta(name, ns, labels=dict(labels), generation=1,
+                              annotations={"deployment.kubernetes.io/revision": "1"} if kind == "Deployment" else None)
+        meta["uid"] = wl.uid
+        spec_body: dict[str, Any] = {"selector": {"matchLabels": dict(labels)}, "template": template}
+        if kind in ("Deployment", "StatefulSet"):
+            spec_body["replicas"] = wl.replicas
+        if kind == "Deployment":
+            spec_body.update({"strategy": {"type": "RollingUpdate", "rollingUpdate": {
+                "maxSurge": "25%", "maxUnavailable": "25%"}}, "revisionHistoryLimit": 10,
+                "progressDeadlineSeconds": 600})
+        if kind == "StatefulSet":
+            spec_body.update({"serviceName": name, "podManagementPolicy": "OrderedReady",
+                              "updateStrategy": {"type": "RollingUpdate"}})
+        if kind == "DaemonSet":
+            spec_body["updateStrategy"] = {"type": "RollingUpdate"}
+        plural = {"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets"}[kind]
+        self._store(plural, {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": spec_body,
+                             "status": {}})
+        if kind == "Deployment":
+            wl.template_hash = hashlib.sha256(f"{ns}/{name}".encode()).hexdigest()[:10]
+            wl.rs_name = f"{name}-{wl.template_hash}"
+            wl.rs_uid = self.new_uid()
+            rs_labels = {**labels, "pod-template-hash": wl.template_hash}
+            rs_template = copy.deepcopy(template)
+            rs_template["metadata"]["labels"] = dict(rs_labels)
+            rs_meta = self._new_meta(
+                wl.rs_name, ns, labels=rs_labels, generation=1,
+                annotations={"deployment.kubernetes.io/desired-replicas": str(wl.replicas),
+                             "deployment.kubernetes.io/max-replicas": str(wl.replicas + 1),
+                             "deployment.kubernetes.io/revision": "1"},
+                ownerReferences=[{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
+                                  "uid": wl.uid, "controller": True, "blockOwnerDeletion": True}],
+            )
+            rs_meta["uid"] = wl.rs_uid
+            self._store("replicasets", {
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": rs_meta,
+                "spec": {"replicas": wl.replicas, "selector": {"matchLabels": dict(rs_labels)},
+                         "template": rs_template},
+                "status": {"replicas": 0},
+            })
+        if kind == "StatefulSet":
+            wl.template_hash = f"{name}-" + hashlib.sha256(f"{ns}/{name}".encode()).hexdigest()[:10]
+
+    def _pod_template(self, wl: Workload) -> dict[str, Any]:
+        return {"metadata": {"labels": dict(wl.labels)}, "spec": self._pod_spec(wl)}
+
+    def _pod_spec(self, wl: Workload) -> dict[str, Any]:
+        image = wl.extra.get("image") or (
+            f"registry.k8s.io/{wl.name}:v{self.version}" if wl.namespace == "kube-system"
+            else f"registry.example.com/{wl.name}:1.0")
+        container: dict[str, Any] = {
+            "name": wl.name, "image": image, "imagePullPolicy": "IfNotPresent", "resources": {},
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+        }
+        spec: dict[str, Any] = {
+            "containers": [container], "dnsPolicy": "ClusterFirst", "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority", "priority": 0, "restartPolicy": "Always",
+            "schedulerName": "default-scheduler", "securityContext": {},
+            "serviceAccount": "default", "serviceAccountName": "default",
+            "terminationGracePeriodSeconds": wl.grace_seconds,
+        }
+        if wl.empty_dir:
+            spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+            container["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+        if wl.kind == "DaemonSet":
+            # What the DaemonSet controller adds, plus the blanket toleration node agents carry.
+            spec["tolerations"] = [{"operator": "Exists"}] + [
+                {"key": key, "operator": "Exists", "effect": effect} for key, effect in (
+                    (NOT_READY_TAINT, "NoExecute"), (UNREACHABLE_TAINT, "NoExecute"),
+                    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+                    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+                    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+                    (UNSCHEDULABLE_TAINT, "NoSchedule"))]
+        else:
+            spec["tolerations"] = list(wl.extra.get("tolerations") or []) + [
+                {"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            ]
+        return spec
+
+    def _pods_of(self, wl: Workload) -> list[dict[str, Any]]:
+        return [p for p in self._objects["pods"].values() if self._owner_key(p) == wl.key]
+
+    def _owner_key(self, pod: dict[str, Any]) -> Optional[tuple[str, str, str]]:
+        ns = pod["metadata"]["namespace"]
+        for ref in pod["metadata"].get("ownerReferences") or []:
+            if not ref.get("controller"):
+                continue
+            if ref["kind"] == "ReplicaSet":
+                for wl in self.workloads.values():
+                    if wl.kind == "Deployment" and wl.namespace == ns and wl.rs_name == ref["name"]:
+                        return wl.key
+            return (ref["kind"], ns, ref["name"])
+        if pod["metadata"]["name"] and ("Pod", ns, pod["metadata"]["name"]) in self.workloads:
+            return ("Pod", ns, pod["metadata"]["name"])
+        return None
+
+    def _pods_on(self, node: str) -> list[dict[str, Any]]:
+        return [p for p in self._objects["pods"].values() if p["spec"].get("nodeName") == node]
+
+    def _new_pod(self, wl: Workload, name: str, node: Optional[str]) -> dict[str, Any]:
+        labels = dict(wl.labels)
+        owners: list[dict[str, Any]] = []
+        extra_meta: dict[str, Any] = {}
+        if wl.kind == "Deployment":
+            labels["pod-template-hash"] = wl.template_hash
+            owners.append({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": wl.rs_name,
+                           "uid": wl.rs_uid, "controller": True, "blockOwnerDeletion": True})
+            extra_meta["generateName"] = f"{wl.rs_name}-"
+        elif wl.kind == "StatefulSet":
+            labels["statefulset.kubernetes.io/pod-name"] = name
+            labels["controller-revision-hash"] = wl.template_hash
+            labels["apps.kubernetes.io/pod-index"] = name.rsplit("-", 1)[1]
+            owners.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": wl.name,
+                           "uid": wl.uid, "controller": True, "blockOwnerDeletion": True})
+        elif wl.kind == "DaemonSet":
+            labels["controller-revision-hash"] = hashlib.sha256(wl.name.encode()).hexdigest()[:10]
+            labels["pod-template-generation"] = "1"
+            owners.append({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": wl.name,
+                           "uid": wl.uid, "controller": True, "blockOwnerDeletion": True})
+            extra_meta["generateName"] = f"{wl.name}-"
+        spec = self._pod_spec(wl)
+        if wl.kind == "StatefulSet":
+            spec["hostname"] = name
+            spec["subdomain"] = wl.name
+        pod = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": self._new_meta(name, wl.namespace, labels=labels, ownerReferences=owners or None,
+                                       **extra_meta),
+            "spec": spec,
+            "status": {"phase": "Pending", "qosClass": "BestEffort"},
+        }
+        self._store("pods", pod)
+        self._place(pod, node)
+        return pod
+
+    def _schedulable(self, pod: dict[str, Any], node_name: str) -> bool:
+        node = self._raw("nodes", "", node_name)
+        if self.node_ready_status(node_name) != "True":
+            return False
+        tolerations = pod["spec"].get("tolerations") or []
+        if node["spec"].get("unschedulable") and not tolerates(
+                tolerations, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}):
+            return False
+        for taint in node["spec"].get("taints") or []:
+            if taint["effect"] in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+                return False
+        return True
+
+    def _pick_node(self, pod: dict[str, Any], owner: Optional[tuple[str, str, str]]) -> Optional[str]:
+        candidates = [n for n in sorted(self.nodes) if self._schedulable(pod, n)]
+        if not candidates:
+            return None
+
+        def spread(node: str) -> tuple[int, int, str]:
+            on_node = [p for p in self._pods_on(node) if "deletionTimestamp" not in p["metadata"]]
+            same = sum(1 for p in on_node if owner is not None and self._owner_key(p) == owner)
+            return (same, len(on_node), node)
+
+        return min(candidates, key=spread)
+
+    def _place(self, pod: dict[str, Any], node: Optional[str]) -> None:
+        """Bind a new pod to ``node`` (or the scheduler's pick) and start it, or leave it Pending."""
+        if node is None:
+            node = self._pick_node(pod, self._owner_key(pod))
+        status = pod["status"]
+        if node is None:
+            total = len(self.nodes)
+            status["conditions"] = [_condition(
+                "PodScheduled", "False", "Unschedulable",
+                f"0/{total} nodes are available: {total} node(s) were unschedulable or not ready. "
+                "preemption: 0/{0} nodes are available: {0} Preemption is not helpful for scheduling.".format(total))]
+            self._store("pods", pod)
+            return
+        pod["spec"]["nodeName"] = node
+        state = self.nodes[node]
+        status.update({
+            "phase": "Pending", "hostIP": self._node_ip(state), "hostIPs": [{"ip": self._node_ip(state)}],
+            "startTime": now_time(),
+        })
+        c = pod["spec"]["containers"][0]
+        status["conditions"] = [
+            _condition("PodReadyToStartContainers", "False"),
+            _condition("Initialized", "True"),
+            _condition("Ready", "False", "ContainersNotReady", f"containers with unready status: [{c['name']}]"),
+            _condition("ContainersReady", "False", "ContainersNotReady",
+                       f"containers with unready status: [{c['name']}]"),
+            _condition("PodScheduled", "True"),
+        ]
+        status["containerStatuses"] = [{
+            "name": c["name"], "image": c["image"], "imageID": "", "ready": False, "restartCount": 0,
+            "started": False, "state": {"waiting": {"reason": "ContainerCreating"}},
+        }]
+        self._store("pods", pod)
+        if state.kubelet_posting:
+            self._schedule_start(pod)
+
+    def _schedule_start(self, pod: dict[str, Any]) -> None:
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
+        self._pod_timers[key] = self.sim.scheduler.schedule(
+            self.sim.delay("pod_start"), self._pod_started, key, pod["metadata"]["uid"])
+
+    def _pod_started(self, key: tuple[str, str], uid: str) -> None:
+        self._pod_timers.pop(key, None)
+        pod = self._objects["pods"].get(key)
+        if pod is None or pod["metadata"]["uid"] != uid or "deletionTimestamp" in pod["metadata"]:
+            return
+        node = pod["spec"].get("nodeName")
+        if not node or not self.nodes[node].kubelet_posting:
+            return
+        self._mark_pod_running(pod)
+        self._store("pods", pod)
+        self._after_change()
+
+    def _pod_ip(self, pod: dict[str, Any]) -> str:
+        node = pod["spec"]["nodeName"]
+        if pod["spec"].get("hostNetwork"):
+            return self._node_ip(self.nodes[node])
+        return f"10.244.{self.nodes[node].index}.{self.rng.randint(2, 254)}"
+
+    def _mark_pod_running(self, pod: dict[str, Any]) -> None:
+        ready = self.node_ready_status(pod["spec"]["nodeName"]) == "True"
+        stamp = now_time()
+        status = pod["status"]
+        status["phase"] = "Running"
+        status.setdefault("startTime", stamp)
+        ip = status.get("podIP") or self._pod_ip(pod)
+        status["podIP"] = ip
+        status["podIPs"] = [{"ip": ip}]
+        for cond in status.get("conditions", []):
+            if cond["type"] in ("PodReadyToStartContainers", "Initialized", "PodScheduled"):
+                _set_condition(status["conditions"], _condition(cond["type"], "True", when=stamp))
+        self._set_pod_ready(pod, ready)
+        for cs in status.get("containerStatuses", []):
+            cs.update({"started": True, "state": {"running": {"startedAt": stamp}},
+                       "containerID": f"containerd://{self.rng.getrandbits(256):064x}",
+                       "imageID": cs["image"].split(":")[0] + "@sha256:" + hashlib.sha256(
+                           cs["image"].encode()).hexdigest()})
+            if cs["restartCount"] and "lastState" not in cs:
+                cs["lastState"] = {"terminated": {"exitCode": 255, "reason": "Unknown",
+                                                  "startedAt": stamp, "finishedAt": stamp}}
+
+    def _set_pod_ready(self, pod: dict[str, Any], ready: bool) -> None:
+        status = pod["status"]
+        conds = status.setdefault("conditions", [])
+        names = ", ".join(c["name"] for c in pod["spec"]["containers"])
+        if ready:
+            _set_condition(conds, _condition("Ready", "True"))
+            _set_condition(conds, _condition("ContainersReady", "True"))
+        else:
+            _set_condition(conds, _condition("Ready", "False", "ContainersNotReady",
+                                             f"containers with unready status: [{names}]"))
+            _set_condition(conds, _condition("ContainersReady", "False", "ContainersNotReady",
+                                             f"containers with unready status: [{names}]"))
+        for cs in status.get("containerStatuses", []):
+            cs["ready"] = ready
+        self._store("pods", pod)
+
+    def _restart_pod(self, pod: dict[str, Any], ready_node: bool) -> None:
+        """A node's new boot: the kubelet recreates the pod's containers (same pod, same UID)."""
+        if pod["status"]["phase"] == "Running":
+            for cs in pod["status"].get("containerStatuses", []):
+                cs["restartCount"] += 1
+                cs["started"] = False
+                cs["state"] = {"waiting": {"reason": "ContainerCreating"}}
+            self._set_pod_ready(pod, False)
+        if ready_node:
+            self._schedule_start(pod)
+
+    @staticmethod
+    def _pod_ready(pod: dict[str, Any]) -> bool:
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+    def _ensure_mirror_pods(self, node: str) -> None:
+        components = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+        if self.stacked_etcd:
+            components.insert(0, "etcd")
+        state = self.nodes[node]
+        node_uid = self._raw("nodes", "", node)["metadata"]["uid"]
+        for comp in components:
+            name = f"{comp}-{node}"
+            if self._raw("pods", "kube-system", name) is not None:
+                continue
+            config_hash = hashlib.md5(f"{comp}/{node}".encode()).hexdigest()
+            annotations = {
+                "kubernetes.io/config.hash": config_hash, MIRROR_ANNOTATION: config_hash,
+                "kubernetes.io/config.seen": now_micro(), "kubernetes.io/config.source": "file",
+            }
+            if comp == "etcd":
+                annotations["kubeadm.kubernetes.io/etcd.advertise-client-urls"] = f"https://{self._node_ip(state)}:2379"
+            if comp == "kube-apiserver":
+                annotations["kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"] = f"{self._node_ip(state)}:6443"
+            wl = Workload(kind="Mirror", namespace="kube-system", name=comp, replicas=1,
+                          labels={"component": comp, "tier": "control-plane"}, empty_dir=False, uid="",
+                          extra={"image": f"registry.k8s.io/{comp}:v{self.version}" if comp != "etcd"
+                                 else "registry.k8s.io/etcd:3.5.15-0"})
+            spec = self._pod_spec(wl)
+            spec.update({"hostNetwork": True, "priority": 2000001000,
+                         "priorityClassName": "system-node-critical",
+                         "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})
+            pod = {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": self._new_meta(name, "kube-system", labels=dict(wl.labels), annotations=annotations,
+                                           ownerReferences=[{"apiVersion": "v1", "kind": "Node", "name": node,
+                                                             "uid": node_uid, "controller": True}]),
+                "spec": spec,
+                "status": {"phase": "Pending", "qosClass": "Burstable"},
+            }
+            self._store("pods", pod)
+            self._place(pod, node)
+
+    def _reconcile_all(self) -> None:
+        """The controllers' loop: every workload has its pods (replacements created now)."""
+        for wl in list(self.workloads.values()):
+            pods = self._pods_of(wl)
+            if wl.kind == "Deployment":
+                active = [p for p in pods if "deletionTimestamp" not in p["metadata"]]
+                for _ in range(wl.replicas - len(active)):
+                    self._new_pod(wl, f"{wl.rs_name}-{self._suffix()}", None)
+            elif wl.kind == "StatefulSet":
+                names = {p["metadata"]["name"] for p in pods}
+                for ordinal in range(wl.replicas):
+                    # A StatefulSet re-creates a pod only once the old one with that name is gone.
+                    if f"{wl.name}-{ordinal}" not in names:
+                        self._new_pod(wl, f"{wl.name}-{ordinal}", None)
+            elif wl.kind == "DaemonSet":
+                covered = {p["spec"].get("nodeName") for p in pods}
+                for node in sorted(self.nodes):
+                    if node not in covered:
+                        self._new_pod(wl, f"{wl.name}-{self._suffix()}", node)
+            elif wl.kind == "Pod" and not wl.extra.get("_created"):
+                wl.extra["_created"] = True
+                self._new_pod(wl, wl.name, wl.node)
+        for state in self.nodes.values():
+            if state.node_type == "control" and state.kubelet_posting:
+                self._ensure_mirror_pods(state.name)
+
+    def _retry_pending(self) -> None:
+        for pod in list(self._objects["pods"].values()):
+            if pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName") \
+                    and "deletionTimestamp" not in pod["metadata"]:
+                self._place(pod, None)
+
+    def _after_change(self) -> None:
+        self._reconcile_all()
+        self._retry_pending()
+        self._refresh_derived()
+
+    def _begin_termination(self, pod: dict[str, Any], grace: Optional[int]) -> None:
+        """Graceful deletion: set the deletion timestamp; the kubelet removes the pod later."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if grace is None:
+            grace = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
+        node = pod["spec"].get("nodeName")
+        if not node or pod["status"]["phase"] in ("Pending",) and not pod["status"].get("containerStatuses"):
+            self._remove_pod(key, pod["metadata"]["uid"])
+            return
+        pod["metadata"]["deletionTimestamp"] = time_after(grace)
+        pod["metadata"]["deletionGracePeriodSeconds"] = grace
+        self._store("pods", pod)
+        slow = self.sim.faults.peek("slow_drain", node=node, cluster=self.cluster_id)
+        if slow is not None:
+            delay = self.sim.clock.real(float(slow.get("seconds", 60)))
+        elif grace == 0:
+            delay = 0.0
+        else:
+            delay = self.sim.delay("pod_termination")
+        self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
+        self._pod_timers[key] = self.sim.scheduler.schedule(delay, self._termination_done, key,
+                                                            pod["metadata"]["uid"])
+
+    def _termination_done(self, key: tuple[str, str], uid: str) -> None:
+        self._pod_timers.pop(key, None)
+        pod = self._objects["pods"].get(key)
+        if pod is None or pod["metadata"]["uid"] != uid:
+            return
+        node = pod["spec"].get("nodeName")
+        if node and not self.nodes[node].kubelet_posting:
+            # Nobody confirms the kill on a dead node: the pod stays Terminating until it is back.
+            self._awaiting_kubelet.add(key)
+            return
+        self._remove_pod(key, uid)
+        self._after_change()
+
+    def _remove_pod(self, key: tuple[str, str], uid: str) -> None:
+        pod = self._objects["pods"].get(key)
+        if pod is None or pod["metadata"]["uid"] != uid:
+            return
+        owner = self._owner_key(pod)
+        del self._objects["pods"][key]
+        self.next_rv()
+        self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
+        self.sim.timeline.add(cluster=self.cluster_id, node=pod["spec"].get("nodeName"), event="pod_deleted",
+                              pod=f"{key[0]}/{key[1]}", uid=uid)
+        self._reconcile_all()
+        wl = self.workloads.get(owner) if owner else None
+        if wl is not None and wl.kind in ("Deployment", "StatefulSet"):
+            if len(self._pods_of(wl)) < wl.replicas:
+                self.sim.invariants.add(kind="pod_lost", cluster=self.cluster_id,
+                                        pod=f"{key[0]}/{key[1]}", owner=f"{wl.kind}/{wl.name}")
+
+    # ----- PDBs -------------------------------------------------------------------------------
+
+    def _add_pdb(self, spec: dict) -> None:
+        ns = spec.get("namespace", "default")
+        self._ensure_namespace(ns)
+        selector = spec.get("selector") or {}
+        if not ({"matchLabels", "matchExpressions"} & set(selector)):
+            selector = {"matchLabels": dict(selector)}
+        body: dict[str, Any] = {"selector": selector}
+        for key in ("minAvailable", "maxUnavailable", "unhealthyPodEvictionPolicy"):
+            if spec.get(key) is not None:
+                body[key] = spec[key]
+        self._store("poddisruptionbudgets", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": self._new_meta(spec["name"], ns, generation=1),
+            "spec": body, "status": {},
+        })
+
+    def _pdb_pods(self, pdb: dict[str, Any]) -> list[dict[str, Any]]:
+        ns = pdb["metadata"]["namespace"]
+        return [p for (pns, _), p in self._objects["pods"].items()
+                if pns == ns and selector_matches(pdb["spec"].get("selector"), p["metadata"].get("labels") or {})]
+
+    def _expected_pods(self, pdb: dict[str, Any], pods: list[dict[str, Any]]) -> int:
+        spec = pdb["spec"]
+        if spec.get("maxUnavailable") is None and not str(spec.get("minAvailable", "")).endswith("%"):
+            return len(pods)
+        # Percentages and maxUnavailable scale with the controllers' desired replicas.
+        owners = {self._owner_key(p) for p in pods} - {None}
+        return sum(self.workloads[o].replicas for o in owners if o in self.workloads
+                   and self.workloads[o].kind in ("Deployment", "StatefulSet"))
+
+    def _pdb_status(self, pdb: dict[str, Any], true_health: bool = False) -> dict[str, Any]:
+        pods = self._pdb_pods(pdb)
+        expected = self._expected_pods(pdb, pods)
+        healthy = 0
+        for pod in pods:
+            if "deletionTimestamp" in pod["metadata"] or not self._pod_ready(pod):
+                continue
+            node = pod["spec"].get("nodeName")
+            if true_health and not (node and self.nodes[node].vm_running):
+                continue
+            healthy += 1
+        spec = pdb["spec"]
+        if spec.get("maxUnavailable") is not None:
+            desired = max(0, expected - _int_or_percent(spec["maxUnavailable"], expected))
+        elif spec.get("minAvailable") is not None:
+            desired = _int_or_percent(spec["minAvailable"], expected)
+        else:
+            desired = expected
+        allowed = max(0, healthy - desired)
+        ns, name = pdb["metadata"]["namespace"], pdb["metadata"]["name"]
+        if self.sim.faults.peek("pdb_block", namespace=ns, name=name, cluster=self.cluster_id) is not None:
+            allowed = 0
+        return {"currentHealthy": healthy, "desiredHealthy": desired, "disruptionsAllowed": allowed,
+                "expectedPods": expected, "observedGeneration": pdb["metadata"].get("generation", 1)}
+
+    def _refresh_derived(self) -> None:
+        """Controllers' status writes: PDB and workload status, stored only when they change."""
+        for pdb in self._objects["poddisruptionbudgets"].values():
+            status = self._pdb_status(pdb)
+            old = pdb.get("status") or {}
+            allowed = status["disruptionsAllowed"] > 0
+            old_cond = next(iter(old.get("conditions") or []), None)
+            cond = {"type": "DisruptionAllowed", "status": "True" if allowed else "False",
+                    "reason": "SufficientPods" if allowed else "InsufficientPods", "message": "",
+                    "observedGeneration": status["observedGeneration"],
+                    "lastTransitionTime": now_time()}
+            if old_cond and old_cond["status"] == cond["status"]:
+                cond["lastTransitionTime"] = old_cond["lastTransitionTime"]
+            status["conditions"] = [cond]
+            if status != old:
+                pdb["status"] = status
+                self._store("poddisruptionbudgets", pdb)
+        for wl in self.workloads.values():
+            if wl.kind in ("Pod", "Mirror"):
+                continue
+            pods = [p for p in self._pods_of(wl) if "deletionTimestamp" not in p["metadata"]]
+            ready = sum(1 for p in pods if self._pod_ready(p))
+            if wl.kind == "DaemonSet":
+                scheduled = sum(1 for p in pods if p["spec"].get("nodeName"))
+                status = {"currentNumberScheduled": scheduled, "desiredNumberScheduled": len(self.nodes),
+                          "numberAvailable": ready, "numberMisscheduled": 0, "numberReady": ready,
+                          "observedGeneration": 1, "updatedNumberScheduled": scheduled}
+                if len(self.nodes) - ready:
+                    status["numberUnavailable"] = len(self.nodes) - ready
+                self._set_status("daemonsets", wl.namespace, wl.name, status)
+                continue
+            status = {"replicas": len(pods), "readyReplicas": ready, "availableReplicas": ready,
+                      "observedGeneration": 1}
+            if wl.kind == "Deployment":
+                status["updatedReplicas"] = len(pods)
+                if wl.replicas - ready > 0:
+                    status["unavailableReplicas"] = wl.replicas - ready
+                self._set_status("deployments", wl.namespace, wl.name, status)
+                rs_status = {"replicas": len(pods), "readyReplicas": ready, "availableReplicas": ready,
+                             "fullyLabeledReplicas": len(pods), "observedGeneration": 1}
+                self._set_status("replicasets", wl.namespace, wl.rs_name, rs_status)
+            else:
+                status.update({"currentReplicas": len(pods), "updatedReplicas": len(pods),
+                               "currentRevision": wl.template_hash, "updateRevision": wl.template_hash,
+                               "collisionCount": 0})
+                self._set_status("statefulsets", wl.namespace, wl.name, status)
+
+    def _set_status(self, plural: str, ns: str, name: str, status: dict[str, Any]) -> None:
+        obj = self._raw(plural, ns, name)
+        if obj is not None and obj.get("status") != status:
+            obj["status"] = status
+            self._store(plural, obj)
+
+    # ----- the API's verbs --------------------------------------------------------------------
+
+    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        if plural == "leases" and namespace == NODE_LEASE_NS:
+            self.refresh_node_leases()
+        obj = self._raw(plural, namespace, name)
+        if obj is None:
+            raise not_found(RESOURCES[plural], name)
+        return copy.deepcopy(obj)
+
+    def list(self, plural: str, namespace: Optional[str]) -> list[dict[str, Any]]:
+        """Objects of a resource (one namespace or all), sorted by namespace and name."""
+        if plural == "leases" and namespace in (None, NODE_LEASE_NS):
+            self.refresh_node_leases()
+        items = self._objects[plural]
+        return [copy.deepcopy(items[k]) for k in sorted(items) if namespace is None or k[0] == namespace]
+
+    def namespace_exists(self, ns: str) -> bool:
+        return self._raw("namespaces", "", ns) is not None
+
+    def _validate(self, res: Resource, obj: dict[str, Any]) -> None:
+        if res.plural == "leases":
+            spec = obj.get("spec") or {}
+            for field_name in ("acquireTime", "renewTime"):
+                if spec.get(field_name) is not None:
+                    spec[field_name] = parse_microtime(spec[field_name], f"spec.{field_name}", "Lease")
+            for field_name in ("leaseDurationSeconds", "leaseTransitions"):
+                value = spec.get(field_name)
+                if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                    raise ApiError(400, f'Lease in version "v1" cannot be handled as a Lease: '
+                                        f'json: cannot unmarshal {type(value).__name__} into Go struct field '
+                                        f'LeaseSpec.spec.{field_name} of type int32', "BadRequest")
+            causes = []
+            if isinstance(spec.get("leaseDurationSeconds"), int) and spec["leaseDurationSeconds"] <= 0:
+                causes.append(("spec.leaseDurationSeconds", spec["leaseDurationSeconds"], "must be greater than 0"))
+            if isinstance(spec.get("leaseTransitions"), int) and spec["leaseTransitions"] < 0:
+                causes.append(("spec.leaseTransitions", spec["leaseTransitions"],
+                               "must be greater than or equal to 0"))
+            if causes:
+                raise self._invalid(res, obj["metadata"]["name"], causes)
+        if res.plural == "configmaps":
+            for key, value in (obj.get("data") or {}).items():
+                if not isinstance(value, str):
+                    raise ApiError(400, f'ConfigMap in version "v1" cannot be handled as a ConfigMap: '
+                                        f'json: cannot unmarshal {type(value).__name__} into Go struct field '
+                                        f'ConfigMap.data of type string', "BadRequest")
+                if not re.match(r"^[-._a-zA-Z0-9]+$", key):
+                    raise self._invalid(res, obj["metadata"]["name"], [(
+                        "data", key, "a valid config key must consist of alphanumeric characters, '-', '_' or '.'")])
+
+    @staticmethod
+    def _invalid(res: Resource, name: str, causes: list[tuple[str, Any, str]]) -> ApiError:
+        text = "; ".join(f"{f}: Invalid value: {v!r}: {m}" for f, v, m in causes)
+        return ApiError(422, f'{res.kind} "{name}" is invalid: {text}', "Invalid", _details(
+            res, name, causes=[{"reason": "FieldValueInvalid", "message": f"Invalid value: {v!r}: {m}",
+                                "field": f} for f, v, m in causes]))
+
+    def create(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        res = RESOURCES[plural]
+        if not isinstance(body, dict):
+            raise ApiError(400, f"the body of the request was in an unknown format", "BadRequest")
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {}) or {}
+        obj["metadata"] = meta
+        if res.namespaced:
+            if meta.get("namespace") not in (None, "", namespace):
+                raise ApiError(400, "the namespace of the provided object does not match the namespace "
+                                    "sent on the request", "BadRequest")
+            if not self.namespace_exists(namespace):
+                raise not_found(RESOURCES["namespaces"], namespace)
+            meta["namespace"] = namespace
+        if not meta.get("name"):
+            if meta.get("generateName"):
+                meta["name"] = meta["generateName"] + self._suffix()
+            else:
+                raise self._invalid(res, "", [("metadata.name", "", "name or generateName is required")])
+        name = meta["name"]
+        if self._raw(plural, namespace, name) is not None:
+            raise ApiError(409, f'{res.qualified} "{name}" already exists', "AlreadyExists", _details(res, name))
+        if meta.get("resourceVersion"):
+            raise ApiError(400, "resourceVersion should not be set on objects to be created", "BadRequest")
+        self._validate(res, obj)
+        obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+        meta.update({"uid": self.new_uid(), "creationTimestamp": now_time()})
+        for drop in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation", "managedFields", "selfLink"):
+            meta.pop(drop, None)
+        self._store(plural, obj)
+        return copy.deepcopy(obj)
+
+    def update(self, plural: str, namespace: str, name: str, body: dict[str, Any],
+               subresource: Optional[str] = None, actor: str = "api") -> dict[str, Any]:
+        """PUT semantics; PATCH ends here too, with the patched object as ``body``."""
+        res = RESOURCES[plural]
+        current = self._raw(plural, namespace, name)
+        if current is None:
+            raise not_found(res, name)
+        if not isinstance(body, dict) or not isinstance(body.get("metadata") or {}, dict):
+            raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
+        obj = copy.deepcopy(body)
+        meta = obj.get("metadata") or {}
+        obj["metadata"] = meta
+        if meta.get("name", name) != name:
+            raise ApiError(400, f"the name of the object ({meta.get('name')}) does not match the name on the "
+                                f"URL ({name})", "BadRequest")
+        if res.namespaced and meta.get("namespace") not in (None, "", namespace):
+            raise ApiError(400, "the namespace of the provided object does not match the namespace sent on "
+                                "the request", "BadRequest")
+        rv = meta.get("resourceVersion")
+        if rv not in (None, "") and rv != current["metadata"]["resourceVersion"]:
+            raise conflict(res, name, STALE_OBJECT)
+        if meta.get("uid") not in (None, "") and meta["uid"] != current["metadata"]["uid"]:
+            raise conflict(res, name, f"Precondition failed: UID in precondition: {meta['uid']}, UID in object "
+                                      f"meta: {current['metadata']['uid']}")
+        self._validate(res, obj)
+        # What a client cannot change through this endpoint stays as stored.
+        for keep in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            if keep in current["metadata"]:
+                meta[keep] = current["metadata"][keep]
+            else:
+                meta.pop(keep, None)
+        meta["name"] = name
+        if res.namespaced:
+            meta["namespace"] = namespace
+        obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+        if plural == "nodes":
+            return self._update_node(current, obj, subresource, actor)
+        if "status" in current and plural != "events":
+            obj["status"] = current["status"]
+        self._store(plural, obj)
+        return copy.deepcopy(obj)
+
+    def _update_node(self, current: dict[str, Any], obj: dict[str, Any], subresource: Optional[str],
+                     actor: str) -> dict[str, Any]:
+        name = current["metadata"]["name"]
+        if subresource == "status":
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        # The main resource ignores status; the kubelet owns it.
+        obj["status"] = current["status"]
+        obj.setdefault("spec", {})
+        was = bool(current["spec"].get("unschedulable"))
+        now = bool(obj["spec"].get("unschedulable"))
+        if not now:
+            obj["spec"].pop("unschedulable", None)
+        self._reconcile_taints(obj)
+        self._store("nodes", obj)
+        state = self.nodes[name]
+        old_ann = current["metadata"].get("annotations") or {}
+        new_ann = obj["metadata"].get("annotations") or {}
+        for key in sorted(set(old_ann) | set(new_ann)):
+            if old_ann.get(key) != new_ann.get(key):
+                self.sim.timeline.add(cluster=self.cluster_id, node=name, event="annotated", key=key,
+                                      value=new_ann.get(key))
+        if now and not was:
+            self.sim.timeline.add(cluster=self.cluster_id, node=name, event="cordoned", by=actor)
+        if was and not now:
+            self.sim.timeline.add(cluster=self.cluster_id, node=name, event="uncordoned", by=actor)
+            if state.foreign_cordon:
+                self.sim.invariants.add(kind="foreign_cordon_undone", cluster=self.cluster_id, node=name,
+                                        detail="a node cordoned by someone else was uncordoned through the API")
+                state.foreign_cordon = False
+            self._after_change()
+        return copy.deepcopy(obj)
+
+    def delete(self, plural: str, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        res = RESOURCES[plural]
+        current = self._raw(plural, namespace, name)
+        if current is None:
+            raise not_found(res, name)
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
+            raise conflict(res, name, f"the UID in the precondition ({pre['uid']}) does not match the UID in "
+                                      f"record ({current['metadata']['uid']}). The object might have been "
+                                      f"deleted and then recreated")
+        if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise conflict(res, name, f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does "
+                                      f"not match the ResourceVersion in record "
+                                      f"({current['metadata']['resourceVersion']}). The object might have been "
+                                      f"modified")
+        dry_run = bool(options.get("dryRun"))
+        if plural == "pods":
+            if not dry_run and "deletionTimestamp" not in current["metadata"]:
+                self._begin_termination(current, options.get("gracePeriodSeconds"))
+                self._after_change()
+            gone = self._objects["pods"].get((namespace, name))
+            return copy.deepcopy(gone if gone is not None else current)
+        if not dry_run:
+            del self._objects[plural][(namespace if res.namespaced else "", name)]
+            self.next_rv()
+        return success_status(200, _details(res, name, uid=current["metadata"]["uid"]))
+
+    def evict(self, namespace: str, name: str, body: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+        """policy/v1 Eviction, following the API server's eviction REST handler."""
+        pod = self._raw("pods", namespace, name)
+        if pod is None:
+            raise not_found(RESOURCES["pods"], name)
+        body_name = ((body or {}).get("metadata") or {}).get("name")
+        if body_name not in (None, "", name):
+            raise ApiError(400, "name in URL does not match name in Eviction object", "BadRequest")
+        options = (body or {}).get("deleteOptions") or {}
+        dry_run = dry_run or bool(options.get("dryRun"))
+        node = pod["spec"].get("nodeName")
+        pod_name = f"{namespace}/{name}"
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != pod["metadata"]["uid"]:
+            raise conflict(RESOURCES["pods"], name, f"the UID in the precondition ({pre['uid']}) does not match "
+                                                    f"the UID in record ({pod['metadata']['uid']}). The object "
+                                                    f"might have been deleted and then recreated")
+
+        def accept(check_budget: bool) -> dict[str, Any]:
+            self.sim.timeline.add(cluster=self.cluster_id, node=node, event="eviction", pod=pod_name,
+                                  result="accepted", dry_run=dry_run)
+            if not dry_run:
+                self._begin_termination(pod, options.get("gracePeriodSeconds"))
+                self._after_change()
+                if check_budget:
+                    self._check_budgets(pod, pod_name)
+            return success_status(201)
+
+        if "deletionTimestamp" in pod["metadata"] or pod["status"]["phase"] in ("Succeeded", "Failed", "Pending"):
+            return accept(False)
+        pdbs = [p for p in self._objects["poddisruptionbudgets"].values()
+                if p["metadata"]["namespace"] == namespace
+                and selector_matches(p["spec"].get("selector"), pod["metadata"].get("labels") or {})]
+        if len(pdbs) > 1:
+            self.sim.timeline.add(cluster=self.cluster_id, node=node, event="eviction", pod=pod_name,
+                                  result="multiple_pdbs")
+            raise ApiError(500, "This pod has more than one PodDisruptionBudget, which the eviction "
+                                "subresource does not support.", "InternalError")
+        if not pdbs:
+            return accept(False)
+        pdb = pdbs[0]
+        status = self._pdb_status(pdb)
+        if not self._pod_ready(pod):
+            policy = pdb["spec"].get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
+            if policy == "AlwaysAllow" or status["currentHealthy"] >= status["desiredHealthy"]:
+                return accept(False)
+        elif status["disruptionsAllowed"] > 0:
+            return accept(True)
+        self.sim.timeline.add(cluster=self.cluster_id, node=node, event="eviction", pod=pod_name,
+                              result="blocked", pdb=pdb["metadata"]["name"])
+        raise ApiError(
+            429, "Cannot evict pod as it would violate the pod's disruption budget.", "TooManyRequests",
+            {"causes": [{"reason": "DisruptionBudget",
+                         "message": f"The disruption budget {pdb['metadata']['name']} needs "
+                                    f"{status['desiredHealthy']} healthy pods and has "
+                                    f"{status['currentHealthy']} currently"}]},
+        )
+
+    def _check_budgets(self, pod: dict[str, Any], pod_name: str) -> None:
+        """After an accepted eviction: does any budget really hold, counting pods on dead VMs?"""
+        ns = pod["metadata"]["namespace"]
+        for pdb in self._objects["poddisruptionbudgets"].values():
+            if pdb["metadata"]["namespace"] != ns or not selector_matches(
+                    pdb["spec"].get("selector"), pod["metadata"].get("labels") or {}):
+                continue
+            status = self._pdb_status(pdb, true_health=True)
+            if status["currentHealthy"] < status["desiredHealthy"]:
+                self.sim.invariants.add(
+                    kind="pdb_below_budget", cluster=self.cluster_id, pdb=f"{ns}/{pdb['metadata']['name']}",
+                    pod=pod_name, healthy=status["currentHealthy"], desired=status["desiredHealthy"])

@@ -1,0 +1,798 @@
+"""The Kubernetes API of every simulated cluster, over HTTPS, under ``/clusters/<cluster_id>``.
+
+It speaks the wire protocol the official ``kubernetes`` client expects: JSON objects and lists
+as the API server serialises them, ``Status`` errors, discovery documents, the three patch
+flavours, list paging and selectors, the eviction subresource, and the plain-text health
+endpoints. The world (``kube.KubeWorld``) decides; this module only translates HTTP.
+
+Authentication: a bearer token (in the kubeconfig) or the admin client certificate (when the
+HTTPS server asks for client certificates, see ``tls.server_ssl_context``). Without either the
+answer is 401, on every path (the API server with anonymous auth off).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hmac
+import json
+import re
+import time
+from typing import Any, Callable, Iterable, Optional
+
+from werkzeug.wrappers import Request, Response
+
+from .core import drop_connection
+from .kube import RESOURCES, ApiError, KubeWorld, Resource
+from .tls import client_identity, make_tls, read_pem
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+# Lists whose items strategic merge patch merges by a key (patchMergeKey in the Go types of
+# the objects this API lets clients write); every other list is replaced whole.
+_MERGE_KEYS = {
+    "conditions": "type", "addresses": "type", "ownerReferences": "uid", "containers": "name",
+    "initContainers": "name", "volumes": "name", "env": "name", "volumeMounts": "mountPath",
+    "imagePullSecrets": "name", "ports": "containerPort",
+}
+_PRIMITIVE_MERGE = {"finalizers"}
+
+_FIELD_SELECTORS = {
+    "pods": {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+             "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
+    "nodes": {"spec.unschedulable"},
+    "events": {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+               "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+               "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
+}
+
+_HEALTH_CHECKS = {
+    "livez": ["ping", "log", "etcd", "poststarthook/start-apiserver-admission-initializer",
+              "poststarthook/generic-apiserver-start-informers", "poststarthook/bootstrap-controller"],
+    "readyz": ["ping", "log", "etcd", "etcd-readiness", "informer-sync",
+               "poststarthook/start-apiserver-admission-initializer",
+               "poststarthook/generic-apiserver-start-informers", "poststarthook/bootstrap-controller",
+               "shutdown"],
+    "healthz": ["ping", "log", "etcd", "poststarthook/generic-apiserver-start-informers"],
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Patches (pure functions)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge recursively, null removes, the rest replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """Kubernetes strategic merge patch for the fields this API accepts writes to.
+
+    Like a merge patch, but lists with a patch merge key merge item by item, ``$patch`` directives
+    (replace, delete) and ``$deleteFromPrimitiveList/<field>`` are honoured.
+    """
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    directive = patch.get("$patch")
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    if directive == "delete":
+        return None
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$deleteFromPrimitiveList/"):
+            field = key.split("/", 1)[1]
+            if isinstance(result.get(field), list):
+                result[field] = [v for v in result[field] if v not in (value or [])]
+            continue
+        if key.startswith("$"):
+            continue  # $setElementOrder, $retainKeys: ordering hints, no effect on content here
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict):
+            merged = strategic_merge_patch(result.get(key), value)
+            if merged is None:
+                result.pop(key, None)
+            else:
+                result[key] = merged
+        elif isinstance(value, list) and key in _MERGE_KEYS and isinstance(result.get(key), list):
+            result[key] = _merge_list(result[key], value, _MERGE_KEYS[key])
+        elif isinstance(value, list) and key in _PRIMITIVE_MERGE and isinstance(result.get(key), list):
+            result[key] = result[key] + [v for v in value if v not in result[key]]
+        else:
+            result[key] = copy.deepcopy(value)
+    if isinstance(patch.get("$retainKeys"), list):
+        keep = set(patch["$retainKeys"])
+        result = {k: v for k, v in result.items() if k in keep}
+    return result
+
+
+def _merge_list(current: list, patch: list, merge_key: str) -> list:
+    result = copy.deepcopy(current)
+    for item in patch:
+        if not isinstance(item, dict) or merge_key not in item:
+            result.append(copy.deepcopy(item))
+            continue
+        index = next((i for i, old in enumerate(result)
+                      if isinstance(old, dict) and old.get(merge_key) == item[merge_key]), None)
+        if item.get("$patch") == "delete":
+            if index is not None:
+                del result[index]
+        elif index is None:
+            result.append({k: v for k, v in copy.deepcopy(item).items() if k != "$patch"})
+        else:
+            result[index] = strategic_merge_patch(result[index], item)
+    return result
+
+
+class PatchError(Exception):
+    pass
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError(f"JSON pointer {path!r} must start with /")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _walk(doc: Any, parts: list[str]) -> Any:
+    for part in parts:
+        if isinstance(doc, dict):
+            if part not in doc:
+                raise PatchError(f"missing path element {part!r}")
+            doc = doc[part]
+        elif isinstance(doc, list):
+            try:
+                doc = doc[int(part)]
+            except (ValueError, IndexError):
+                raise PatchError(f"invalid array index {part!r}") from None
+        else:
+            raise PatchError(f"cannot descend into {part!r}")
+    return doc
+
+
+def _json_add(doc: Any, parts: list[str], value: Any, replace: bool) -> Any:
+    if not parts:
+        return copy.deepcopy(value)
+    parent = _walk(doc, parts[:-1])
+    last = parts[-1]
+    if isinstance(parent, dict):
+        if replace and last not in parent:
+            raise PatchError(f"replace operation does not apply: doc is missing key: /{'/'.join(parts)}")
+        parent[last] = copy.deepcopy(value)
+    elif isinstance(parent, list):
+        if last == "-" and not replace:
+            parent.append(copy.deepcopy(value))
+        else:
+            try:
+                index = int(last)
+            except ValueError:
+                raise PatchError(f"invalid array index {last!r}") from None
+            if replace:
+                if not 0 <= index < len(parent):
+                    raise PatchError(f"replace operation does not apply: index {index} out of range")
+                parent[index] = copy.deepcopy(value)
+            else:
+                if not 0 <= index <= len(parent):
+                    raise PatchError(f"add operation does not apply: index {index} out of range")
+                parent.insert(index, copy.deepcopy(value))
+    else:
+        raise PatchError("cannot add into a scalar")
+    return doc
+
+
+def _json_remove(doc: Any, parts: list[str]) -> Any:
+    if not parts:
+        raise PatchError("cannot remove the whole document")
+    parent = _walk(doc, parts[:-1])
+    last = parts[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise PatchError(f"remove operation does not apply: doc is missing path: /{'/'.join(parts)}")
+        del parent[last]
+    elif isinstance(parent, list):
+        try:
+            del parent[int(last)]
+        except (ValueError, IndexError):
+            raise PatchError(f"remove operation does not apply: invalid index {last!r}") from None
+    else:
+        raise PatchError("cannot remove from a scalar")
+    return doc
+
+
+def json_patch(target: Any, ops: Any) -> Any:
+    """RFC 6902 JSON patch (add, remove, replace, move, copy, test)."""
+    if not isinstance(ops, list):
+        raise PatchError("a JSON patch must be a list of operations")
+    doc = copy.deepcopy(target)
+    for op in ops:
+        if not isinstance(op, dict) or "op" not in op or "path" not in op:
+            raise PatchError(f"invalid operation {op!r}")
+        parts = _pointer(op["path"])
+        kind = op["op"]
+        if kind == "add":
+            doc = _json_add(doc, parts, op.get("value"), replace=False)
+        elif kind == "replace":
+            doc = _json_add(doc, parts, op.get("value"), replace=True)
+        elif kind == "remove":
+            doc = _json_remove(doc, parts)
+        elif kind in ("move", "copy"):
+            source = _pointer(op.get("from", ""))
+            value = copy.deepcopy(_walk(doc, source))
+            if kind == "move":
+                doc = _json_remove(doc, source)
+            doc = _json_add(doc, parts, value, replace=False)
+        elif kind == "test":
+            if _walk(doc, parts) != op.get("value"):
+                raise PatchError(f"testing value {op['path']} failed")
+        else:
+            raise PatchError(f"Unexpected kind: {kind}")
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------
+# Selectors
+
+
+class SelectorError(Exception):
+    pass
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p.strip() for p in parts if p.strip()]
+
+
+_SET_RE = re.compile(r"^([A-Za-z0-9_./-]+)\s+(in|notin)\s+\((.*)\)$")
+_EQ_RE = re.compile(r"^([A-Za-z0-9_./-]+)\s*(==|=|!=)\s*([A-Za-z0-9_.-]*)$")
+_EXISTS_RE = re.compile(r"^(!?)([A-Za-z0-9_./-]+)$")
+
+
+def label_selector(text: str) -> Callable[[dict[str, str]], bool]:
+    """Parse a label selector string (=, ==, !=, in, notin, exists, !exists)."""
+    tests: list[Callable[[dict[str, str]], bool]] = []
+    for term in _split_top(text or ""):
+        m = _SET_RE.match(term)
+        if m:
+            key, op, values = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",") if v.strip()}
+            if op == "in":
+                tests.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
+            else:
+                tests.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
+            continue
+        m = _EQ_RE.match(term)
+        if m:
+            key, op, value = m.groups()
+            if op == "!=":
+                tests.append(lambda labels, k=key, v=value: labels.get(k) != v)
+            else:
+                tests.append(lambda labels, k=key, v=value: k in labels and labels[k] == v)
+            continue
+        m = _EXISTS_RE.match(term)
+        if m:
+            neg, key = m.groups()
+            if neg:
+                tests.append(lambda labels, k=key: k not in labels)
+            else:
+                tests.append(lambda labels, k=key: k in labels)
+            continue
+        raise SelectorError(f"unable to parse requirement: {term!r}")
+    return lambda labels: all(t(labels) for t in tests)
+
+
+def _field_value(obj: dict[str, Any], path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if path == "source" and isinstance(value, dict):
+        return str(value.get("component", ""))
+    return "" if value is None else str(value)
+
+
+def field_selector(text: str, plural: str) -> Callable[[dict[str, Any]], bool]:
+    allowed = {"metadata.name", "metadata.namespace"} | _FIELD_SELECTORS.get(plural, set())
+    tests: list[Callable[[dict[str, Any]], bool]] = []
+    for term in _split_top(text or ""):
+        m = re.match(r"^([A-Za-z0-9_.]+)\s*(==|=|!=)\s*(.*)$", term)
+        if not m:
+            raise SelectorError(f"invalid selector: {term!r}; can't understand {term!r}")
+        path, op, value = m.groups()
+        if path not in allowed:
+            raise SelectorError(f"field label not supported: {path}")
+        if op == "!=":
+            tests.append(lambda obj, p=path, v=value: _field_value(obj, p) != v)
+        else:
+            tests.append(lambda obj, p=path, v=value: _field_value(obj, p) == v)
+    return lambda obj: all(t(obj) for t in tests)
+
+
+# ---------------------------------------------------------------------------------------------
+# Discovery documents
+
+
+def _groups() -> dict[str, list[Resource]]:
+    groups: dict[str, list[Resource]] = {}
+    for res in RESOURCES.values():
+        groups.setdefault(res.api_version, []).append(res)
+    return groups
+
+
+def _resource_list(group_version: str) -> dict[str, Any]:
+    resources: list[dict[str, Any]] = []
+    for res in _groups().get(group_version, []):
+        entry: dict[str, Any] = {"name": res.plural, "singularName": res.singular, "namespaced": res.namespaced,
+                                 "kind": res.kind, "verbs": sorted(res.verbs)}
+        if res.short_names:
+            entry["shortNames"] = list(res.short_names)
+        resources.append(entry)
+        for sub in res.subresources:
+            if sub == "eviction":
+                resources.append({"name": f"{res.plural}/eviction", "singularName": "", "namespaced": True,
+                                  "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
+            else:
+                resources.append({"name": f"{res.plural}/{sub}", "singularName": "", "namespaced": res.namespaced,
+                                  "kind": res.kind, "verbs": ["get", "patch", "update"]})
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+
+
+def _api_group(name: str) -> dict[str, Any]:
+    version = {"groupVersion": f"{name}/v1", "version": "v1"}
+    return {"name": name, "versions": [version], "preferredVersion": version}
+
+
+# ---------------------------------------------------------------------------------------------
+# The WSGI application
+
+
+class Route:
+    """What a request is about, parsed from its path."""
+
+    def __init__(self) -> None:
+        self.kind = "resource"  # resource | discovery | health | version | root
+        self.res: Optional[Resource] = None
+        self.namespace: Optional[str] = None
+        self.name: Optional[str] = None
+        self.subresource: Optional[str] = None
+        self.document: Any = None
+        self.health: Optional[str] = None
+        self.check: Optional[str] = None
+
+    @property
+    def resource_label(self) -> str:
+        if self.res is None:
+            return ""
+        return f"{self.res.plural}/{self.subresource}" if self.subresource else self.res.plural
+
+
+def _not_found_path() -> ApiError:
+    return ApiError(404, "the server could not find the requested resource", "NotFound",
+                    {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
+
+
+def parse_route(segments: list[str]) -> Route:
+    route = Route()
+    if not segments:
+        route.kind = "root"
+        return route
+    head = segments[0]
+    if head in _HEALTH_CHECKS and len(segments) <= 2:
+        route.kind = "health"
+        route.health = head
+        route.check = "/".join(segments[1:]) or None
+        return route
+    if head == "version" and len(segments) == 1:
+        route.kind = "version"
+        return route
+    if head == "api":
+        if len(segments) == 1:
+            route.kind, route.document = "discovery", "api"
+            return route
+        if segments[1] != "v1":
+            raise _not_found_path()
+        gv, rest = "v1", segments[2:]
+    elif head == "apis":
+        if len(segments) == 1:
+            route.kind, route.document = "discovery", "apis"
+            return route
+        groups = {g.split("/")[0] for g in _groups() if "/" in g}
+        if segments[1] not in groups:
+            raise _not_found_path()
+        if len(segments) == 2:
+            route.kind, route.document = "discovery", ("group", segments[1])
+            return route
+        gv, rest = f"{segments[1]}/{segments[2]}", segments[3:]
+        if gv not in _groups():
+            raise _not_found_path()
+    else:
+        raise _not_found_path()
+    if not rest:
+        route.kind, route.document = "discovery", ("resources", gv)
+        return route
+    if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+        route.namespace, rest = rest[1], rest[2:]
+    res = RESOURCES.get(rest[0])
+    if res is None or res.api_version != gv or len(rest) > 3:
+        raise _not_found_path()
+    if route.namespace is not None and not res.namespaced:
+        raise _not_found_path()
+    route.res = res
+    route.name = rest[1] if len(rest) > 1 else None
+    route.subresource = rest[2] if len(rest) > 2 else None
+    if route.subresource is not None and route.subresource not in res.subresources:
+        raise _not_found_path()
+    return route
+
+
+def _verb(method: str, route: Route, args: Any) -> str:
+    if route.kind != "resource":
+        return "get"
+    if method == "GET":
+        if route.name is None:
+            return "watch" if args.get("watch") in ("true", "1") else "list"
+        return "get"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete" if route.name else "deletecollection"}.get(method, method.lower())
+
+
+def _json_response(body: Any, code: int = 200) -> Response:
+    return Response(json.dumps(body), status=code, content_type="application/json")
+
+
+def _status_response(err: ApiError) -> Response:
+    resp = _json_response(err.status(), err.code)
+    if err.code == 429:
+        resp.headers["Retry-After"] = "10" if "processed" in err.message else "5"
+    return resp
+
+
+def _text_response(text: str, code: int = 200) -> Response:
+    resp = Response(text, status=code, content_type="text/plain; charset=utf-8")
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    return resp
+
+
+def _encode_continue(rv: str, key: tuple[str, str]) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": int(rv), "start": f"{key[0]}/{key[1]}\x00"})
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode())
+        ns, _, name = raw["start"].rstrip("\x00").partition("/")
+        return ns, name
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ApiError(400, "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+                       "BadRequest") from None
+
+
+class KubeApp:
+    def __init__(self, sim: Any) -> None:
+        self.sim = sim
+
+    # --- WSGI ---
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        request = Request(environ)
+        response = self._dispatch(request, environ)
+        return response(environ, start_response)
+
+    def _dispatch(self, request: Request, environ: dict[str, Any]) -> Response:
+        parts = [p for p in request.path.split("/") if p != ""]
+        if len(parts) < 2 or parts[0] != "clusters" or parts[1] not in self.sim.kube:
+            return _text_response("404 page not found\n", 404)
+        cluster_id = parts[1]
+        world: KubeWorld = self.sim.kube[cluster_id]
+        route: Optional[Route] = None
+        try:
+            route = parse_route(parts[2:])
+        except ApiError as err:
+            route = None
+            early_error: Optional[ApiError] = err
+        else:
+            early_error = None
+        verb = _verb(request.method, route, request.args) if route else request.method.lower()
+        log = {"api": "kubernetes", "cluster": cluster_id, "verb": verb, "path": request.path,
+               "resource": route.resource_label if route else "", "namespace": route.namespace if route else None,
+               "name": route.name if route else None}
+
+        delay = self.sim.delay("api_latency") + self.sim.faults.latency("kubernetes")
+        if delay > 0:
+            time.sleep(delay)  # never under sim.lock
+        with self.sim.lock:
+            available = world.api_available()
+        mode = self.sim.faults.transient("kubernetes")
+        if not available or mode == "drop":
+            # No API server behind the endpoint (or the load balancer dropped us): no HTTP answer.
+            self.sim.calls.add(**log, status=0, dropped=True)
+            drop_connection(environ)
+            return Response(b"", status=503)
+        if mode is not None:
+            err = ApiError(503, "the server is currently unable to handle the request", "ServiceUnavailable")
+            return self._finish(log, _status_response(err))
+        if not self._authenticated(request, world):
+            return self._finish(log, _status_response(ApiError(401, "Unauthorized", "Unauthorized")))
+        if early_error is not None:
+            return self._finish(log, _status_response(early_error))
+        assert route is not None
+        fault = self.sim.faults.take("kube_error", cluster=cluster_id, verb=verb, resource=log["resource"],
+                                     name=route.name, namespace=route.namespace)
+        if fault is not None:
+            code = int(fault.get("status", 500))
+            err = ApiError(code, fault.get("message") or f"injected error {code}", fault.get("reason"))
+            return self._finish(log, _status_response(err))
+        try:
+            if route.kind == "health":
+                response = self._health(world, route, request)
+            elif route.kind == "version":
+                response = _json_response(self._version(world))
+            elif route.kind == "root":
+                response = _json_response({"paths": sorted(
+                    ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]
+                    + [f"/apis/{g}" for g in _groups() if "/" in g])})
+            elif route.kind == "discovery":
+                response = _json_response(self._discovery(route.document, request))
+            else:
+                response = self._resource(world, route, verb, request)
+        except ApiError as err:
+            response = _status_response(err)
+        return self._finish(log, response)
+
+    def _finish(self, log: dict[str, Any], response: Response) -> Response:
+        self.sim.calls.add(**log, status=response.status_code)
+        return response
+
+    @staticmethod
+    def _authenticated(request: Request, world: KubeWorld) -> bool:
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            return hmac.compare_digest(header[7:].strip().encode(), world.token.encode())
+        pem = request.environ.get("SSL_CLIENT_CERT")
+        if pem:
+            # The TLS handshake already verified the certificate against the sim CA.
+            try:
+                _, orgs = client_identity(pem)
+            except ValueError:
+                return False
+            return "system:masters" in orgs
+        return False
+
+    # --- non-resource endpoints ---
+
+    def _etcd_ok(self, world: KubeWorld) -> bool:
+        etcd = self.sim.etcd
+        if etcd is None:
+            return True
+        try:
+            return bool(etcd.cluster_ready(world.cluster_id))  # network I/O: not under sim.lock
+        except Exception:  # an etcd manager that cannot tell is an etcd check that fails
+            return False
+
+    def _health(self, world: KubeWorld, route: Route, request: Request) -> Response:
+        kind = route.health or "readyz"
+        checks = _HEALTH_CHECKS[kind]
+        if route.check is not None:
+            if route.check not in checks:
+                return _text_response("404 page not found\n", 404)
+            ok = self._etcd_ok(world) if route.check in ("etcd", "etcd-readiness") else True
+            if ok:
+                return _text_response("ok")
+            return _text_response(f"internal server error: {route.check} check failed\n", 500)
+        excluded = set(request.args.getlist("exclude"))
+        etcd_ok = self._etcd_ok(world) if {"etcd", "etcd-readiness"} - excluded else True
+        lines, failed = [], False
+        for check in checks:
+            if check in excluded:
+                lines.append(f"[+]{check} excluded: ok")
+                continue
+            ok = etcd_ok if check in ("etcd", "etcd-readiness") else True
+            failed = failed or not ok
+            lines.append(f"[+]{check} ok" if ok else f"[-]{check} failed: reason withheld")
+        if "verbose" in request.args or failed:
+            lines.append(f"{kind} check failed" if failed else f"{kind} check passed")
+            return _text_response("\n".join(lines) + "\n", 500 if failed else 200)
+        return _text_response("ok")
+
+    @staticmethod
+    def _version(world: KubeWorld) -> dict[str, Any]:
+        major, minor = (world.version.split(".") + ["0"])[:2]
+        return {"major": major, "minor": minor, "emulationMajor": major, "emulationMinor": minor,
+                "minCompatibilityMajor": major, "minCompatibilityMinor": str(max(0, int(minor) - 1)),
+                "gitVersion": f"v{world.version}", "gitCommit": "cks-sim", "gitTreeState": "clean",
+                "buildDate": "2024-08-14T18:35:52Z", "goVersion": "go1.22.5", "compiler": "gc",
+                "platform": "linux/amd64"}
+
+    @staticmethod
+    def _discovery(document: Any, request: Request) -> dict[str, Any]:
+        if document == "api":
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]}
+        if document == "apis":
+            names = sorted({g.split("/")[0] for g in _groups() if "/" in g})
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_api_group(n) for n in names]}
+        if document[0] == "group":
+            return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(document[1])}
+        return _resource_list(document[1])
+
+    # --- resources ---
+
+    def _body(self, request: Request, res: Resource) -> Any:
+        data = request.get_data()
+        if not data:
+            return {}
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise ApiError(400, f"the object provided is unrecognized (must be of type {res.kind}): couldn't get "
+                                f"version/kind; json parse error: {exc}", "BadRequest") from None
+
+    def _resource(self, world: KubeWorld, route: Route, verb: str, request: Request) -> Response:
+        res = route.res
+        assert res is not None
+        if route.subresource == "eviction":
+            if verb != "create":
+                raise ApiError(405, "the server does not allow this method on the requested resource",
+                               "MethodNotAllowed")
+            body = self._body(request, res)
+            with self.sim.lock:
+                result = world.evict(route.namespace or "", route.name or "", body,
+                                     dry_run=request.args.get("dryRun") == "All")
+            return _json_response(result, 201)
+        allowed = set(res.verbs)
+        if route.subresource == "status":
+            allowed = {"get"}
+        if verb == "list" and route.name is None:
+            pass
+        elif verb not in allowed or (verb == "create" and route.name is not None) or (
+                res.namespaced and route.namespace is None and verb != "list"):
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        if verb == "list" and "list" not in res.verbs:
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        ns = route.namespace or ""
+        if verb == "list":
+            return _json_response(self._list(world, res, route.namespace, request))
+        if verb == "get":
+            with self.sim.lock:
+                return _json_response(world.get(res.plural, ns, route.name or ""))
+        if verb == "create":
+            body = self._body(request, res)
+            with self.sim.lock:
+                return _json_response(world.create(res.plural, ns, body), 201)
+        if verb == "update":
+            body = self._body(request, res)
+            with self.sim.lock:
+                return _json_response(world.update(res.plural, ns, route.name or "", body, route.subresource))
+        if verb == "patch":
+            return _json_response(self._patch(world, res, ns, route, request))
+        if verb == "delete":
+            options = self._body(request, res) or {}
+            if not isinstance(options, dict):
+                raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
+            if request.args.get("gracePeriodSeconds") is not None:
+                options["gracePeriodSeconds"] = int(request.args["gracePeriodSeconds"])
+            if request.args.get("dryRun") == "All":
+                options["dryRun"] = ["All"]
+            with self.sim.lock:
+                return _json_response(world.delete(res.plural, ns, route.name or "", options))
+        raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+
+    def _patch(self, world: KubeWorld, res: Resource, ns: str, route: Route, request: Request) -> dict[str, Any]:
+        content_type = (request.content_type or "").split(";")[0].strip().lower()
+        if content_type not in (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH):
+            raise ApiError(415, f"the body of the request was in an unknown format - accepted media types include: "
+                                f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_PATCH}", "UnsupportedMediaType")
+        patch = self._body(request, res)
+        with self.sim.lock:
+            current = world.get(res.plural, ns, route.name or "")
+            try:
+                if content_type == JSON_PATCH:
+                    patched = json_patch(current, patch)
+                else:
+                    if not isinstance(patch, dict):
+                        raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
+                    merge = merge_patch if content_type == MERGE_PATCH else strategic_merge_patch
+                    patched = merge(current, patch)
+            except PatchError as exc:
+                raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}",
+                               "Invalid") from None
+            if not isinstance(patched, dict):
+                raise ApiError(422, "the server rejected our request due to an error in our request", "Invalid")
+            return world.update(res.plural, ns, route.name or "", patched, route.subresource)
+
+    def _list(self, world: KubeWorld, res: Resource, namespace: Optional[str], request: Request) -> dict[str, Any]:
+        args = request.args
+        try:
+            labels = label_selector(args.get("labelSelector", ""))
+            fields = field_selector(args.get("fieldSelector", ""), res.plural)
+        except SelectorError as exc:
+            raise ApiError(400, f'Unable to find {{"{res.group}" "{res.version}" "{res.plural}"}} that match label '
+                                f'selector "{args.get("labelSelector", "")}", field selector '
+                                f'"{args.get("fieldSelector", "")}": {exc}', "BadRequest") from None
+        limit = args.get("limit", type=int) or 0
+        token = args.get("continue") or ""
+        start = _decode_continue(token) if token else None
+        with self.sim.lock:
+            if namespace is not None and res.namespaced and not world.namespace_exists(namespace):
+                items = []
+            else:
+                items = world.list(res.plural, namespace)
+            rv = world.current_rv()
+        items = [i for i in items if labels(i["metadata"].get("labels") or {}) and fields(i)]
+        if start is not None:
+            items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > start]
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if limit and len(items) > limit:
+            rest = len(items) - limit
+            items = items[:limit]
+            last = items[-1]["metadata"]
+            meta["continue"] = _encode_continue(rv, (last.get("namespace", ""), last["name"]))
+            if not args.get("labelSelector") and not args.get("fieldSelector"):
+                meta["remainingItemCount"] = rest
+        for item in items:
+            # The API server omits kind and apiVersion on list items.
+            item.pop("kind", None)
+            item.pop("apiVersion", None)
+        return {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": items}
+
+
+def make_app(sim: Any) -> KubeApp:
+    """The WSGI app for every cluster in ``sim.kube``, each under ``/clusters/<cluster_id>``."""
+    return KubeApp(sim)
+
+
+def kubeconfig(sim: Any, cluster_id: str, server_url: str) -> dict:
+    """A kubeadm-style admin kubeconfig for one cluster: the sim CA inline, a token and the admin cert.
+
+    ``server_url`` is the HTTPS server's base URL (``https://127.0.0.1:PORT``); the cluster's
+    path prefix is appended.
+    """
+    world: KubeWorld = sim.kube[cluster_id]
+    tls = getattr(sim, "tls", None) or make_tls(sim.state_dir)
+
+    def b64(path: str) -> str:
+        return base64.b64encode(read_pem(path)).decode("ascii")
+
+    context = f"kubernetes-admin@{world.name}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": world.name, "cluster": {
+            "server": f"{server_url.rstrip('/')}/clusters/{cluster_id}",
+            "certificate-authority-data": b64(tls["ca_cert"]),
+        }}],
+        "users": [{"name": "kubernetes-admin", "user": {
+            "token": world.token,
+            "client-certificate-data": b64(tls["client_cert"]),
+            "client-key-data": b64(tls["client_key"]),
+        }}],
+        "contexts": [{"name": context, "context": {"cluster": world.name, "user": "kubernetes-admin"}}],
+        "current-context": context,
+    }
