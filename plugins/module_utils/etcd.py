@@ -1,0 +1,367 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""Would etcd keep its quorum without these members? Asked of the real etcd, over HTTP(S).
+
+Three steps, each small enough to be tested on its own:
+
+1. ``EtcdClient.member_list`` asks the first endpoint that answers for the membership
+   (``POST /v3/cluster/member/list`` on the v3 JSON gateway) and ``parse_members`` reads it:
+   uint64 IDs come as strings, false fields are left out (``isLearner`` absent = a voter), and a
+   member added but never started has neither a name nor client URLs.
+2. ``EtcdClient.probe`` asks each member on its own client URL whether it is healthy:
+   ``GET /readyz`` where the member has it (etcd 3.4.29+/3.5.11+), else ``GET /health``
+   (Debian's 3.4.23 answers 404 to /readyz). Both fail once the member has no leader or cannot
+   do a quorum read, so a member in a minority reports unhealthy.
+3. ``quorum_verdict`` (pure) decides, from those answers, with the arithmetic of ``plan``.
+
+The rule (with n voting members and quorum q = n // 2 + 1 from ``plan.quorum_size``):
+the members going down are counted as down whatever their state now; every other voting member
+counts only if it is healthy now. The step is safe when those healthy others number at least q.
+So members already down elsewhere use up the tolerance (n - q) before the ones going down do:
+with n = 3 that means every member healthy before one goes down and never two at once; with
+n = 5 and one member already down, one more may go down (3 of 5 remain), a second may not.
+Learners are listed and probed but never counted: they do not vote. When ``require_ready`` is
+set, etcd must also answer a linearizable read now (what ``etcdctl endpoint health`` does).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import ssl
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import EtcdError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils.plan import quorum_after, quorum_size
+
+DEFAULT_TIMEOUT = 5.0
+# etcd answers a read of this key like etcdctl's `endpoint health` does; the key need not exist.
+_HEALTH_KEY = base64.b64encode(b"health").decode("ascii")
+# gRPC code PermissionDenied: with auth enabled the read was refused, but only after a quorum
+# had answered (etcdctl counts it as healthy too).
+_GRPC_PERMISSION_DENIED = 7
+
+
+@dataclass(frozen=True)
+class Member:
+    """One etcd member as the member list names it, and what its own health endpoint said."""
+
+    id: str
+    name: str
+    client_urls: tuple[str, ...] = ()
+    peer_urls: tuple[str, ...] = ()
+    learner: bool = False
+    healthy: bool = False
+    reason: str = ""  # why not healthy (empty when healthy)
+
+    @property
+    def label(self) -> str:
+        # An added but never started member has no name yet; its ID is all there is.
+        return self.name or f"unstarted member {self.id}"
+
+    @property
+    def started(self) -> bool:
+        return bool(self.name)
+
+    def with_health(self, healthy: bool, reason: str) -> Member:
+        return Member(self.id, self.name, self.client_urls, self.peer_urls, self.learner, healthy,
+                      "" if healthy else reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "id": self.id,
+            "client_urls": list(self.client_urls),
+            "peer_urls": list(self.peer_urls),
+            "learner": self.learner,
+            "healthy": self.healthy,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class QuorumVerdict:
+    """The answer: would a quorum of the other voting members stay healthy, and is etcd ready."""
+
+    members: tuple[Member, ...]
+    going_down: tuple[str, ...]
+    voters: int
+    quorum: int
+    healthy: int  # healthy voting members now
+    healthy_after: int  # healthy voting members that are not going down
+    tolerates: int  # further voters that could fail after going_down, negative: quorum lost
+    ready: Optional[bool]  # None when not asked
+    safe: bool
+    message: str
+
+    @property
+    def unhealthy(self) -> tuple[Member, ...]:
+        return tuple(m for m in self.members if not m.healthy)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "members": [m.to_dict() for m in self.members],
+            "going_down": list(self.going_down),
+            "voters": self.voters,
+            "quorum": self.quorum,
+            "healthy": self.healthy,
+            "healthy_after": self.healthy_after,
+            "tolerates": self.tolerates,
+            "ready": self.ready,
+            "safe": self.safe,
+            "msg": self.message,
+        }
+
+
+# --- pure parts ------------------------------------------------------------------------------
+
+def parse_members(answer: Mapping[str, Any]) -> list[Member]:
+    """Members from a ``/v3/cluster/member/list`` answer of the JSON gateway."""
+    raw = answer.get("members")
+    if not isinstance(raw, list) or not raw:
+        raise EtcdError(f"etcd answered the member list without members: {_short(answer)}")
+    members = []
+    for item in raw:
+        members.append(Member(
+            id=str(item.get("ID", "")),  # a string already; str() keeps a JSON number exact too
+            name=str(item.get("name") or ""),
+            client_urls=tuple(item.get("clientURLs") or ()),
+            peer_urls=tuple(item.get("peerURLs") or ()),
+            learner=bool(item.get("isLearner", False)),
+        ))
+    return members
+
+
+def judge_health(path: str, status: int, body: bytes) -> tuple[bool, str]:
+    """Read one answer of ``/readyz`` (plain text ``ok``) or ``/health`` (JSON)."""
+    text = body.decode("utf-8", "replace").strip()
+    if path.startswith("/readyz"):
+        if status == 200:
+            return True, ""
+        failed = [line.strip() for line in text.splitlines() if line.strip().startswith("[-]")]
+        return False, f"/readyz HTTP {status}: {'; '.join(failed) or _short(text)}"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False, f"/health HTTP {status}: not JSON: {_short(text)}"
+    health = data.get("health") if isinstance(data, dict) else None
+    if status == 200 and health in ("true", True):
+        return True, ""
+    reason = data.get("reason") if isinstance(data, dict) else None
+    return False, f"/health HTTP {status}: health={health}" + (f" ({reason})" if reason else "")
+
+
+def quorum_verdict(members: Sequence[Member], going_down: Sequence[str] = (), ready: Optional[bool] = None,
+                   ready_reason: str = "", require_ready: bool = True) -> QuorumVerdict:
+    """Decide by the rule of the module docstring. ``going_down`` are member names.
+
+    A name that is not a member is refused rather than ignored: a typo must not turn
+    "can m2 go down?" into "is etcd healthy?".
+    """
+    names = {m.name for m in members if m.name}
+    unknown = [n for n in going_down if n not in names]
+    if unknown:
+        raise InvalidInput("going_down", unknown,
+                           f"not etcd member name(s); the members are {', '.join(sorted(names)) or 'none'}")
+    leaving = tuple(dict.fromkeys(going_down))  # keep order, drop repeats
+    voters = [m for m in members if not m.learner]
+    if not voters:
+        raise EtcdError("etcd lists no voting members (only learners)")
+    n = len(voters)
+    healthy_now = [m for m in voters if m.healthy]
+    healthy_leaving = [m for m in healthy_now if m.name in leaving]
+    quorum_kept, arithmetic = quorum_after(n, len(healthy_now), len(healthy_leaving), leaving)
+    healthy_after = len(healthy_now) - len(healthy_leaving)
+    q = quorum_size(n)
+
+    parts = [arithmetic]
+    others_down = [m for m in voters if not m.healthy and m.name not in leaving]
+    if others_down:
+        parts.append("unhealthy: " + ", ".join(f"{m.label} ({m.reason or 'unhealthy'})" for m in others_down))
+    learners = [m.label for m in members if m.learner]
+    if learners:
+        parts.append(f"learners not counted: {', '.join(learners)}")
+    if ready is False:
+        parts.append(f"etcd is not ready: {ready_reason or 'no quorum read succeeded'}")
+    safe = quorum_kept and (ready is not False or not require_ready)
+    if not quorum_kept:
+        lost = f"{', '.join(leaving)} going down" if leaving else "now"
+        parts.insert(0, f"etcd would lose quorum ({lost})")
+    return QuorumVerdict(
+        members=tuple(members), going_down=leaving, voters=n, quorum=q, healthy=len(healthy_now),
+        healthy_after=healthy_after, tolerates=healthy_after - q, ready=ready, safe=safe,
+        message="; ".join(parts),
+    )
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --- talking to etcd -------------------------------------------------------------------------
+
+class _Answer:
+    """An HTTP answer, whatever its status (urllib raises for >= 400; we want to read those)."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status = status
+        self.body = body
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body.decode("utf-8", "replace"))
+        except ValueError:
+            return None
+
+
+class EtcdClient:
+    """The quorum client: endpoints to ask for the member list, TLS settings, a timeout per probe.
+
+    ``endpoints`` are URLs like ``https://127.0.0.1:2379`` (stacked, kubeadm) or
+    ``http://10.1.1.5:2379`` (external CKS etcd nodes). Every member is then probed on the
+    client URLs the member list advertises, with the same TLS settings.
+    """
+
+    def __init__(self, endpoints: Sequence[str], ca_cert: Optional[str] = None, client_cert: Optional[str] = None,
+                 client_key: Optional[str] = None, validate_certs: bool = True,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.endpoints = [e.rstrip("/") for e in endpoints]
+        if not self.endpoints:
+            raise InvalidInput("endpoints", list(endpoints), "give at least one etcd client URL")
+        for endpoint in self.endpoints:
+            if not endpoint.startswith(("http://", "https://")):
+                raise InvalidInput("endpoints", endpoint, "an etcd client URL starts with http:// or https://")
+        if (client_cert is None) != (client_key is None):
+            raise InvalidInput("client_key" if client_key is None else "client_cert", None,
+                               "client_cert and client_key go together")
+        if timeout <= 0:
+            raise InvalidInput("timeout", timeout, "must be more than 0 seconds")
+        self.timeout = float(timeout)
+        self._context = self._ssl_context(ca_cert, client_cert, client_key, validate_certs)
+        # No proxies: etcd is on the cluster network, and an HTTP(S)_PROXY from the environment
+        # would send the probes (and the client certificate's handshake) elsewhere.
+        self._opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=self._context))
+
+    @staticmethod
+    def _ssl_context(ca_cert: Optional[str], client_cert: Optional[str], client_key: Optional[str],
+                     validate_certs: bool) -> ssl.SSLContext:
+        try:
+            if validate_certs:
+                context = ssl.create_default_context(cafile=ca_cert)
+            else:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidInput("ca_cert", ca_cert, f"cannot be loaded as a CA bundle: {exc}") from None
+        if client_cert:
+            try:
+                context.load_cert_chain(client_cert, client_key)
+            except (OSError, ssl.SSLError) as exc:
+                raise InvalidInput("client_cert", client_cert,
+                                   f"cannot be loaded with client_key {client_key!r}: {exc}") from None
+        return context
+
+    # --- HTTP ---
+
+    def _request(self, method: str, url: str, body: Optional[Mapping[str, Any]] = None) -> _Answer:
+        """One request; raises EtcdError when there is no HTTP answer at all."""
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        req = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"} if data else {})
+        try:
+            with self._opener.open(req, timeout=self.timeout) as resp:
+                return _Answer(resp.status, resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                return _Answer(exc.code, exc.read())
+            finally:
+                exc.close()
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise EtcdError(f"{url}: no answer within {self.timeout:g} s") from None
+            raise EtcdError(f"{url}: {reason}") from None
+        except (socket.timeout, TimeoutError):
+            raise EtcdError(f"{url}: no answer within {self.timeout:g} s") from None
+        except (OSError, ssl.SSLError) as exc:
+            raise EtcdError(f"{url}: {exc}") from None
+
+    # --- the three questions ---
+
+    def member_list(self) -> list[Member]:
+        """The membership, from the first endpoint that gives it (learners refuse to)."""
+        errors = []
+        for endpoint in self.endpoints:
+            try:
+                answer = self._request("POST", f"{endpoint}/v3/cluster/member/list", {})
+            except EtcdError as exc:
+                errors.append(exc.msg)
+                continue
+            data = answer.json()
+            if answer.status == 200 and isinstance(data, dict) and "members" in data:
+                return parse_members(data)
+            errors.append(f"{endpoint}: member list HTTP {answer.status}: {_short(data or answer.body.decode('utf-8', 'replace'))}")
+        raise EtcdError("no etcd endpoint gave the member list: " + "; ".join(errors),
+                        endpoints=self.endpoints)
+
+    def probe(self, member: Member) -> Member:
+        """The member with its health filled in, as its own client URL reports it."""
+        if not member.client_urls:
+            return member.with_health(False, "never started (no client URL)" if not member.started
+                                      else "advertises no client URL")
+        reason = ""
+        for url in member.client_urls:
+            url = url.rstrip("/")
+            try:
+                answer = self._request("GET", f"{url}/readyz")
+                path = "/readyz"
+                if answer.status == 404:  # etcd before 3.4.29 / 3.5.11
+                    answer = self._request("GET", f"{url}/health")
+                    path = "/health"
+            except EtcdError as exc:
+                reason = exc.msg
+                continue  # another advertised URL may be reachable from here
+            healthy, reason = judge_health(path, answer.status, answer.body)
+            return member.with_health(healthy, reason)
+        return member.with_health(False, reason)
+
+    def quorum_read(self, members: Sequence[Member]) -> tuple[bool, str]:
+        """A linearizable read on the first voting member that answers: etcd is ready."""
+        errors = []
+        for member in members:
+            if member.learner or not member.healthy:
+                continue  # learners refuse linearizable reads; unhealthy ones cannot do them
+            for url in member.client_urls:
+                target = f"{url.rstrip('/')}/v3/kv/range"
+                try:
+                    answer = self._request("POST", target, {"key": _HEALTH_KEY, "limit": 1})
+                except EtcdError as exc:
+                    errors.append(exc.msg)
+                    continue
+                data = answer.json()
+                if answer.status == 200 and isinstance(data, dict) and "header" in data:
+                    return True, ""
+                if isinstance(data, dict) and data.get("code") == _GRPC_PERMISSION_DENIED:
+                    return True, ""
+                errors.append(f"{member.label}: read HTTP {answer.status}: {_short(data or '')}")
+        return False, "; ".join(errors) or "no healthy voting member to read from"
+
+    def check(self, going_down: Sequence[str] = (), require_ready: bool = True) -> QuorumVerdict:
+        members = self.member_list()
+        # One probe per member at once: the wall time is one timeout, not one per member.
+        with ThreadPoolExecutor(max_workers=min(8, len(members))) as pool:
+            probed = list(pool.map(self.probe, members))
+        ready: Optional[bool] = None
+        ready_reason = ""
+        if require_ready:
+            ready, ready_reason = self.quorum_read(probed)
+        return quorum_verdict(probed, going_down, ready=ready, ready_reason=ready_reason,
+                              require_ready=require_ready)
