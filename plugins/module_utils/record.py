@@ -1,0 +1,383 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""The rollout's state, kept in the cluster next to the nodes it concerns.
+
+- The lock: Lease ``cloudstack-cks-rollout`` in ``kube-system`` (coordination.k8s.io/v1). Taken,
+  renewed and released with resourceVersion compare-and-set, so of two rollouts racing for it
+  exactly one wins. The API server never expires a lease; expiry is judged here (see ``Lock``).
+- The record: ConfigMap ``cloudstack-cks-rollout`` in ``kube-system`` with the stored per-type
+  settings, the cancel flag, the last error and the outcome. Written with compare-and-set too.
+
+Nothing else is stored: the work left is what the nodes themselves show (still different,
+stopped, or still annotated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Optional
+
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError, KubernetesError, LockHeld
+
+NAMESPACE = "kube-system"
+RECORD_NAME = "cloudstack-cks-rollout"
+LOCK_NAME = "cloudstack-cks-rollout"
+MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+DEFAULT_LOCK_SECONDS = 600
+# How far apart the clocks of two controllers may be (see Lock): NTP keeps them well inside this.
+DEFAULT_CLOCK_SKEW_SECONDS = 15
+
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:?\d\d)?$")
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def format_microtime(moment: datetime) -> str:
+    """A Kubernetes MicroTime: UTC, exactly six fraction digits, ``Z`` (the server rejects others)."""
+    if moment.tzinfo is None:
+        raise ValueError("a MicroTime needs an aware datetime")
+    return moment.astimezone(timezone.utc).strftime(MICROTIME)
+
+
+def parse_microtime(text: str) -> datetime:
+    """Read a MicroTime or RFC 3339 time as an aware UTC datetime (any fraction length, Z or offset)."""
+    found = _TIME.match(str(text).strip())
+    if not found:
+        raise ValueError(f"not an RFC 3339 time: {text!r}")
+    base, fraction, zone = found.groups()
+    micro = (fraction or "0")[:6].ljust(6, "0")
+    if zone in (None, "Z"):
+        zone = "+00:00"
+    elif ":" not in zone:
+        zone = f"{zone[:3]}:{zone[3:]}"
+    return datetime.fromisoformat(f"{base}.{micro}{zone}").astimezone(timezone.utc)
+
+
+def default_holder_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+class RecordConflict(CksError):
+    """The record changed since it was read; ``current`` is what it is now."""
+
+    def __init__(self, msg: str, current: Optional["Record"] = None) -> None:
+        super().__init__(msg)
+        self.current = current
+
+
+class LockLost(CksError):
+    """This rollout no longer holds the lock (it expired and another one took it, or it was released)."""
+
+
+# -- the record ---------------------------------------------------------------------------------------
+
+@dataclass
+class Record:
+    """The rollout record. ``resource_version`` is the ConfigMap's, for compare-and-set."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    cancel: bool = False
+    last_error: Optional[str] = None
+    outcome: Optional[str] = None
+    updated: Optional[str] = None
+    # {"holder", "renew_time", "noticed"} when a rollout found the lock left by one that stopped
+    # without releasing it.
+    previous_holder_stopped: Optional[dict[str, Any]] = None
+    resource_version: Optional[str] = None
+
+    def to_data(self) -> dict[str, str]:
+        """ConfigMap data: every value a string."""
+        data = {
+            "settings": json.dumps(self.settings, sort_keys=True),
+            "cancel": "true" if self.cancel else "false",
+            "lastError": self.last_error or "",
+            "outcome": self.outcome or "",
+            "updated": self.updated or "",
+        }
+        if self.previous_holder_stopped:
+            data["previousHolderStopped"] = json.dumps(self.previous_holder_stopped, sort_keys=True)
+        return data
+
+    @classmethod
+    def from_configmap(cls, configmap: dict[str, Any]) -> "Record":
+        data = configmap.get("data") or {}
+        try:
+            settings = json.loads(data.get("settings") or "{}")
+            stopped = json.loads(data["previousHolderStopped"]) if data.get("previousHolderStopped") else None
+        except ValueError as exc:
+            raise CksError(f"ConfigMap {NAMESPACE}/{RECORD_NAME} holds invalid JSON ({exc}); fix or delete it")
+        return cls(
+            settings=settings if isinstance(settings, dict) else {},
+            cancel=str(data.get("cancel", "")).lower() == "true",
+            last_error=data.get("lastError") or None,
+            outcome=data.get("outcome") or None,
+            updated=data.get("updated") or None,
+            previous_holder_stopped=stopped,
+            resource_version=(configmap.get("metadata") or {}).get("resourceVersion"),
+        )
+
+
+class RecordStore:
+    """Reads and writes the record with compare-and-set on its resourceVersion."""
+
+    def __init__(self, kube: Any, namespace: str = NAMESPACE, name: str = RECORD_NAME,
+                 clock: Clock = utcnow) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.name = name
+        self._clock = clock
+
+    def read(self) -> Optional[Record]:
+        """The record, or None if there is none yet. Changes nothing."""
+        configmap = self.kube.get_configmap(self.namespace, self.name)
+        return Record.from_configmap(configmap) if configmap is not None else None
+
+    def write(self, record: Record, expected_resource_version: Optional[str]) -> Record:
+        """Store ``record`` if the stored one is still at ``expected_resource_version``.
+
+        None means "there is no record yet": create it. Returns the record as stored (with its new
+        resourceVersion); ``RecordConflict`` (with the current record) if someone wrote first.
+        """
+        stored = replace(record, updated=format_microtime(self._clock()))
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.name, "namespace": self.namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "cloudstack.cks"}},
+            "data": stored.to_data(),
+        }
+        try:
+            if expected_resource_version is None:
+                answer = self.kube.create_configmap(self.namespace, body)
+            else:
+                body["metadata"]["resourceVersion"] = str(expected_resource_version)
+                answer = self.kube.replace_configmap(self.namespace, self.name, body)
+        except KubernetesError as exc:
+            if exc.status == 409 or (exc.status == 404 and expected_resource_version is not None):
+                current = self.read()
+                why = "it was created meanwhile" if expected_resource_version is None else "it changed meanwhile"
+                raise RecordConflict(f"the rollout record {self.namespace}/{self.name} was not written: {why}; "
+                                     f"read it again and reapply the change", current=current)
+            raise
+        return Record.from_configmap(answer)
+
+    def update(self, change: Callable[[Record], None], attempts: int = 5) -> Record:
+        """Read, apply ``change`` in place, write; on a conflict start again from the new record."""
+        for _ in range(max(1, attempts)):
+            current = self.read()
+            record = current if current is not None else Record()
+            change(record)
+            try:
+                return self.write(record, current.resource_version if current is not None else None)
+            except RecordConflict:
+                continue
+        raise RecordConflict(f"the rollout record {self.namespace}/{self.name} kept changing; "
+                             f"gave up after {attempts} attempts", current=self.read())
+
+    def set_cancel(self) -> Record:
+        return self.update(lambda record: setattr(record, "cancel", True))
+
+    def clear_cancel(self) -> Record:
+        return self.update(lambda record: setattr(record, "cancel", False))
+
+
+# -- the lock -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LockInfo:
+    holder: Optional[str]
+    acquire_time: Optional[str]
+    renew_time: Optional[str]
+    duration_seconds: int
+    transitions: int
+    resource_version: Optional[str]
+    expired: bool
+    # Set by acquire when it took over a lease whose holder stopped renewing without release.
+    taken_over_from: Optional[dict[str, Any]] = None
+
+    @property
+    def held(self) -> bool:
+        return bool(self.holder) and not self.expired
+
+
+class Lock:
+    """The cluster's rollout lock, a Lease taken with compare-and-set.
+
+    Expiry: client-go trusts only its own observation (the same lease unchanged for its
+    duration, timed locally). Each Ansible task is a new process, so nothing is observed across
+    them; a lease counts as expired when ``renewTime + leaseDurationSeconds + clock_skew`` is past
+    on the local clock. That assumes the controllers' clocks (the ones that write renewTime)
+    differ by less than ``clock_skew_seconds``; the compare-and-set still makes sure only one
+    rollout wins a takeover, whatever the clocks say.
+    """
+
+    def __init__(self, kube: Any, holder_identity: Optional[str] = None,
+                 duration_seconds: int = DEFAULT_LOCK_SECONDS, namespace: str = NAMESPACE, name: str = LOCK_NAME,
+                 clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS, clock: Clock = utcnow) -> None:
+        if int(duration_seconds) < 1:
+            raise ValueError("the lock duration must be at least 1 second")
+        self.kube = kube
+        self.holder_identity = holder_identity or default_holder_identity()
+        self.duration_seconds = int(duration_seconds)
+        self.namespace = namespace
+        self.name = name
+        self.clock_skew_seconds = float(clock_skew_seconds)
+        self._clock = clock
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def read(self) -> Optional[LockInfo]:
+        lease = self.kube.get_lease(self.namespace, self.name)
+        return self._info(lease) if lease is not None else None
+
+    def _info(self, lease: dict[str, Any], taken_over_from: Optional[dict[str, Any]] = None) -> LockInfo:
+        spec = lease.get("spec") or {}
+        return LockInfo(
+            holder=spec.get("holderIdentity") or None,
+            acquire_time=spec.get("acquireTime"),
+            renew_time=spec.get("renewTime"),
+            duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
+            transitions=int(spec.get("leaseTransitions") or 0),
+            resource_version=(lease.get("metadata") or {}).get("resourceVersion"),
+            expired=self._expired(spec),
+            taken_over_from=taken_over_from,
+        )
+
+    def _expired(self, spec: dict[str, Any]) -> bool:
+        if not spec.get("holderIdentity"):
+            return True
+        try:
+            renewed = parse_microtime(spec.get("renewTime") or spec.get("acquireTime") or "")
+        except ValueError:
+            return True  # a lease nobody can read the time of protects nothing
+        lasts = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0) + self.clock_skew_seconds)
+        return self._clock() > renewed + lasts
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def _body(self, resource_version: Optional[str], acquire_time: str, transitions: int,
+              holder: Optional[str] = None, duration: Optional[int] = None) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
+                                    "labels": {"app.kubernetes.io/managed-by": "cloudstack.cks"}}
+        if resource_version is not None:
+            metadata["resourceVersion"] = str(resource_version)
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": self.holder_identity if holder is None else holder,
+                "leaseDurationSeconds": self.duration_seconds if duration is None else duration,
+                "acquireTime": acquire_time,
+                "renewTime": format_microtime(self._clock()),
+                "leaseTransitions": transitions,
+            },
+        }
+
+    def acquire(self) -> LockInfo:
+        """Take the lock, or renew it if this holder has it already.
+
+        An expired lease (or a released one) is taken over; ``taken_over_from`` then names the
+        previous holder and its last renewal when it had not released. ``LockHeld`` if another
+        rollout holds it.
+        """
+        for _ in range(3):
+            lease = self.kube.get_lease(self.namespace, self.name)
+            now = format_microtime(self._clock())
+            if lease is None:
+                try:
+                    return self._info(self.kube.create_lease(self.namespace, self._body(None, now, 0)))
+                except KubernetesError as exc:
+                    if exc.status == 409:
+                        continue  # created by someone else meanwhile: look again
+                    raise
+            info = self._info(lease)
+            if info.holder == self.holder_identity:
+                body = self._body(info.resource_version, info.acquire_time or now, info.transitions)
+            elif info.holder and not info.expired:
+                raise self._held(info)
+            else:
+                body = self._body(info.resource_version, now, info.transitions + 1)
+            try:
+                answer = self.kube.replace_lease(self.namespace, self.name, body)
+            except KubernetesError as exc:
+                if exc.status in (404, 409):
+                    continue  # someone else wrote (or deleted) it between our read and write
+                raise
+            stopped = None
+            if info.holder and info.holder != self.holder_identity:
+                stopped = {"holder": info.holder, "renew_time": info.renew_time, "acquire_time": info.acquire_time,
+                           "noticed": now}
+            return self._info(answer, taken_over_from=stopped)
+        current = self.read()
+        if current is not None and current.holder and current.holder != self.holder_identity:
+            raise self._held(current)
+        raise LockHeld(f"the rollout lock {self.namespace}/{self.name} kept changing while it was being taken; "
+                       f"another rollout is starting")
+
+    def _held(self, info: LockInfo) -> LockHeld:
+        expires = ""
+        try:
+            until = parse_microtime(info.renew_time or "") + timedelta(seconds=info.duration_seconds)
+            expires = f", and expires at {format_microtime(until)} unless renewed"
+        except ValueError:
+            pass
+        return LockHeld(
+            f"another rollout holds the lock {self.namespace}/{self.name}: {info.holder}, since "
+            f"{info.acquire_time}, last renewed {info.renew_time}{expires}",
+            holder=info.holder, since=info.acquire_time, renew_time=info.renew_time,
+            duration_seconds=info.duration_seconds,
+        )
+
+    def renew(self) -> LockInfo:
+        """Extend the lock; ``LockLost`` if another holder has it or a concurrent write won."""
+        lease = self.kube.get_lease(self.namespace, self.name)
+        if lease is None:
+            raise LockLost(f"the rollout lock {self.namespace}/{self.name} is gone (deleted); stop this rollout")
+        info = self._info(lease)
+        if info.holder != self.holder_identity:
+            raise LockLost(f"the rollout lock {self.namespace}/{self.name} is held by "
+                           f"{info.holder or 'nobody'} now, not {self.holder_identity}; stop this rollout",
+                           holder=info.holder)
+        body = self._body(info.resource_version, info.acquire_time or format_microtime(self._clock()),
+                          info.transitions)
+        try:
+            return self._info(self.kube.replace_lease(self.namespace, self.name, body))
+        except KubernetesError as exc:
+            if exc.status in (404, 409):
+                raise LockLost(f"the rollout lock {self.namespace}/{self.name} changed while it was being "
+                               f"renewed (HTTP {exc.status}); stop this rollout")
+            raise
+
+    def release(self) -> bool:
+        """Give the lock up if this holder has it (empty holder, as client-go). Idempotent.
+
+        True if it was released now, False if this holder did not hold it.
+        """
+        for _ in range(3):
+            lease = self.kube.get_lease(self.namespace, self.name)
+            if lease is None:
+                return False
+            info = self._info(lease)
+            if info.holder != self.holder_identity:
+                return False
+            now = format_microtime(self._clock())
+            body = self._body(info.resource_version, now, info.transitions, holder="", duration=1)
+            try:
+                self.kube.replace_lease(self.namespace, self.name, body)
+                return True
+            except KubernetesError as exc:
+                if exc.status in (404, 409):
+                    continue
+                raise
+        return False

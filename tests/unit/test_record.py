@@ -1,0 +1,216 @@
+"""MicroTime, the record's ConfigMap shape, and the lock's decisions (expiry, takeover, release).
+
+The lock and the record against a real API server's compare-and-set are in
+tests/integration/test_clients_kube.py; here an in-memory store with the same resourceVersion
+rules stands in, so the decisions can be tested at exact times.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from datetime import datetime, timedelta, timezone
+from typing import Any, Optional
+
+import pytest
+
+from ansible_collections.cloudstack.cks.plugins.module_utils import record as rec
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import KubernetesError, LockHeld
+
+T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def test_microtime_has_six_digits_and_z_even_at_whole_seconds() -> None:
+    assert rec.format_microtime(T0) == "2026-12-01T12:00:00.000000Z"
+    assert rec.format_microtime(T0.replace(microsecond=42)) == "2026-12-01T12:00:00.000042Z"
+    plus2 = T0.astimezone(timezone(timedelta(hours=2)))
+    assert rec.format_microtime(plus2) == "2026-12-01T12:00:00.000000Z"
+    with pytest.raises(ValueError):
+        rec.format_microtime(datetime(2026, 1, 1))
+
+
+@pytest.mark.parametrize("text", ["2026-12-01T12:00:00Z", "2026-12-01T12:00:00.000000Z", "2026-12-01T12:00:00.0Z",
+                                  "2026-12-01T14:00:00+02:00", "2026-12-01T14:00:00.000000000+0200"])
+def test_parse_microtime_accepts_what_servers_write(text: str) -> None:
+    assert rec.parse_microtime(text) == T0
+
+
+def test_parse_microtime_refuses_garbage() -> None:
+    with pytest.raises(ValueError):
+        rec.parse_microtime("yesterday")
+
+
+def test_record_round_trips_through_configmap_data() -> None:
+    record = rec.Record(settings={"worker": {"offering": "cks-large"}}, cancel=True, last_error="node x: drain failed",
+                        outcome="Alert", previous_holder_stopped={"holder": "h", "renew_time": "t"})
+    data = record.to_data()
+    assert all(isinstance(v, str) for v in data.values())
+    assert data["cancel"] == "true" and data["lastError"] == "node x: drain failed"
+    back = rec.Record.from_configmap({"metadata": {"resourceVersion": "9"}, "data": data})
+    assert back == rec.Record(**{**record.__dict__, "resource_version": "9"})
+    empty = rec.Record.from_configmap({"metadata": {}, "data": rec.Record().to_data()})
+    assert (empty.last_error, empty.outcome, empty.cancel, empty.previous_holder_stopped) == (None, None, False, None)
+
+
+class FakeKube:
+    """ConfigMaps and Leases with the API server's resourceVersion rules (409 Conflict / AlreadyExists)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.versions = itertools.count(100)
+        self.writes = 0
+
+    def _get(self, kind: str, name: str) -> Optional[dict[str, Any]]:
+        obj = self.objects.get((kind, name))
+        return copy.deepcopy(obj) if obj else None
+
+    def _create(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        if (kind, name) in self.objects:
+            raise KubernetesError("create", "exists", status=409, reason="AlreadyExists")
+        return self._store(kind, name, body)
+
+    def _replace(self, kind: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        if (kind, name) not in self.objects:
+            raise KubernetesError("replace", "not found", status=404, reason="NotFound")
+        if body["metadata"].get("resourceVersion") != self.objects[(kind, name)]["metadata"]["resourceVersion"]:
+            raise KubernetesError("replace", "the object has been modified", status=409, reason="Conflict")
+        return self._store(kind, name, body)
+
+    def _store(self, kind: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes += 1
+        obj = copy.deepcopy(body)
+        obj["metadata"]["resourceVersion"] = str(next(self.versions))
+        self.objects[(kind, name)] = obj
+        return copy.deepcopy(obj)
+
+    def get_lease(self, ns: str, name: str) -> Optional[dict[str, Any]]:
+        return self._get("lease", name)
+
+    def create_lease(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._create("lease", body)
+
+    def replace_lease(self, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._replace("lease", name, body)
+
+    def get_configmap(self, ns: str, name: str) -> Optional[dict[str, Any]]:
+        return self._get("configmap", name)
+
+    def create_configmap(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._create("configmap", body)
+
+    def replace_configmap(self, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._replace("configmap", name, body)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def lock(kube: FakeKube, clock: Clock, holder: str, duration: int = 60) -> rec.Lock:
+    return rec.Lock(kube, holder_identity=holder, duration_seconds=duration, clock_skew_seconds=5, clock=clock)
+
+
+def test_lock_acquire_writes_a_valid_lease() -> None:
+    kube, clock = FakeKube(), Clock()
+    info = lock(kube, clock, "run-a").acquire()
+    spec = kube.objects[("lease", rec.LOCK_NAME)]["spec"]
+    assert spec == {"holderIdentity": "run-a", "leaseDurationSeconds": 60, "acquireTime": "2026-12-01T12:00:00.000000Z",
+                    "renewTime": "2026-12-01T12:00:00.000000Z", "leaseTransitions": 0}
+    assert info.held and info.taken_over_from is None
+
+
+def test_same_holder_reacquires_and_keeps_acquire_time() -> None:
+    kube, clock = FakeKube(), Clock()
+    lock(kube, clock, "run-a").acquire()
+    clock.now += timedelta(seconds=30)
+    info = lock(kube, clock, "run-a").acquire()  # a later task of the same run, a new process
+    assert info.acquire_time == "2026-12-01T12:00:00.000000Z" and info.renew_time == "2026-12-01T12:00:30.000000Z"
+
+
+def test_another_holder_is_refused_until_duration_plus_skew() -> None:
+    kube, clock = FakeKube(), Clock()
+    lock(kube, clock, "run-a").acquire()
+    clock.now += timedelta(seconds=64)
+    with pytest.raises(LockHeld) as info:
+        lock(kube, clock, "run-b").acquire()
+    assert "run-a" in info.value.msg and "2026-12-01T12:00:00.000000Z" in info.value.msg
+    assert info.value.details["holder"] == "run-a"
+    clock.now += timedelta(seconds=2)  # 66 s > 60 + 5
+    taken = lock(kube, clock, "run-b").acquire()
+    assert taken.holder == "run-b" and taken.transitions == 1
+    assert taken.taken_over_from == {"holder": "run-a", "renew_time": "2026-12-01T12:00:00.000000Z",
+                                     "acquire_time": "2026-12-01T12:00:00.000000Z",
+                                     "noticed": "2026-12-01T12:01:06.000000Z"}
+
+
+def test_renew_after_takeover_is_lock_lost() -> None:
+    kube, clock = FakeKube(), Clock()
+    a = lock(kube, clock, "run-a")
+    a.acquire()
+    clock.now += timedelta(seconds=120)
+    lock(kube, clock, "run-b").acquire()
+    with pytest.raises(rec.LockLost, match="run-b"):
+        a.renew()
+
+
+def test_renew_loses_to_a_concurrent_write() -> None:
+    kube, clock = FakeKube(), Clock()
+    a = lock(kube, clock, "run-a")
+    a.acquire()
+    real_get = kube.get_lease
+
+    def get_then_someone_writes(ns: str, name: str) -> Optional[dict[str, Any]]:
+        lease = real_get(ns, name)
+        kube._store("lease", name, kube.objects[("lease", name)])  # bumps resourceVersion
+        return lease
+
+    kube.get_lease = get_then_someone_writes  # type: ignore[method-assign]
+    with pytest.raises(rec.LockLost, match="409"):
+        a.renew()
+
+
+def test_release_is_idempotent_and_only_by_the_holder() -> None:
+    kube, clock = FakeKube(), Clock()
+    a, b = lock(kube, clock, "run-a"), lock(kube, clock, "run-b")
+    a.acquire()
+    assert b.release() is False
+    assert kube.objects[("lease", rec.LOCK_NAME)]["spec"]["holderIdentity"] == "run-a"
+    assert a.release() is True
+    assert a.release() is False
+    assert kube.objects[("lease", rec.LOCK_NAME)]["spec"]["holderIdentity"] == ""
+    taken = b.acquire()  # a released lock is free at once, and nobody "stopped without release"
+    assert taken.holder == "run-b" and taken.taken_over_from is None
+
+
+def test_record_store_create_then_compare_and_set() -> None:
+    kube, clock = FakeKube(), Clock()
+    store = rec.RecordStore(kube, clock=clock)
+    assert store.read() is None
+    first = store.write(rec.Record(settings={"worker": {"offering": "a"}}), None)
+    assert first.resource_version and first.updated == "2026-12-01T12:00:00.000000Z"
+    with pytest.raises(rec.RecordConflict) as info:
+        store.write(rec.Record(), None)  # created meanwhile
+    assert info.value.current == first
+    second = store.write(rec.Record(settings={"worker": {"offering": "b"}}), first.resource_version)
+    with pytest.raises(rec.RecordConflict):
+        store.write(rec.Record(), first.resource_version)  # stale
+    assert store.read() == second
+
+
+def test_set_cancel_keeps_the_rest_of_the_record() -> None:
+    kube, clock = FakeKube(), Clock()
+    store = rec.RecordStore(kube, clock=clock)
+    store.write(rec.Record(settings={"control": {"offering": "x"}}, last_error="e"), None)
+    cancelled = store.set_cancel()
+    assert cancelled.cancel and cancelled.settings == {"control": {"offering": "x"}} and cancelled.last_error == "e"
+    assert store.clear_cancel().cancel is False
+
+
+def test_holder_identity_default_is_unique_per_lock() -> None:
+    a, b = rec.default_holder_identity(), rec.default_holder_identity()
+    assert a != b and a.rsplit("-", 2)[1].isdigit()
