@@ -1,0 +1,161 @@
+"""The admin API of cks-sim (plain HTTP, JSON): what happened, and levers for tests.
+
+GET /state, GET /calls[?since=T], GET /timeline[?since=T], GET /invariants[?since=T],
+GET|POST|DELETE /faults (DELETE /faults/<id> removes one), POST /actions, POST /shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from werkzeug.wrappers import Request, Response
+
+from .core import DEFAULT_TIMINGS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import SimServer
+
+
+class ActionError(ValueError):
+    """A POST /actions request that cannot be carried out (answered 400)."""
+
+
+class AdminApp:
+    def __init__(self, server: "SimServer") -> None:
+        self.server = server
+        self.sim = server.sim
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        request = Request(environ)
+        try:
+            body, status = self.route(request)
+        except ActionError as exc:
+            body, status = {"error": str(exc)}, 400
+        except (ValueError, KeyError) as exc:
+            body, status = {"error": str(exc).strip("'\"")}, 400
+        response = Response(json.dumps(body, default=str), status=status, content_type="application/json")
+        return response(environ, start_response)
+
+    def _since(self, request: Request) -> float:
+        try:
+            return float(request.args.get("since", 0))
+        except ValueError:
+            raise ActionError("since must be a UNIX timestamp") from None
+
+    def _json_body(self, request: Request) -> dict[str, Any]:
+        try:
+            data = json.loads(request.get_data(as_text=True) or "{}")
+        except json.JSONDecodeError as exc:
+            raise ActionError(f"body is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ActionError("body must be a JSON object")
+        return data
+
+    def route(self, request: Request) -> tuple[Any, int]:
+        path = request.path.rstrip("/") or "/"
+        method = request.method
+        if path == "/state" and method == "GET":
+            return self.state(), 200
+        if path == "/calls" and method == "GET":
+            calls = self.sim.calls.list(self._since(request))
+            api = request.args.get("api")
+            return [c for c in calls if not api or c.get("api") == api], 200
+        if path == "/timeline" and method == "GET":
+            return self.sim.timeline.list(self._since(request)), 200
+        if path == "/invariants" and method == "GET":
+            return self.sim.invariants.list(self._since(request)), 200
+        if path == "/faults":
+            if method == "GET":
+                return self.sim.faults.list(), 200
+            if method == "POST":
+                return self.sim.faults.add(self._json_body(request)), 201
+            if method == "DELETE":
+                self.sim.faults.clear()
+                return {"cleared": True}, 200
+        if path.startswith("/faults/") and method == "DELETE":
+            self.sim.faults.remove(int(path.rsplit("/", 1)[1]))
+            return {"removed": True}, 200
+        if path == "/actions" and method == "POST":
+            return self.action(self._json_body(request)), 200
+        if path == "/shutdown" and method == "POST":
+            self.server.request_stop()
+            return {"stopping": True}, 202
+        if path == "/" and method == "GET":
+            return {"endpoints": ["/state", "/calls", "/timeline", "/invariants", "/faults", "/actions", "/shutdown"]}, 200
+        return {"error": f"no route {method} {path}"}, 404
+
+    def state(self) -> dict[str, Any]:
+        sim = self.sim
+        with sim.lock:
+            state = {
+                "time": time.time(),
+                "time_scale": sim.clock.time_scale,
+                "timings": dict(sim.timings),
+                "cloud": sim.cloud.snapshot(),
+                "kube": {cid: world.snapshot() for cid, world in sim.kube.items()},
+                "faults": sim.faults.list(),
+            }
+        # etcd has its own lock and may talk to processes: never under sim.lock.
+        state["etcd"] = sim.etcd.snapshot() if sim.etcd is not None else None
+        return state
+
+    def action(self, data: dict[str, Any]) -> dict[str, Any]:
+        kind = data.get("action")
+        cloud = self.sim.cloud
+        with self.sim.lock:
+            if kind == "set_cluster_state":
+                cluster = self._cluster(data.get("cluster"))
+                state = str(data.get("state", ""))
+                from .spec import CLUSTER_STATES
+
+                if state not in CLUSTER_STATES:
+                    raise ActionError(f"state must be one of {', '.join(CLUSTER_STATES)}")
+                cloud.set_cluster_state(cluster, state, "admin action")
+                return {"cluster": cluster.id, "state": cluster.state}
+            if kind in ("stop_vm", "start_vm"):
+                vm = cloud.find_vm(str(data.get("vm", "")))
+                job = cloud.stop_vm(vm, "adminStopVm") if kind == "stop_vm" else cloud.start_vm(vm, "adminStartVm")
+                return {"vm": vm.name, "jobid": job.id}
+            if kind == "set_vm_state":
+                vm = cloud.find_vm(str(data.get("vm", "")))
+                cloud.set_vm_state(vm, str(data.get("state", "")))
+                return {"vm": vm.name, "state": vm.state}
+            if kind == "scan":
+                cloud.scan_once()
+                return {"clusters": {c.id: c.state for c in cloud.clusters.values()}}
+            if kind == "set_config":
+                return self._set_config(data)
+        raise ActionError(
+            f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, scan, set_config")
+
+    def _cluster(self, ref: Any) -> Any:
+        cloud = self.sim.cloud
+        for cluster in cloud.clusters.values():
+            if ref in (cluster.id, cluster.name):
+                return cluster
+        if ref is None and len(cloud.clusters) == 1:
+            return next(iter(cloud.clusters.values()))
+        raise ActionError(f"no cluster {ref!r}")
+
+    def _set_config(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Change timings, time_scale, cloud options or invariant limits of the running sim."""
+        sim = self.sim
+        cloud = sim.cloud
+        if "time_scale" in data:
+            sim.clock.time_scale = float(data["time_scale"])
+        for name, value in (data.get("timings") or {}).items():
+            if name not in DEFAULT_TIMINGS:
+                raise ActionError(f"unknown timing {name!r}")
+            sim.timings[name] = float(value)
+        for name, value in (data.get("cloud") or {}).items():
+            if name not in cloud.cloud_opts:
+                raise ActionError(f"unknown cloud option {name!r}")
+            cloud.cloud_opts[name] = type(cloud.cloud_opts[name])(value)
+        if "dynamic_scale" in data:
+            cloud.dynamic_scale = bool(data["dynamic_scale"])
+        for node_type, value in (data.get("max_unavailable") or {}).items():
+            cloud.max_unavailable[node_type] = int(value)
+        return {"time_scale": sim.clock.time_scale, "timings": dict(sim.timings), "cloud": dict(cloud.cloud_opts),
+                "max_unavailable": dict(cloud.max_unavailable), "dynamic_scale": cloud.dynamic_scale}

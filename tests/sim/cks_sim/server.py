@@ -1,0 +1,261 @@
+"""Compose cks-sim from a spec and serve it: CloudStack API, Kubernetes API, admin API.
+
+``SimServer(spec, state_dir).start()`` builds the Sim (CloudStack world, one KubeWorld per
+cluster, real etcd members), starts one HTTP server per API on free ports, writes the
+kubeconfigs and ``env.json``, and starts the CKS state scanner. ``stop()`` undoes all of it,
+etcd processes included. The Kubernetes side (``kube``, ``kube_api``, ``tls``) and ``etcd`` are
+imported lazily: without them the CloudStack side still runs, with a minimal node model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import threading
+import time
+from typing import Any, Optional
+
+import yaml
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from .admin_api import AdminApp
+from .cloud import CloudWorld
+from .cloudstack_api import API_PATH, CloudStackApp
+from .core import Sim
+
+KUBE_FAULTS = {"kube_error", "pdb_block", "slow_drain", "never_ready", "stale_ready", "foreign_cordon"}
+
+
+def _optional(module: str) -> Optional[Any]:
+    try:
+        return importlib.import_module(f"{__package__}.{module}")
+    except ImportError as exc:
+        # Only a missing module of our own means "not there yet"; a broken import must show.
+        if exc.name and exc.name.endswith(module):
+            return None
+        raise
+
+
+class MinimalKubeWorld:
+    """Stand-in for ``kube.KubeWorld`` when that module is absent: nodes turn Ready
+    ``boot_to_ready`` after their VM starts and NotReady when it stops; nothing else."""
+
+    def __init__(self, sim: Sim, cluster_id: str, cluster_spec: dict, nodes: list[dict],
+                 workloads: list[dict], pdbs: list[dict]) -> None:
+        self.sim = sim
+        self.cluster_id = cluster_id
+        self.name = cluster_spec.get("name", cluster_id)
+        self.ready = {n["name"]: bool(n["vm_running"]) for n in nodes}
+        self.capacity = {n["name"]: (n["cpu"], n["memory_mb"]) for n in nodes}
+        self.boots = {n["name"]: 0 for n in nodes}
+
+    def has_node(self, name: str) -> bool:
+        return name in self.ready
+
+    def node_powered_off(self, name: str) -> None:
+        self.ready[name] = False
+        self.boots[name] += 1
+
+    def node_powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
+        self.capacity[name] = (cpu, memory_mb)
+        boot = self.boots[name] = self.boots[name] + 1
+
+        def booted() -> None:
+            if self.boots[name] == boot:
+                self.ready[name] = True
+
+        self.sim.scheduler.schedule(self.sim.delay("boot_to_ready"), booted)
+
+    def ready_node_count(self) -> int:
+        return sum(1 for ready in self.ready.values() if ready)
+
+    def api_available(self) -> bool:
+        return True
+
+    def snapshot(self) -> dict:
+        return {"minimal": True, "nodes": [{"name": n, "ready": r, "cpu": self.capacity[n][0],
+                                            "memory_mb": self.capacity[n][1]} for n, r in sorted(self.ready.items())]}
+
+    def apply_fault(self, fault: dict) -> None:
+        pass
+
+
+class _ServerThread:
+    def __init__(self, name: str, server: BaseWSGIServer) -> None:
+        self.server = server
+        self.thread = threading.Thread(target=server.serve_forever, name=f"cks-sim-{name}", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+class SimServer:
+    """The whole simulator: build, serve, describe (env.json), stop."""
+
+    def __init__(self, spec: dict[str, Any], state_dir: str, host: str = "127.0.0.1", cloudstack_port: int = 0,
+                 kube_port: int = 0, admin_port: int = 0, with_etcd: bool = True) -> None:
+        self.spec = spec
+        self.state_dir = os.path.abspath(state_dir)
+        self.host = host
+        self.ports = {"cloudstack": cloudstack_port, "kube": kube_port, "admin": admin_port}
+        self.with_etcd = with_etcd
+        self.sim = Sim(spec, self.state_dir)
+        self.servers: dict[str, _ServerThread] = {}
+        self.env: dict[str, Any] = {}
+        self.kubeconfigs: dict[str, str] = {}
+        self.stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._kube_url = ""
+
+    # -- building ----------------------------------------------------------------------------
+
+    def build(self) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+        try:
+            os.remove(os.path.join(self.state_dir, "env.json"))  # a stale one must not look ready
+        except FileNotFoundError:
+            pass
+        sim = self.sim
+        tls_mod, kube_mod, etcd_mod = _optional("tls"), _optional("kube"), _optional("etcd")
+        self.tls = tls_mod.make_tls(self.state_dir) if tls_mod else None
+        sim.tls = self.tls
+        sim.cloud = CloudWorld(sim, self.spec)
+        world_class = kube_mod.KubeWorld if kube_mod else MinimalKubeWorld
+        for index, cluster in enumerate(sim.cloud.clusters.values()):
+            cluster_spec = dict(self.spec["clusters"][index], id=cluster.id)
+            workloads = cluster_spec.get("workloads") or self.spec["workloads"]
+            pdbs = cluster_spec.get("pdbs") or self.spec["pdbs"]
+            with sim.lock:
+                sim.kube[cluster.id] = world_class(sim, cluster.id, cluster_spec, sim.cloud.vms_of_cluster_spec(cluster),
+                                                   workloads, pdbs)
+        sim.faults.on_added.append(self._apply_added_fault)
+        if etcd_mod and self.tls and self.with_etcd:
+            sim.etcd = etcd_mod.EtcdManager(sim, self.state_dir, self.tls)
+            for cluster in sim.cloud.clusters.values():
+                members, mode = sim.cloud.etcd_members(cluster)
+                sim.etcd.add_cluster(cluster.id, members, mode)
+                for name in members:
+                    if sim.cloud.vm_by_name[name].state != "Running":
+                        sim.etcd.vm_powered_off(name)
+
+    def _apply_added_fault(self, fault: dict[str, Any]) -> None:
+        if fault.get("kind") in KUBE_FAULTS:
+            with self.sim.lock:
+                for world in self.sim.kube.values():
+                    world.apply_fault(fault)
+
+    # -- serving -----------------------------------------------------------------------------
+
+    def _serve(self, name: str, app: Any, ssl_context: Any = None) -> _ServerThread:
+        server = make_server(self.host, self.ports[name], app, threaded=True, ssl_context=ssl_context)
+        thread = _ServerThread(name, server)
+        self.servers[name] = thread
+        return thread
+
+    def start(self) -> "SimServer":
+        try:
+            self.build()
+            self._serve("cloudstack", CloudStackApp(self.sim))
+            self._serve("admin", AdminApp(self))
+            kube_api = _optional("kube_api")
+            if kube_api is not None and self.tls is not None:
+                tls_mod = _optional("tls")
+                self._serve("kube", kube_api.make_app(self.sim), tls_mod.server_ssl_context(self.tls))
+                self._kube_url = f"https://{self.host}:{self.servers['kube'].port}"
+                self.sim.kubeconfig_provider = self.kubeconfig_text
+                for cluster in self.sim.cloud.clusters.values():
+                    path = os.path.join(self.state_dir, f"kubeconfig-{cluster.name}.yaml")
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                        handle.write(self.kubeconfig_text(cluster.id))
+                    self.kubeconfigs[cluster.id] = path
+            else:
+                self.sim.kubeconfig_provider = None
+            for thread in self.servers.values():
+                thread.start()
+            self.sim.cloud.start_scanner()
+            self.env = self._env()
+            self._write_env()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def kubeconfig_text(self, cluster_id: str) -> str:
+        kube_api = _optional("kube_api")
+        return yaml.safe_dump(kube_api.kubeconfig(self.sim, cluster_id, self._kube_url), sort_keys=False)
+
+    def _env(self) -> dict[str, Any]:
+        cloud = self.sim.cloud
+        clusters = []
+        for cluster in cloud.clusters.values():
+            etcd = self.sim.etcd.endpoints(cluster.id) if self.sim.etcd is not None else None
+            clusters.append({"id": cluster.id, "name": cluster.name, "kubeconfig": self.kubeconfigs.get(cluster.id),
+                             "etcd": etcd})
+        first = clusters[0]
+        return {
+            "cloudstack_endpoint": f"http://{self.host}:{self.servers['cloudstack'].port}{API_PATH}",
+            "cloudstack_key": cloud.account["apikey"],
+            "cloudstack_secret": cloud.account["secretkey"],
+            "cluster_id": first["id"],
+            "cluster_name": first["name"],
+            "kubeconfig": first["kubeconfig"],
+            "admin_url": f"http://{self.host}:{self.servers['admin'].port}",
+            "kube_url": self._kube_url or None,
+            "kube_ca": self.tls["ca_cert"] if self.tls else None,
+            "etcd": first["etcd"],
+            "clusters": clusters,
+            "state_dir": self.state_dir,
+            "pid": os.getpid(),
+        }
+
+    def _write_env(self) -> None:
+        # Written last and atomically: its presence means "everything listens".
+        path = os.path.join(self.state_dir, "env.json")
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(self.env, handle, indent=2)
+        os.replace(tmp, path)
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        with self._stop_lock:
+            if self.stopped.is_set():
+                return
+            for thread in list(self.servers.values()):
+                try:
+                    if thread.thread.is_alive():
+                        thread.stop()
+                    else:
+                        thread.server.server_close()
+                except OSError:
+                    pass
+            self.sim.stop()
+            try:
+                os.remove(os.path.join(self.state_dir, "env.json"))
+            except FileNotFoundError:
+                pass
+            self.stopped.set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        return self.stopped.wait(timeout)
+
+    def request_stop(self) -> None:
+        """Stop from inside a request handler (POST /shutdown) without deadlocking its server."""
+        threading.Thread(target=lambda: (time.sleep(0.05), self.stop()), name="cks-sim-shutdown", daemon=True).start()
+
+
+def build_and_start(spec: dict[str, Any], state_dir: str, **kwargs: Any) -> SimServer:
+    return SimServer(spec, state_dir, **kwargs).start()

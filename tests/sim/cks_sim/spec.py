@@ -1,0 +1,470 @@
+"""The cks-sim spec: loading, validation, defaults, repeatable IDs and CKS node naming.
+
+A spec is a YAML mapping (see ``tests/sim/examples/small.yml`` and ``tests/sim/README.md``).
+``load_spec`` returns a normalised dict: every optional field filled with its default, so the
+worlds read it without guessing. Anything wrong raises ``SpecError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Iterable, Optional
+
+import yaml
+
+from .core import DEFAULT_TIMINGS
+
+AFFINITY_TYPES = (
+    "host anti-affinity",
+    "host affinity",
+    "non-strict host anti-affinity",
+    "non-strict host affinity",
+    "ExplicitDedication",
+)
+NODE_TYPES = ("control", "worker", "etcd")
+CLUSTER_STATES = (
+    "Created", "Starting", "Running", "Stopping", "Stopped", "Scaling", "ScalingStoppedCluster",
+    "Upgrading", "Importing", "RemovingNodes", "Alert", "Recovering", "Destroyed", "Destroying",
+    "Error",
+)
+VM_START_STATES = ("Running", "Stopped", "Error")
+DEFAULT_CREATED = "2025-05-20T08:00:00+00:00"
+
+
+class SpecError(ValueError):
+    """The spec is not usable; the message names the offending field."""
+
+
+def load_spec(path: str, overrides: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle)
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"spec {path} is not valid YAML: {exc}") from exc
+    if overrides:
+        raw = dict(raw or {}, **overrides)
+    return normalize(raw)
+
+
+def parse_scale(items: Iterable[str]) -> dict[str, int]:
+    """``--scale workers=1000 --scale hosts=40`` -> {"workers": 1000, "hosts": 40}."""
+    scale: dict[str, int] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise SpecError(f"--scale expects NAME=COUNT, got {item!r}")
+        scale[key.strip()] = int(value)
+    return scale
+
+
+# --- validation helpers ---------------------------------------------------------------------
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(f"{where} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SpecError(f"{where} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any, where: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where} must be an integer, got {value!r}")
+    if value < minimum:
+        raise SpecError(f"{where} must be >= {minimum}, got {value}")
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where} must be a number, got {value!r}")
+    if value < 0:
+        raise SpecError(f"{where} must be >= 0, got {value}")
+    return float(value)
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(f"{where} must be true or false, got {value!r}")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _unknown(entry: dict[str, Any], known: Iterable[str], where: str) -> None:
+    extra = sorted(set(entry) - set(known))
+    if extra:
+        raise SpecError(f"{where}: unknown field(s) {', '.join(extra)}")
+
+
+def _unique(names: list[str], where: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise SpecError(f"{where}: duplicate name {name!r}")
+        seen.add(name)
+
+
+# --- normalisation --------------------------------------------------------------------------
+
+TOP_LEVEL = (
+    "time_scale", "seed", "timings", "zone", "account", "hosts", "disk_offerings",
+    "service_offerings", "affinity_groups", "clusters", "workloads", "pdbs", "invariants", "scale",
+    "cloud", "created", "kube", "etcd",
+)
+
+
+def normalize(raw: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(_mapping(raw, "spec"))
+    _unknown(spec, TOP_LEVEL, "spec")
+    out: dict[str, Any] = {}
+    out["time_scale"] = _number(spec.get("time_scale", 1.0), "time_scale")
+    out["seed"] = _int(spec.get("seed", 0), "seed")
+    timings = _mapping(spec.get("timings"), "timings")
+    for name, value in timings.items():
+        if name not in DEFAULT_TIMINGS:
+            raise SpecError(f"timings.{name}: unknown timing; known: {', '.join(sorted(DEFAULT_TIMINGS))}")
+        _number(value, f"timings.{name}")
+    out["timings"] = dict(timings)
+    out["created"] = str(spec.get("created", DEFAULT_CREATED))
+    try:
+        datetime.fromisoformat(out["created"])
+    except ValueError as exc:
+        raise SpecError(f"created must be an ISO-8601 timestamp, got {out['created']!r}") from exc
+
+    zone = _mapping(spec.get("zone"), "zone")
+    _unknown(zone, ("name", "dynamic_scale"), "zone")
+    out["zone"] = {
+        "name": str(zone.get("name", "zone-1")),
+        # Zone setting enable.dynamic.scale.vm (default false): needed to scale a Running VM.
+        "dynamic_scale": _bool(zone.get("dynamic_scale", False), "zone.dynamic_scale"),
+    }
+
+    account = _mapping(spec.get("account"), "account")
+    _unknown(account, ("name", "domain", "apikey", "secretkey", "role"), "account")
+    out["account"] = {
+        "name": str(account.get("name", "admin")),
+        "domain": str(account.get("domain", "ROOT")),
+        "apikey": _str(account.get("apikey", "sim-api-key"), "account.apikey"),
+        "secretkey": _str(account.get("secretkey", "sim-secret-key"), "account.secretkey"),
+        "role": str(account.get("role", "admin")),
+    }
+    if out["account"]["role"] not in ("admin", "user"):
+        raise SpecError("account.role must be admin or user")
+
+    scale = _mapping(spec.get("scale"), "scale")
+    _unknown(scale, ("workers", "control_nodes", "etcd_nodes", "hosts"), "scale")
+    out["scale"] = {key: _int(value, f"scale.{key}") for key, value in scale.items()}
+
+    out["hosts"] = _hosts(spec.get("hosts"), out["scale"].get("hosts"))
+    out["disk_offerings"] = _disk_offerings(spec.get("disk_offerings"))
+    out["service_offerings"] = _service_offerings(spec.get("service_offerings"), out["disk_offerings"])
+    out["affinity_groups"] = _affinity_groups(spec.get("affinity_groups"), out["hosts"])
+
+    cloud = _mapping(spec.get("cloud"), "cloud")
+    _unknown(cloud, ("scanner_counts_etcd", "capacity_release_interval", "page_size_max", "version"), "cloud")
+    out["cloud"] = {
+        # The CKS scanner compares the Ready count with control+worker+etcd (reference §1.1),
+        # so a cluster with etcd nodes never leaves Alert by itself. False counts only K8s nodes.
+        "scanner_counts_etcd": _bool(cloud.get("scanner_counts_etcd", True), "cloud.scanner_counts_etcd"),
+        # vm.capacity.release.interval (simulated seconds): a stopped VM's last host stays
+        # avoided by its strict anti-affinity peers this long.
+        "capacity_release_interval": _number(cloud.get("capacity_release_interval", 3600), "cloud.capacity_release_interval"),
+        "page_size_max": _int(cloud.get("page_size_max", 500), "cloud.page_size_max", 1),
+        "version": str(cloud.get("version", "4.22.1.0")),
+    }
+
+    clusters = _list(spec.get("clusters"), "clusters")
+    if not clusters:
+        raise SpecError("clusters: at least one cluster is needed")
+    out["clusters"] = [_cluster(c, i, out, out["scale"]) for i, c in enumerate(clusters)]
+    _unique([c["name"] for c in out["clusters"]], "clusters")
+
+    out["workloads"] = _list(spec.get("workloads"), "workloads")
+    out["pdbs"] = _list(spec.get("pdbs"), "pdbs")
+    out["kube"] = _mapping(spec.get("kube"), "kube")
+    out["etcd"] = _mapping(spec.get("etcd"), "etcd")
+    invariants = _mapping(spec.get("invariants"), "invariants")
+    _unknown(invariants, ("max_unavailable",), "invariants")
+    max_unavailable = _mapping(invariants.get("max_unavailable"), "invariants.max_unavailable")
+    _unknown(max_unavailable, NODE_TYPES, "invariants.max_unavailable")
+    out["invariants"] = {
+        "max_unavailable": {t: _int(max_unavailable.get(t, 1), f"invariants.max_unavailable.{t}") for t in NODE_TYPES}
+    }
+    return out
+
+
+def _hosts(raw: Any, scale_hosts: Optional[int]) -> list[dict[str, Any]]:
+    hosts = []
+    for i, entry in enumerate(_list(raw, "hosts")):
+        where = f"hosts[{i}]"
+        entry = _mapping(entry, where)
+        _unknown(entry, ("name", "cpu", "memory", "cpuspeed", "state"), where)
+        hosts.append({
+            "name": _str(entry.get("name"), f"{where}.name"),
+            "cpu": _int(entry.get("cpu", 64), f"{where}.cpu", 1),
+            "memory": _int(entry.get("memory", 262144), f"{where}.memory", 1),
+            "cpuspeed": _int(entry.get("cpuspeed", 2400), f"{where}.cpuspeed", 1),
+            "state": str(entry.get("state", "Up")),
+        })
+    if not hosts:
+        hosts = [{"name": "kvm-1", "cpu": 64, "memory": 262144, "cpuspeed": 2400, "state": "Up"}]
+    if scale_hosts:
+        template = hosts[-1]
+        while len(hosts) < scale_hosts:
+            hosts.append(dict(template, name=f"kvm-{len(hosts) + 1}"))
+    _unique([h["name"] for h in hosts], "hosts")
+    return hosts
+
+
+def _disk_offerings(raw: Any) -> list[dict[str, Any]]:
+    out = []
+    for i, entry in enumerate(_list(raw, "disk_offerings")):
+        where = f"disk_offerings[{i}]"
+        entry = _mapping(entry, where)
+        _unknown(entry, ("name", "size", "iscustomized", "disksizestrictness", "displaytext", "tags"), where)
+        size = _int(entry.get("size", 0), f"{where}.size")
+        customized = _bool(entry.get("iscustomized", size == 0), f"{where}.iscustomized")
+        if not customized and size == 0:
+            raise SpecError(f"{where}: a disk offering that is not customized needs a size > 0")
+        out.append({
+            "name": _str(entry.get("name"), f"{where}.name"),
+            "size": size,
+            "iscustomized": customized,
+            "disksizestrictness": _bool(entry.get("disksizestrictness", False), f"{where}.disksizestrictness"),
+            "displaytext": str(entry.get("displaytext", entry.get("name"))),
+            "tags": entry.get("tags"),
+        })
+    _unique([d["name"] for d in out], "disk_offerings")
+    return out
+
+
+def _service_offerings(raw: Any, disk_offerings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    disk_names = {d["name"] for d in disk_offerings}
+    out = []
+    for i, entry in enumerate(_list(raw, "service_offerings")):
+        where = f"service_offerings[{i}]"
+        entry = _mapping(entry, where)
+        _unknown(entry, (
+            "name", "cpu", "memory", "cpuspeed", "rootdisksize", "diskoffering", "diskofferingstrictness",
+            "dynamicscalingenabled", "iscustomized", "displaytext", "state",
+        ), where)
+        disk = entry.get("diskoffering")
+        if disk is not None and disk not in disk_names:
+            raise SpecError(f"{where}.diskoffering: no disk offering named {disk!r}")
+        out.append({
+            "name": _str(entry.get("name"), f"{where}.name"),
+            "cpu": _int(entry.get("cpu"), f"{where}.cpu", 1),
+            "memory": _int(entry.get("memory"), f"{where}.memory", 1),
+            "cpuspeed": _int(entry.get("cpuspeed", 2000), f"{where}.cpuspeed", 1),
+            "rootdisksize": _int(entry.get("rootdisksize", 0), f"{where}.rootdisksize"),
+            "diskoffering": disk,
+            "diskofferingstrictness": _bool(entry.get("diskofferingstrictness", False), f"{where}.diskofferingstrictness"),
+            "dynamicscalingenabled": _bool(entry.get("dynamicscalingenabled", True), f"{where}.dynamicscalingenabled"),
+            "iscustomized": _bool(entry.get("iscustomized", False), f"{where}.iscustomized"),
+            "displaytext": str(entry.get("displaytext", entry.get("name"))),
+            "state": str(entry.get("state", "Active")),
+        })
+    if not out:
+        raise SpecError("service_offerings: at least one service offering is needed")
+    _unique([s["name"] for s in out], "service_offerings")
+    return out
+
+
+def _affinity_groups(raw: Any, hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    host_names = {h["name"] for h in hosts}
+    out = []
+    for i, entry in enumerate(_list(raw, "affinity_groups")):
+        where = f"affinity_groups[{i}]"
+        entry = _mapping(entry, where)
+        _unknown(entry, ("name", "type", "description", "hosts"), where)
+        kind = entry.get("type")
+        if kind not in AFFINITY_TYPES:
+            raise SpecError(f"{where}.type must be one of {', '.join(AFFINITY_TYPES)}; got {kind!r}")
+        dedicated = [str(h) for h in _list(entry.get("hosts"), f"{where}.hosts")]
+        for name in dedicated:
+            if name not in host_names:
+                raise SpecError(f"{where}.hosts: no host named {name!r}")
+        if dedicated and kind != "ExplicitDedication":
+            raise SpecError(f"{where}.hosts: only ExplicitDedication groups have dedicated hosts")
+        out.append({
+            "name": _str(entry.get("name"), f"{where}.name"),
+            "type": kind,
+            "description": entry.get("description"),
+            "hosts": dedicated,
+        })
+    _unique([g["name"] for g in out], "affinity_groups")
+    return out
+
+
+CLUSTER_FIELDS = (
+    "name", "description", "state", "kubernetes_version", "control_nodes", "workers", "etcd_nodes",
+    "external_nodes", "offering", "node_offerings", "root_disk_size", "root_disk_offering",
+    "dedication_group", "affinity_groups", "keypair", "clustertype", "nodes", "id", "workloads", "pdbs",
+)
+
+
+def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]) -> dict[str, Any]:
+    where = f"clusters[{index}]"
+    entry = _mapping(entry, where)
+    _unknown(entry, CLUSTER_FIELDS, where)
+    offerings = {s["name"] for s in spec["service_offerings"]}
+    disks = {d["name"]: d for d in spec["disk_offerings"]}
+    groups = {g["name"]: g for g in spec["affinity_groups"]}
+
+    def offering(name: Any, field: str) -> str:
+        if name not in offerings:
+            raise SpecError(f"{where}.{field}: no service offering named {name!r}")
+        return name
+
+    out: dict[str, Any] = {"name": _str(entry.get("name"), f"{where}.name")}
+    out["description"] = str(entry.get("description", out["name"]))
+    out["id"] = entry.get("id")
+    out["state"] = str(entry.get("state", "Running"))
+    if out["state"] not in CLUSTER_STATES:
+        raise SpecError(f"{where}.state must be one of {', '.join(CLUSTER_STATES)}")
+    out["kubernetes_version"] = str(entry.get("kubernetes_version", "1.30.4"))
+    out["control_nodes"] = _int(scale.get("control_nodes", entry.get("control_nodes", 1)), f"{where}.control_nodes", 1)
+    out["workers"] = _int(scale.get("workers", entry.get("workers", 1)), f"{where}.workers", 0)
+    out["etcd_nodes"] = _int(scale.get("etcd_nodes", entry.get("etcd_nodes", 0)), f"{where}.etcd_nodes", 0)
+    out["external_nodes"] = _int(entry.get("external_nodes", 0), f"{where}.external_nodes", 0)
+    out["offering"] = offering(entry.get("offering", spec["service_offerings"][0]["name"]), "offering")
+    node_offerings = _mapping(entry.get("node_offerings"), f"{where}.node_offerings")
+    _unknown(node_offerings, NODE_TYPES, f"{where}.node_offerings")
+    out["node_offerings"] = {t: offering(n, f"node_offerings.{t}") for t, n in node_offerings.items() if n}
+    out["root_disk_size"] = _int(entry.get("root_disk_size", 20), f"{where}.root_disk_size", 1)
+    root_disk = entry.get("root_disk_offering")
+    if root_disk is not None and root_disk not in disks:
+        raise SpecError(f"{where}.root_disk_offering: no disk offering named {root_disk!r}")
+    out["root_disk_offering"] = root_disk
+    if "dedication_group" in entry:
+        dedication = entry.get("dedication_group") or None
+    else:
+        # CKS adds the account's ExplicitDedication group to every node it deploys.
+        dedication = next((g["name"] for g in spec["affinity_groups"] if g["type"] == "ExplicitDedication"), None)
+    if dedication is not None and groups.get(dedication, {}).get("type") != "ExplicitDedication":
+        raise SpecError(f"{where}.dedication_group: {dedication!r} is not an ExplicitDedication affinity group")
+    out["dedication_group"] = dedication
+    type_groups = _mapping(entry.get("affinity_groups"), f"{where}.affinity_groups")
+    _unknown(type_groups, NODE_TYPES, f"{where}.affinity_groups")
+    out["affinity_groups"] = {}
+    for node_type in NODE_TYPES:
+        names = [str(n) for n in _list(type_groups.get(node_type), f"{where}.affinity_groups.{node_type}")]
+        for name in names:
+            if name not in groups:
+                raise SpecError(f"{where}.affinity_groups.{node_type}: no affinity group named {name!r}")
+        out["affinity_groups"][node_type] = names
+    out["keypair"] = entry.get("keypair", f"{out['name']}-key")
+    out["clustertype"] = str(entry.get("clustertype", "CloudManaged"))
+    if out["clustertype"] not in ("CloudManaged", "ExternalManaged"):
+        raise SpecError(f"{where}.clustertype must be CloudManaged or ExternalManaged")
+    out["workloads"] = _list(entry.get("workloads"), f"{where}.workloads") or None
+    out["pdbs"] = _list(entry.get("pdbs"), f"{where}.pdbs") or None
+    out["nodes"] = _node_overrides(entry.get("nodes"), where, out, offering, groups)
+    return out
+
+
+def _node_overrides(raw: Any, where: str, cluster: dict[str, Any], offering: Any, groups: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-node deviations, e.g. one worker already on another offering or left Stopped."""
+    counts = {"control": cluster["control_nodes"], "worker": cluster["workers"] + cluster["external_nodes"],
+              "etcd": cluster["etcd_nodes"]}
+    out = []
+    for i, entry in enumerate(_list(raw, f"{where}.nodes")):
+        here = f"{where}.nodes[{i}]"
+        entry = _mapping(entry, here)
+        _unknown(entry, ("type", "index", "offering", "root_disk_size", "state", "affinity_groups"), here)
+        node_type = entry.get("type")
+        if node_type not in NODE_TYPES:
+            raise SpecError(f"{here}.type must be one of {', '.join(NODE_TYPES)}")
+        idx = _int(entry.get("index", 0), f"{here}.index")
+        if idx >= counts[node_type]:
+            raise SpecError(f"{here}.index {idx}: the cluster has only {counts[node_type]} {node_type} node(s)")
+        override: dict[str, Any] = {"type": node_type, "index": idx}
+        if "offering" in entry:
+            override["offering"] = offering(entry["offering"], f"nodes[{i}].offering")
+        if "root_disk_size" in entry:
+            override["root_disk_size"] = _int(entry["root_disk_size"], f"{here}.root_disk_size", 1)
+        if "state" in entry:
+            if entry["state"] not in VM_START_STATES:
+                raise SpecError(f"{here}.state must be one of {', '.join(VM_START_STATES)}")
+            override["state"] = entry["state"]
+        if "affinity_groups" in entry:
+            names = [str(n) for n in _list(entry["affinity_groups"], f"{here}.affinity_groups")]
+            for name in names:
+                if name not in groups:
+                    raise SpecError(f"{here}.affinity_groups: no affinity group named {name!r}")
+            override["affinity_groups"] = names
+        out.append(override)
+    return out
+
+
+# --- repeatable identities ------------------------------------------------------------------
+
+
+class IdFactory:
+    """uuid4 values from a seeded generator, so the same spec gives the same IDs."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(f"cks-sim-ids-{seed}")
+
+    def uuid(self) -> str:
+        return str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+
+
+_DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
+
+
+def node_name_prefix(cluster_name: str, cluster_id: str) -> str:
+    """CKS's host name prefix for control and worker VMs (reference §1.1)."""
+    lowered = cluster_name.lower()
+    if _DNS_LABEL.match(lowered):
+        return lowered[:43]
+    stripped = re.sub(r"[^a-z0-9-]", "", lowered)
+    return "k8s-" + (stripped or cluster_id)[:39]
+
+
+def control_vm_name(prefix: str, created_ms: int) -> str:
+    return f"{prefix}-control-{created_ms:x}"
+
+
+def worker_vm_name(prefix: str, created_ms: int) -> str:
+    return f"{prefix}-node-{created_ms:x}"
+
+
+def etcd_vm_name(cluster_name: str, index: int, created_ms: int) -> str:
+    """``<name>-etcd-<index>-<hex>``; name stripped to [a-zA-Z0-9-], name+"-etcd" cut to 40."""
+    name = cluster_name if re.fullmatch(r"[a-zA-Z0-9-]+", cluster_name) else re.sub(r"[^a-zA-Z0-9-]", "", cluster_name)
+    base = (name + "-etcd")[:40]
+    return f"{base}-{index}-{created_ms:x}"
+
+
+def created_ms(spec: dict[str, Any]) -> int:
+    when = datetime.fromisoformat(spec["created"])
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def node_type_of(vm_name: str, is_etcd: bool) -> str:
+    if is_etcd:
+        return "etcd"
+    return "control" if re.search(r"-control-[0-9a-f]+$", vm_name) else "worker"
