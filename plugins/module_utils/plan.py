@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
     CONTROL,
@@ -97,7 +97,7 @@ def _node_type(key: str, parameter: str) -> str:
 
 
 @dataclass(frozen=True)
-class Settings(AbcMapping):
+class Settings(Mapping[str, TypeSettings]):
     """The settings of every node type: a read-only mapping node type -> TypeSettings."""
 
     control: TypeSettings = field(default_factory=TypeSettings)
@@ -156,6 +156,38 @@ class Settings(AbcMapping):
         return cls(**{t: TypeSettings.from_dict(data.get(t)) for t in NODE_TYPES})
 
 
+def resolve_offering(view: ClusterView, ref: str, parameter: str = PARAM_OFFERINGS) -> str:
+    """The id of the service offering named by id or by exact name."""
+    if ref in view.offerings:
+        return ref
+    matches = [o for o in view.offerings.values() if o.name == ref]
+    if len(matches) == 1:
+        return matches[0].id
+    if matches:
+        raise InvalidInput(parameter, ref, f"{len(matches)} service offerings have this name "
+                           f"({', '.join(sorted(o.id for o in matches))}); give the id")
+    raise InvalidInput(parameter, ref, "not a service offering this account can use (by id or name)")
+
+
+def resolve_affinity_groups(view: ClusterView, refs: Sequence[str],
+                            parameter: str = PARAM_AFFINITY) -> tuple[str, ...]:
+    """The ids of the affinity groups named by id or by exact name, in the order given."""
+    ids: list[str] = []
+    for ref in refs:
+        if view.group(ref) is not None:
+            ids.append(ref)
+            continue
+        matches = sorted({g.id for g in view.affinity_groups.values() if g.name == ref})
+        if len(matches) == 1:
+            ids.append(matches[0])
+        elif matches:
+            raise InvalidInput(parameter, ref, f"{len(matches)} affinity groups have this name "
+                               f"({', '.join(matches)}); give the id")
+        else:
+            raise InvalidInput(parameter, ref, "not an affinity group this account can use (by id or name)")
+    return _unique(ids)
+
+
 def initial_settings(view: ClusterView) -> Settings:
     """The settings of a cluster whose node types have none of their own yet (gen 1 -> gen 2).
 
@@ -196,7 +228,8 @@ class Ref:
         return {"id": self.id, "name": self.name}
 
 
-ReasonValue = Union[Ref, int, None, tuple[Ref, ...]]
+# Runtime alias: typing.Tuple keeps it importable on the older Pythons of ansible-test sanity.
+ReasonValue = Union[Ref, int, None, Tuple[Ref, ...]]
 
 
 def _render(value: ReasonValue) -> Any:
