@@ -726,6 +726,29 @@ def serial_list(rollout_plan: Plan) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Cluster states
+
+#: A rollout starts from these CKS states (and tolerates the Alert it causes itself).
+ROLLOUT_STATES = frozenset({"Running", "Alert"})
+#: CKS states in which another operation holds the cluster, or it is going away.
+BUSY_STATES = frozenset({"Starting", "Stopping", "Scaling", "ScalingStoppedCluster", "Upgrading",
+                         "Importing", "RemovingNodes", "Recovering", "Destroying", "Destroyed"})
+
+
+def state_problem(view: ClusterView, rollout: bool) -> Optional[str]:
+    """Why the cluster's CKS state does not allow this now; None when it does.
+
+    Storing settings (rollout=false) works in any state but while another operation runs or
+    the cluster is being destroyed; a rollout needs Running or Alert.
+    """
+    if view.state in BUSY_STATES:
+        return f"cluster {view.name} is {view.state}: another CKS operation holds it; try again when it is done"
+    if rollout and view.state not in ROLLOUT_STATES:
+        return f"cluster {view.name} is {view.state}: a rollout starts from Running or Alert"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
 # Preflight, release, capacity, outcome
 
 

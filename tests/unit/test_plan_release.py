@@ -162,3 +162,18 @@ def test_outcome(setup: Setup, state: str, problem: Optional[str]) -> None:
     assert outcome(view) == state
     names = {"w1": f.w(1), "c1": f.c(1), "e1": f.e(1)}
     assert health_problems(view) == ([problem.format(**names)] if problem else [])
+
+
+@pytest.mark.parametrize("state, rollout, allowed", [
+    ("Running", True, True), ("Alert", True, True), ("Stopped", True, False), ("Created", True, False),
+    ("Error", True, False), ("Scaling", True, False), ("Upgrading", True, False),
+    ("Running", False, True), ("Alert", False, True), ("Stopped", False, True), ("Created", False, True),
+    ("Error", False, True), ("Scaling", False, False), ("Upgrading", False, False), ("Starting", False, False),
+    ("Destroying", False, False), ("Destroyed", False, False), ("RemovingNodes", False, False),
+])
+def test_state_problem(state: str, rollout: bool, allowed: bool) -> None:
+    from ansible_collections.cloudstack.cks.plugins.module_utils.plan import state_problem
+    problem = state_problem(ClusterFactory(state=state).view(), rollout)
+    assert (problem is None) is allowed
+    if problem:
+        assert state in problem and "demo" in problem
