@@ -10,7 +10,9 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 # (pyenv shims that refuse to run do not count). Override with PY312=/path/to/python3.12.
 CORE_NEXT := ansible-core==2.21.5
 VENV_NEXT := .venv-2.21
-PY312 ?= $(shell p=$$(command -v python3.12) && "$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && echo "$$p")
+ifeq ($(origin PY312),undefined)
+PY312 := $(shell p=$$(command -v python3.12) && "$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && echo "$$p")
+endif
 # The oldest kubernetes client that requirements.txt allows (python-legacy models).
 KUBE_OLDEST := kubernetes==35.0.0
 VENV_K35 := .venv-k35

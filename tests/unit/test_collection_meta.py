@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import subprocess
+import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -111,6 +114,22 @@ def test_build_ignore_drops_the_harness(path: str) -> None:
     assert build_ignored(path, load_yaml("galaxy.yml")["build_ignore"])
 
 
+def test_galaxy_build_ships_the_collection_and_not_the_harness(tmp_path: Path) -> None:
+    galaxy_cli = Path(sys.executable).parent / "ansible-galaxy"
+    proc = subprocess.run([str(galaxy_cli), "collection", "build", "--output-path", str(tmp_path), str(ROOT)],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    version = load_yaml("galaxy.yml")["version"]
+    with tarfile.open(tmp_path / f"cloudstack-cks-{version}.tar.gz") as artifact:
+        names = set(artifact.getnames())
+    assert {"MANIFEST.json", "meta/runtime.yml", "meta/execution-environment.yml", "requirements.txt",
+            "bindep.txt", "README.md", "LICENSE", "CHANGELOG.rst"} <= names
+    harness = [name for name in names
+               if name.split("/")[0].startswith((".venv", ".ansible", ".ci", "bench"))
+               or name.startswith("tests/output")]
+    assert not harness, f"artifact carries harness files: {sorted(harness)[:5]}"
+
+
 def test_execution_environment_files_exist() -> None:
     deps = load_yaml("meta/execution-environment.yml")["dependencies"]
     for key in ("python", "system"):
@@ -167,7 +186,7 @@ def test_test_pins_satisfy_the_runtime_ranges() -> None:
         assert pinned in req.specifier, f"{name}=={pinned} is outside requirements.txt's {req.specifier}"
 
 
-def test_oldest_kubernetes_client_target_is_inside_the_range() -> None:
+def test_client_ends_target_is_the_range_floor() -> None:
     # `make client-ends` re-runs the kube tests with this version: it must be one users may have.
     match = re.search(r"^KUBE_OLDEST := (\S+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)
     assert match, "Makefile has no KUBE_OLDEST"
