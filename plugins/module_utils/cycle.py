@@ -643,3 +643,103 @@ def _answer(exc: CksError) -> dict[str, Any]:
 
 def _now_text() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def etcd_check_from(client: Any) -> EtcdCheck:
+    """An ``EtcdCheck`` over ``etcd.EtcdClient``: its quorum verdict, plus named members healthy."""
+
+    def check(without: Sequence[str] = (), healthy: Sequence[str] = ()) -> tuple[bool, str]:
+        try:
+            verdict = client.check(going_down=list(without))
+        except CksError as exc:
+            # Unreachable or a name etcd does not know: not proven safe (verify polls again).
+            return False, exc.msg
+        if not verdict.safe:
+            return False, verdict.message
+        members = {m.name: m for m in verdict.members}
+        missing = [name for name in healthy if name not in members]
+        sick = [f"{name} ({members[name].reason or 'unhealthy'})" for name in healthy
+                if name in members and not members[name].healthy]
+        if missing:
+            return False, f"not an etcd member: {', '.join(missing)}; {verdict.message}"
+        if sick:
+            return False, f"member not healthy yet: {', '.join(sick)}; {verdict.message}"
+        return True, verdict.message
+
+    return check
+
+
+# ---------------------------------------------------------------------------------------------
+# The service behind cks_node_cycle (mode=cycle)
+
+
+def held_lock(kube: Any, holder: Optional[str]) -> Any:
+    """The rollout lock as held by ``holder`` (None: no lock is checked), keeping its duration."""
+    if not holder:
+        return None
+    from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock
+
+    current = Lock(kube, holder_identity=holder).read()
+    duration = current.duration_seconds if current is not None and current.duration_seconds > 0 else None
+    return Lock(kube, holder_identity=holder, **({"duration_seconds": duration} if duration else {}))
+
+
+def settings_from(given: Optional[dict[str, Any]], record: Any) -> planning.Settings:
+    """The settings passed in, else the ones stored in the rollout record."""
+    if given:
+        return planning.Settings.from_dict(given)
+    if record is None or not record.settings:
+        from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+
+        raise InvalidInput("settings", None, "not given, and the cluster has no stored settings yet "
+                                             "(store them with cloudstack.cks.cks_node_settings first)")
+    return planning.Settings.from_dict(record.settings)
+
+
+def etcd_check_for(params: dict[str, Any]) -> Optional[EtcdCheck]:
+    endpoints = params.get("etcd_endpoints") or []
+    if not endpoints:
+        return None
+    from ansible_collections.cloudstack.cks.plugins.module_utils.etcd import DEFAULT_TIMEOUT, EtcdClient
+
+    client = EtcdClient(endpoints, ca_cert=params.get("etcd_ca_cert"), client_cert=params.get("etcd_client_cert"),
+                        client_key=params.get("etcd_client_key"),
+                        validate_certs=params.get("etcd_validate_certs", True) is not False,
+                        timeout=float(params.get("etcd_timeout") or DEFAULT_TIMEOUT))
+    return etcd_check_from(client)
+
+
+def cycle_options(params: dict[str, Any], check_mode: bool) -> CycleOptions:
+    drain = DrainOptions(
+        delete_emptydir_data=bool(params.get("delete_emptydir_data")),
+        force=bool(params.get("force")),
+        grace_period=params.get("grace_period"),
+        eviction_retry_interval=float(params.get("eviction_retry_interval") or 5.0),
+        poll_interval=float(params.get("poll_interval") or DEFAULT_POLL_INTERVAL),
+    )
+    return CycleOptions(
+        batch_timeout=float(params.get("batch_timeout") or DEFAULT_BATCH_TIMEOUT),
+        job_timeout=float(params.get("job_timeout") or DEFAULT_JOB_TIMEOUT),
+        poll_interval=float(params.get("poll_interval") or DEFAULT_POLL_INTERVAL),
+        drain=drain,
+        check_mode=check_mode,
+    )
+
+
+def node_cycle(params: dict[str, Any], cloud: Any, kube: Any, check_mode: bool = False) -> dict[str, Any]:
+    """Run one batch as the module's parameters say; raises StepFailed with the whole result."""
+    from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterLoader
+    from ansible_collections.cloudstack.cks.plugins.module_utils.record import RecordStore
+
+    nodes = [str(n) for n in params.get("nodes") or []]
+    record = RecordStore(kube).read()
+    settings = settings_from(params.get("settings"), record)
+    if record is not None and record.cancel:
+        raise StepFailed(", ".join(nodes) or "-", "preflight",
+                         "the rollout was cancelled (the record's cancel flag is set): no further batch starts")
+    batch = BatchCycle(cloud, kube, ClusterLoader(cloud, kube), str(params["cluster"]), settings, nodes,
+                       options=cycle_options(params, check_mode), etcd_check=etcd_check_for(params),
+                       lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
+    result = batch.run()
+    result.raise_for_failure()
+    return dict(result.to_dict(), changed=result.changed)

@@ -1,0 +1,182 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""``release``: how every rollout ends, whatever stopped it. Idempotent: run it twice, same end.
+
+1. Uncordon the annotated nodes that are back (Ready with a boot ID other than the annotated
+   one) and remove their annotation; also those that never went down (annotated and cordoned,
+   but no stop was ever sent: a drain that failed). Every other annotated node stays cordoned,
+   with the reason. A node without our annotation is never touched: someone else cordoned it.
+2. Recount the cluster's CPU cores and memory from the VMs' actual offerings (CloudStack's own
+   numbers go stale: nothing outside the management server can update them).
+3. The outcome: Running when every VM runs, every node is Ready and no node was left cordoned;
+   Alert otherwise. It goes into the record with the last error (or the error is cleared).
+4. Give the lock back, if this run still holds it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from ansible_collections.cloudstack.cks.plugins.module_utils import plan as planning
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION, ClusterView, Node
+from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError
+
+UNCORDON_PATCH: dict[str, Any] = {
+    "spec": {"unschedulable": None},
+    "metadata": {"annotations": {ROLLOUT_ANNOTATION: None, STOP_ANNOTATION: None}},
+}
+
+
+def never_went_down(node: Node) -> bool:
+    """Annotated, no stop ever sent, and still up with the boot ID it was annotated with.
+
+    Without the stop mark a Ready with the annotated boot ID is not stale: the VM was never
+    stopped by a rollout, so this node can simply go back into service.
+    """
+    return (node.annotated and STOP_ANNOTATION not in node.annotations and node.running and node.ready
+            and node.boot_id is not None and node.boot_id == node.rollout_boot_id)
+
+
+def release_plan(view: ClusterView) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(node, why) to uncordon and (node, why) to leave cordoned. Pure."""
+    back, leave = planning.release_decisions(view)
+    uncordon = [(name, "Ready with a new boot ID") for name in back]
+    kept: list[tuple[str, str]] = []
+    for name, why in leave:
+        node = view.node(name)
+        if never_went_down(node):
+            uncordon.append((name, "never went down (no stop was sent): back into service"))
+        elif (STOP_ANNOTATION in node.annotations and node.running and node.ready
+              and node.boot_id == node.rollout_boot_id):
+            kept.append((name, "stopped by the rollout but still reports the boot ID from before the stop "
+                               "(a stale Ready): not proven back"))
+        else:
+            kept.append((name, why))
+    return uncordon, kept
+
+
+@dataclass
+class ReleaseResult:
+    uncordoned: list[dict[str, str]] = field(default_factory=list)
+    left_cordoned: list[dict[str, str]] = field(default_factory=list)
+    cordoned_by_others: list[str] = field(default_factory=list)
+    cores: int = 0
+    memory_mb: int = 0
+    cloudstack_cores: Optional[int] = None
+    cloudstack_memory_mb: Optional[int] = None
+    outcome: str = "Running"
+    problems: list[str] = field(default_factory=list)
+    last_error: Optional[str] = None
+    lock_released: bool = False
+    changed: bool = False
+    started: float = 0.0
+    ended: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "uncordoned": [dict(u) for u in self.uncordoned],
+            "left_cordoned": [dict(x) for x in self.left_cordoned],
+            "cordoned_by_others": list(self.cordoned_by_others),
+            "capacity": {"cores": self.cores, "memory_mb": self.memory_mb,
+                         "cloudstack_cores": self.cloudstack_cores,
+                         "cloudstack_memory_mb": self.cloudstack_memory_mb},
+            "outcome": self.outcome,
+            "problems": list(self.problems),
+            "last_error": self.last_error,
+            "lock_released": self.lock_released,
+            "started": self.started,
+            "ended": self.ended,
+        }
+
+
+def compose_last_error(last_error: Optional[str], skipped: Optional[Sequence[str] | str],
+                       left: Sequence[tuple[str, str]]) -> Optional[str]:
+    """Why the rollout stopped, which types or nodes were skipped, which nodes were left cordoned."""
+    parts: list[str] = []
+    if last_error:
+        parts.append(str(last_error))
+    if skipped:
+        parts.extend([skipped] if isinstance(skipped, str) else [str(s) for s in skipped if s])
+    if left and parts:
+        # Only with an error: a clean rollout leaves no node cordoned, and a leftover from an
+        # earlier run is already in the report; the error says why they stay.
+        parts.append("left cordoned: " + ", ".join(f"{name} ({why})" for name, why in left))
+    return "; ".join(parts) or None
+
+
+class Release:
+    """``Release(cloud, kube, loader, cluster, record_store, lock).run(last_error, skipped)``."""
+
+    def __init__(self, cloud: Any, kube: Any, loader: Any, cluster: str, record_store: Any = None,
+                 lock: Any = None, project_id: Optional[str] = None, check_mode: bool = False) -> None:
+        self.cloud = cloud
+        self.kube = kube
+        self.loader = loader
+        self.cluster = cluster
+        self.record_store = record_store
+        self.lock = lock
+        self.project_id = project_id
+        self.check_mode = check_mode
+
+    def run(self, last_error: Optional[str] = None,
+            skipped: Optional[Sequence[str] | str] = None) -> ReleaseResult:
+        result = ReleaseResult(started=time.time())
+        view = self.loader.load(self.cluster, self.project_id)
+        uncordon, leave = release_plan(view)
+        for name, why in uncordon:
+            if not self.check_mode:
+                self.kube.patch_node(name, UNCORDON_PATCH)
+            result.uncordoned.append({"node": name, "why": why})
+            result.changed = True
+        result.left_cordoned = [{"node": name, "why": why} for name, why in leave]
+        result.cordoned_by_others = [n.name for n in view.nodes if n.cordoned_by_others]
+
+        result.cores, result.memory_mb = planning.capacity(view)
+        result.cloudstack_cores, result.cloudstack_memory_mb = view.recorded_cores, view.recorded_memory_mb
+        result.problems = planning.health_problems(view) + [
+            f"{name}: left cordoned ({why})" for name, why in leave]
+        result.outcome = "Alert" if result.problems else planning.outcome(view)
+        result.last_error = compose_last_error(last_error, skipped, leave)
+
+        if not self.check_mode:
+            if self.record_store is not None:
+                result.changed |= bool(self._record(result))
+            if self.lock is not None:
+                result.lock_released = bool(self._release_lock())
+                result.changed |= result.lock_released
+        result.ended = time.time()
+        return result
+
+    def _record(self, result: ReleaseResult) -> bool:
+        """Store the outcome and the last error (cleared when None). True if the record changed."""
+        store = self.record_store
+        current = store.read()
+        if current is not None and current.outcome == result.outcome and current.last_error == result.last_error:
+            return False
+
+        def change(record: Any) -> None:
+            record.outcome = result.outcome
+            record.last_error = result.last_error
+
+        store.update(change)
+        return True
+
+    def _release_lock(self) -> bool:
+        """Give the lock back if we hold it; False when it was not ours or already free."""
+        return bool(self.lock.release())
+
+
+def node_release(params: dict[str, Any], cloud: Any, kube: Any, check_mode: bool = False) -> dict[str, Any]:
+    """``release`` as the module's parameters say (mode=release)."""
+    from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterLoader
+    from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import held_lock
+    from ansible_collections.cloudstack.cks.plugins.module_utils.record import RecordStore
+
+    release = Release(cloud, kube, ClusterLoader(cloud, kube), str(params["cluster"]), RecordStore(kube),
+                      held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"),
+                      check_mode=check_mode)
+    result = release.run(last_error=params.get("last_error"), skipped=params.get("skipped"))
+    return {"release": result.to_dict(), "changed": result.changed}
