@@ -224,7 +224,7 @@ def clusters(draw: st.DrawFn) -> tuple[ClusterFactory, Settings, int]:
     return f, s, draw(st.integers(min_value=1, max_value=6))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(clusters())
 def test_plan_properties(case: tuple[ClusterFactory, Settings, int]) -> None:
     f, s, max_unavailable = case
