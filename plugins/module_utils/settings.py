@@ -21,11 +21,12 @@ The flow, for one call:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import plan as plans
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import NODE_TYPES, ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils import record as records
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import NODE_TYPES, WORKER, ClusterLoader, ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError, InvalidInput, LockHeld
 
 PARAM_OFFERINGS = plans.PARAM_OFFERINGS
@@ -280,13 +281,315 @@ def _given_values(request: SettingsRequest) -> dict[str, Any]:
     return given
 
 
+# ---------------------------------------------------------------------------------------------
+# What the record holds
+
+#: The worker batch size is kept in the worker type's entry: TypeSettings.from_dict ignores keys
+#: it does not know, so every reader of the record still reads it with plan.Settings.from_dict.
+MAX_UNAVAILABLE_KEY = "max_unavailable"
+
+
+def stored_settings(record: Optional[records.Record]) -> Optional[plans.Settings]:
+    """The settings the record holds, or None before first use."""
+    if record is None or not record.settings:
+        return None
+    try:
+        return plans.Settings.from_dict(record.settings)
+    except InvalidInput as exc:
+        raise CksError(f"the rollout record {records.NAMESPACE}/{records.RECORD_NAME} holds settings that cannot "
+                       f"be read ({exc.msg}); store the settings again or delete the ConfigMap")
+
+
+def stored_max_unavailable(record: Optional[records.Record]) -> Optional[int]:
+    worker = (record.settings or {}).get(WORKER) if record is not None else None
+    value = worker.get(MAX_UNAVAILABLE_KEY) if isinstance(worker, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+def settings_data(settings: plans.Settings, max_unavailable: Optional[int]) -> dict[str, Any]:
+    data = settings.to_dict()
+    if max_unavailable is not None:
+        data[WORKER][MAX_UNAVAILABLE_KEY] = max_unavailable
+    return data
+
+
+def effective_settings(view: ClusterView, record: Optional[records.Record]) -> tuple[plans.Settings, bool]:
+    """The settings the nodes are judged against, and whether they are recorded.
+
+    Before first use they are the ones copied from the cluster (``plan.initial_settings``).
+    """
+    stored = stored_settings(record)
+    if stored is not None:
+        return stored, True
+    return plans.initial_settings(view), False
+
+
+def lock_dict(info: Optional[records.LockInfo]) -> Optional[dict[str, Any]]:
+    if info is None:
+        return None
+    return {"holder": info.holder, "held": info.held, "acquire_time": info.acquire_time,
+            "renew_time": info.renew_time, "duration_seconds": info.duration_seconds,
+            "expired": info.expired, "taken_over_from": info.taken_over_from}
+
+
+def lock_held_error(info: records.LockInfo) -> LockHeld:
+    return LockHeld(f"a rollout holds the lock {records.NAMESPACE}/{records.LOCK_NAME} of this cluster: "
+                    f"{info.holder}, since {info.acquire_time}, last renewed {info.renew_time} (for "
+                    f"{info.duration_seconds}s); wait for it to end, or cancel it with cancel_rollout=true",
+                    holder=info.holder, since=info.acquire_time, renew_time=info.renew_time,
+                    duration_seconds=info.duration_seconds)
+
+
+# ---------------------------------------------------------------------------------------------
+# The service
+
+LockFactory = Callable[[Optional[str], Optional[int]], records.Lock]
+
+
+class NodeSettingsService:
+    """Stores (and with rollout=true, locks for) the node settings of one cluster."""
+
+    def __init__(self, view: ClusterView, store: records.RecordStore, lock_factory: LockFactory,
+                 check_mode: bool = False, diff: bool = False) -> None:
+        self.view = view
+        self.store = store
+        self.lock_factory = lock_factory
+        self.check_mode = check_mode
+        self.diff = diff
+
+    # -- entry point ---------------------------------------------------------------------------
+
+    def run(self, request: SettingsRequest) -> dict[str, Any]:
+        if request.cancel_rollout:
+            return self._cancel(request)
+        self._check_state(request)
+        record = self.store.read()
+        lock = self.lock_factory(request.lock_holder, request.lock_duration)
+        lock_before = lock.read()
+        ours = lock_before is not None and lock_before.held and lock_before.holder == request.lock_holder
+        if lock_before is not None and lock_before.held and not ours:
+            raise lock_held_error(lock_before)
+
+        current, recorded = effective_settings(self.view, record)
+        requested = resolve(self.view, current, request)
+        refusals = plans.validate(self.view, current, requested, request.rollout, request.max_unavailable)
+        if refusals:
+            raise refused(refusals, request)
+
+        stored_mu = stored_max_unavailable(record)
+        new_mu = request.max_unavailable if request.max_unavailable is not None else stored_mu
+        settings_changed = not recorded or not same_settings(current, requested) or new_mu != stored_mu
+
+        lock_after = lock_before
+        if not self.check_mode:
+            if request.rollout:
+                lock_after = lock.acquire()
+                try:
+                    if settings_changed or lock_after.taken_over_from or (record is not None and record.cancel):
+                        record = self._store(record, current if recorded else None, requested, new_mu, lock_after)
+                except CksError as exc:
+                    raise self._give_back(lock, exc, release=not ours)
+            elif settings_changed:
+                record = self._store(record, current if recorded else None, requested, new_mu, None)
+
+        changed = settings_changed or request.rollout
+        result = self._result(request, record, current, requested, recorded, new_mu, lock_after, changed)
+        return result
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def _check_state(self, request: SettingsRequest) -> None:
+        state = self.view.state
+        if state in OPERATION_STATES:
+            raise CksError(f"cluster {self.view.name} is {state}: a CKS operation is running on it (or it is going "
+                           "away), and it may be creating or changing nodes; nothing was stored. Run again once it "
+                           "is Running, Alert or Stopped", cluster=self.view.name, state=state)
+        if request.rollout and state not in ROLLOUT_STATES:
+            raise InvalidInput("rollout", True, f"cluster {self.view.name} is {state}; a rollout starts only from "
+                               "Running or Alert (store the settings with rollout=false, or start the cluster)")
+
+    def _store(self, basis: Optional[records.Record], judged: Optional[plans.Settings], requested: plans.Settings,
+               max_unavailable: Optional[int], lock: Optional[records.LockInfo]) -> records.Record:
+        """Compare-and-set the settings over the record read at the start.
+
+        Someone else's write of the cancel flag or the last error is kept (the write is redone over
+        it); a change of the stored settings themselves means what was validated is stale: refuse.
+        """
+        current = basis
+        for _ in range(5):
+            now_stored = stored_settings(current)
+            if (judged is None) != (now_stored is None) or (
+                    judged is not None and now_stored is not None and not same_settings(judged, now_stored)):
+                raise CksError("the stored node settings were changed by someone else while this call validated "
+                               "its own; nothing was stored: run again to judge the new ones")
+            record = replace(current) if current is not None else records.Record()
+            record.settings = settings_data(requested, max_unavailable)
+            if lock is not None:
+                if lock.taken_over_from:
+                    record.previous_holder_stopped = lock.taken_over_from
+                if record.cancel and _older(record.updated, lock.acquire_time):
+                    # A cancel left from before this rollout took the lock; one asked for since
+                    # (while the settings are being stored) stays and stops it before its first batch.
+                    record.cancel = False
+            try:
+                return self.store.write(record, current.resource_version if current is not None else None)
+            except records.RecordConflict as exc:
+                current = exc.current
+        raise CksError(f"the rollout record {records.NAMESPACE}/{records.RECORD_NAME} kept changing while the "
+                       "settings were stored; nothing was stored, run again")
+
+    def _give_back(self, lock: records.Lock, failure: CksError, release: bool) -> CksError:
+        """Storing failed after the lock was taken: release it and keep the failure as the last error."""
+        text = f"the rollout did not start: storing the node settings failed: {failure.msg}"
+        released = False
+        if release:
+            try:
+                released = lock.release()
+            except CksError:
+                released = False
+        try:
+            self.store.update(lambda r: setattr(r, "last_error", text))
+        except CksError:
+            pass  # the record cannot be written either; the error below says what happened
+        if not release:
+            where = "the lock was kept: this run held it before this call"
+        elif released:
+            where = "the lock was released"
+        else:
+            where = "the lock could not be released; it expires by itself after lock_duration"
+        return CksError(f"{text}; {where}", **failure.details)
+
+    def _cancel(self, request: SettingsRequest) -> dict[str, Any]:
+        record = self.store.read()
+        info = self.lock_factory(None, None).read()
+        running = info is not None and info.held
+        already = record is not None and record.cancel
+        result: dict[str, Any] = {
+            "changed": False, "cluster": self._cluster(), "cancel_requested": already,
+            "lock": lock_dict(info), "last_error": record.last_error if record else None,
+        }
+        if not running:
+            result["msg"] = "no rollout holds the lock of this cluster: nothing to cancel"
+            return result
+        if already:
+            result["msg"] = f"a cancel is already asked of the rollout of {info.holder}"
+            return result
+        if not self.check_mode:
+            record = self.store.set_cancel()
+        result.update(changed=True, cancel_requested=True,
+                      msg=f"the rollout of {info.holder} stops before its next batch")
+        return result
+
+    # -- result --------------------------------------------------------------------------------
+
+    def _cluster(self) -> dict[str, Any]:
+        return {"id": self.view.id, "name": self.view.name, "state": self.view.state}
+
+    def _result(self, request: SettingsRequest, record: Optional[records.Record], current: plans.Settings,
+                requested: plans.Settings, recorded: bool, max_unavailable: Optional[int],
+                lock: Optional[records.LockInfo], changed: bool) -> dict[str, Any]:
+        effective_mu = max_unavailable or 1
+        counts = plans.plan(self.view, requested, effective_mu).out_of_date
+        after = describe(self.view, requested)
+        before = describe(self.view, current)
+        result: dict[str, Any] = {
+            "changed": changed,
+            "cluster": self._cluster(),
+            "settings": after,
+            "previous_settings": before,
+            "first_use": not recorded,
+            "max_unavailable": effective_mu,
+            "rollout": request.rollout,
+            "lock": lock_dict(lock),
+            "cancel_requested": bool(record.cancel) if record is not None else False,
+            "last_error": record.last_error if record is not None else None,
+        }
+        for t in NODE_TYPES:
+            result[plans.OUT_OF_DATE_KEYS[t]] = counts.get(t, 0)
+        if self.diff:
+            result["diff"] = {
+                "before_header": "recorded node settings" if recorded
+                else "node settings copied from the cluster (nothing recorded yet)",
+                "after_header": "node settings to record",
+                "before": dict(before, max_unavailable=(stored_max_unavailable(record) if recorded else None)),
+                "after": dict(after, max_unavailable=max_unavailable),
+            }
+        return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Wiring, for the modules
+
+KubeConnector = Callable[[str], Any]
+
+
+class OpenCluster:
+    """A cluster's view with its Kubernetes client, record store and lock factory; closes the client."""
+
+    def __init__(self, cloud: Any, connect_kube: KubeConnector, cluster: str,
+                 project_id: Optional[str] = None) -> None:
+        # The cluster is found first: without a kubeconfig option the Kubernetes client is
+        # built from the cluster's own (getKubernetesClusterConfig), which needs its id.
+        entry = ClusterLoader(cloud).find(cluster, project_id)
+        self.kube = connect_kube(str(entry["id"]))
+        try:
+            self.view = ClusterLoader(cloud, self.kube).load_cluster(entry)
+        except BaseException:
+            self.close()
+            raise
+        self.store = records.RecordStore(self.kube)
+
+    def lock(self, holder: Optional[str] = None, duration: Optional[int] = None) -> records.Lock:
+        return records.Lock(self.kube, holder_identity=holder,
+                            duration_seconds=duration or records.DEFAULT_LOCK_SECONDS)
+
+    def close(self) -> None:
+        close = getattr(self.kube, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> OpenCluster:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def node_settings(cloud: Any, connect_kube: KubeConnector, params: Mapping[str, Any],
+                  check_mode: bool = False, diff: bool = False) -> dict[str, Any]:
+    """cks_node_settings: parse the options, then read / validate / store (see the module's docs)."""
+    request = SettingsRequest.from_params(params)
+    with OpenCluster(cloud, connect_kube, str(params["cluster"]), params.get("project_id")) as opened:
+        service = NodeSettingsService(opened.view, opened.store, opened.lock, check_mode=check_mode, diff=diff)
+        return service.run(request)
+
+
+def _older(updated: Optional[str], acquired: Optional[str]) -> bool:
+    """Whether the record was last written before the lock was taken."""
+    if not updated or not acquired:
+        return True
+    try:
+        return records.parse_microtime(updated) < records.parse_microtime(acquired)
+    except ValueError:
+        return True
+
+
 __all__ = [
+    "MAX_UNAVAILABLE_KEY",
+    "NodeSettingsService",
+    "OpenCluster",
     "OPERATION_STATES",
     "ROLLOUT_STATES",
     "NameResolver",
     "SettingsRequest",
     "describe",
+    "effective_settings",
+    "node_settings",
     "refused",
     "resolve",
     "same_settings",
+    "stored_max_unavailable",
+    "stored_settings",
 ]

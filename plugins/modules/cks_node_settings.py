@@ -1,0 +1,383 @@
+#!/usr/bin/python
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cks_node_settings
+short_description: Store the per-node-type settings of a CKS cluster, or start or cancel a rollout of them
+version_added: 0.1.0
+description:
+  - Sets, for each node type of a CloudStack Kubernetes Service (CKS) cluster (V(control), V(worker), V(etcd)),
+    the service offering, the root disk size and the affinity groups its nodes should have, and stores them in
+    the cluster's rollout record, the ConfigMap C(kube-system/cloudstack-cks-rollout).
+  - Nodes are not touched. With O(rollout=false) (the default) the settings are only stored; the nodes that
+    differ show up in M(cloudstack.cks.cks_node_outdated) and are restarted with them by a rollout
+    (the C(cloudstack.cks.rollout) role).
+  - With O(rollout=true) the settings are validated as a rollout needs them, the cluster's rollout lock (the
+    Lease C(kube-system/cloudstack-cks-rollout), our "Updating" state) is taken for O(lock_holder), and the
+    settings are stored. The rollout itself is the role's. If storing fails after the lock was taken, the lock
+    is released again and the failure is kept as the record's last error.
+  - With O(cancel_rollout=true) the cancel flag is set in the record; a running rollout stops between two batches.
+  - On first use on a cluster whose node types have no settings of their own, each type first gets the
+    cluster's own ones copied - the per-type offering CloudStack reports, else the cluster's service offering;
+    the smallest root disk of its nodes; the affinity groups all its nodes share - so changing one type leaves
+    the others as they are. Node templates are never copied or changed.
+  - Settings are stored in any CKS state except while a CKS operation runs (V(Starting), V(Stopping), V(Scaling),
+    V(ScalingStoppedCluster), V(Upgrading), V(Importing), V(RemovingNodes), V(Recovering), V(Destroying),
+    V(Destroyed)) and except while a rollout holds the lock.
+  - Anything refused fails the task with a message naming the parameter and the value, and nothing is written.
+  - B(Our record is the source of truth.) CloudStack's own per-type offerings of the cluster
+    (C(controlofferingid), C(workerofferingid), C(etcdofferingid)), and its CPU and memory totals, go stale:
+    no API lets anything outside CloudStack update them. A later CKS scale-up therefore creates nodes with
+    CloudStack's old settings; they then show up as out of date, and the next rollout restarts them with
+    the stored ones.
+author:
+  - cloudstack.cks contributors
+extends_documentation_fragment:
+  - cloudstack.cks.cloudstack
+  - cloudstack.cks.kubernetes
+attributes:
+  check_mode:
+    support: full
+    description: Everything is read and validated; nothing is written and the lock is not taken.
+  diff_mode:
+    support: full
+    description: Shows the settings of each node type before and after, with names next to the ids.
+  idempotent:
+    support: full
+    description: Storing the same settings again reports no change (O(rollout=true) always takes the lock).
+options:
+  cluster:
+    description:
+      - The CKS cluster, by id or by exact name.
+    type: str
+    required: true
+  project_id:
+    description:
+      - The id of the project the cluster belongs to, if it is in one.
+    type: str
+  node_offerings:
+    description:
+      - The service offering of each node type, by name or id, keyed by node type (V(control), V(worker), V(etcd)).
+      - A node type left out (or given as null) keeps its offering. A key that is not a node type is refused.
+      - An unknown name, a name that several offerings share, a custom (dynamic) offering and an offering with
+        less than 2 CPUs or 2048 MB are refused.
+      - With O(rollout=true), an offering whose disk offering strictness differs from the nodes' current
+        offering is refused too (CloudStack would refuse the change with the node stopped).
+    type: dict
+    suboptions:
+      control:
+        description: The control nodes' offering.
+        type: str
+      worker:
+        description: The workers' offering.
+        type: str
+      etcd:
+        description: The external etcd nodes' offering.
+        type: str
+  node_root_disk_sizes:
+    description:
+      - The root disk size in GB of each node type, keyed by node type. Left out, a type keeps its size.
+      - A node is out of date when its root disk is smaller; a rollout grows it (root disks only grow).
+      - With O(rollout=true) a size that would shrink an existing node's disk is refused, and so is a size
+        change of a disk whose offering fixes its size (a strict disk offering, or a service offering with a
+        root disk size). With O(rollout=false) any size from 1 GB is stored, as C(createKubernetesCluster) accepts it.
+    type: dict
+    suboptions:
+      control:
+        description: The control nodes' root disk size in GB.
+        type: int
+      worker:
+        description: The workers' root disk size in GB.
+        type: int
+      etcd:
+        description: The external etcd nodes' root disk size in GB.
+        type: int
+  node_affinity_groups:
+    description:
+      - The affinity groups of each node type, by name or id, keyed by node type. Left out, a type keeps its groups.
+      - The list replaces the type's recorded groups. An empty list records "no groups" - a rollout then removes
+        the nodes' groups. A type with no recorded groups at all (nothing shared on first use) leaves the nodes'
+        groups as they are.
+      - ExplicitDedication groups are refused - CKS adds the account's dedication group to every node by itself,
+        and a rollout always keeps it. Unknown names and names several groups share are refused.
+    type: dict
+    suboptions:
+      control:
+        description: The control nodes' affinity groups.
+        type: list
+        elements: str
+      worker:
+        description: The workers' affinity groups.
+        type: list
+        elements: str
+      etcd:
+        description: The external etcd nodes' affinity groups.
+        type: list
+        elements: str
+  rollout:
+    description:
+      - Also validate the settings for a rollout and take the cluster's rollout lock for O(lock_holder).
+      - Refused unless the CKS state is V(Running) or V(Alert).
+      - Refused if the settings would make a running, up-to-date node of a type that cannot lose a node out of
+        date (a single control node, a 2-node stacked control plane, 2 etcd nodes). No-op settings, nodes that
+        differ already and stopped nodes are accepted.
+    type: bool
+    default: false
+  max_unavailable:
+    description:
+      - How many workers a rollout restarts at a time. Stored with the settings.
+      - It is clamped to the number of workers minus one, and is at least 1.
+      - Default is the stored value, else V(1).
+    type: int
+  cancel_rollout:
+    description:
+      - Ask the running rollout to stop before its next batch (sets the record's cancel flag).
+      - Given alone; with no rollout holding the lock there is nothing to cancel and nothing changes.
+    type: bool
+    default: false
+  lock_holder:
+    description:
+      - With O(rollout=true), who takes the lock - the id of the run that does the rollout. Required with O(rollout=true).
+      - A rollout holding the lock under this same id is not refused (the lock is renewed).
+    type: str
+  lock_duration:
+    description:
+      - With O(rollout=true), how long in seconds the lock lasts unless renewed. A holder that stops renewing
+        loses it after this; the next rollout takes it over and reports the previous one stopped.
+      - Default is 600.
+    type: int
+notes:
+  - Node types are told apart as CKS names them - C(isetcdnode) marks etcd nodes, C(<prefix>-control-<hex>)
+    control nodes, every other node (external ones too) is a worker.
+seealso:
+  - module: cloudstack.cks.cks_node_outdated
+  - module: cloudstack.cks.cks_node_cycle
+"""
+
+EXAMPLES = r"""
+- name: Give the workers a larger offering and disk (stored only; nodes are not touched)
+  cloudstack.cks.cks_node_settings:
+    cluster: prod-k8s
+    node_offerings:
+      worker: cks-large
+    node_root_disk_sizes:
+      worker: 40
+    node_affinity_groups:
+      worker: [workers-spread]
+
+- name: Preview the change with its diff
+  cloudstack.cks.cks_node_settings:
+    cluster: prod-k8s
+    node_offerings:
+      control: cks-xlarge
+  check_mode: true
+  diff: true
+
+- name: Start a rollout of the settings (the rollout role does this for you)
+  cloudstack.cks.cks_node_settings:
+    cluster: prod-k8s
+    node_offerings:
+      worker: cks-large
+    rollout: true
+    max_unavailable: 2
+    lock_holder: "awx-job-{{ tower_job_id | default('manual') }}"
+    lock_duration: 900
+
+- name: Stop a running rollout between two batches
+  cloudstack.cks.cks_node_settings:
+    cluster: prod-k8s
+    cancel_rollout: true
+"""
+
+RETURN = r"""
+cluster:
+  description: The cluster.
+  returned: always
+  type: dict
+  contains:
+    id:
+      description: Its id.
+      type: str
+    name:
+      description: Its name.
+      type: str
+    state:
+      description: Its CKS state when it was read.
+      type: str
+  sample: {"id": "d8e694a9-a6d5-41bf-a7f0-2fea5aa89a4b", "name": "prod-k8s", "state": "Running"}
+settings:
+  description:
+    - The settings of each node type after this call (as stored, or as they would be in check mode).
+    - Per type, names next to ids. A null V(affinity_groups) means the type leaves the nodes' groups alone.
+  returned: success, except with O(cancel_rollout)
+  type: dict
+  contains:
+    control:
+      description: The control nodes' settings (keys as for V(worker)).
+      type: dict
+    worker:
+      description: The workers' settings.
+      type: dict
+      contains:
+        offering:
+          description: The offering's name.
+          type: str
+        offering_id:
+          description: The offering's id.
+          type: str
+        root_disk_size:
+          description: The root disk size in GB.
+          type: int
+        affinity_groups:
+          description: The groups' names (dedication groups are never listed; nodes keep theirs).
+          type: list
+          elements: str
+        affinity_group_ids:
+          description: The groups' ids.
+          type: list
+          elements: str
+    etcd:
+      description: The etcd nodes' settings (keys as for V(worker)).
+      type: dict
+  sample:
+    control: {"offering": "cks-medium", "offering_id": "1b0e...", "root_disk_size": 20,
+              "affinity_groups": ["control-spread"], "affinity_group_ids": ["9f1c..."]}
+    worker: {"offering": "cks-large", "offering_id": "7a2d...", "root_disk_size": 40,
+             "affinity_groups": ["workers-spread"], "affinity_group_ids": ["44ab..."]}
+    etcd: {"offering": "cks-medium", "offering_id": "1b0e...", "root_disk_size": null,
+           "affinity_groups": null, "affinity_group_ids": null}
+previous_settings:
+  description: The settings before this call - the recorded ones, or on first use the ones copied from the cluster.
+  returned: success, except with O(cancel_rollout)
+  type: dict
+  sample: {"worker": {"offering": "cks-medium", "offering_id": "1b0e...", "root_disk_size": 20,
+                      "affinity_groups": ["workers-spread"], "affinity_group_ids": ["44ab..."]}}
+first_use:
+  description: Whether nothing was recorded before, so the cluster's own settings were copied first.
+  returned: success, except with O(cancel_rollout)
+  type: bool
+  sample: true
+max_unavailable:
+  description: The workers a rollout restarts at a time (before the clamp), as stored.
+  returned: success, except with O(cancel_rollout)
+  type: int
+  sample: 1
+controlnodesoutofdate:
+  description: How many control nodes differ from the settings after this call.
+  returned: success, except with O(cancel_rollout)
+  type: int
+  sample: 0
+workernodesoutofdate:
+  description: How many workers differ from the settings after this call.
+  returned: success, except with O(cancel_rollout)
+  type: int
+  sample: 5
+etcdnodesoutofdate:
+  description: How many etcd nodes differ from the settings after this call.
+  returned: success, except with O(cancel_rollout)
+  type: int
+  sample: 0
+rollout:
+  description: Whether the lock was taken for a rollout.
+  returned: success, except with O(cancel_rollout)
+  type: bool
+  sample: false
+lock:
+  description: The rollout lock as read (or, with O(rollout=true), as taken); null when there never was one.
+  returned: always
+  type: dict
+  contains:
+    holder:
+      description: Who holds (or last held) it.
+      type: str
+    held:
+      description: Whether it is held now (held and not expired).
+      type: bool
+    acquire_time:
+      description: When the holder took it.
+      type: str
+    renew_time:
+      description: When the holder last renewed it.
+      type: str
+    duration_seconds:
+      description: How long it lasts after a renewal.
+      type: int
+    expired:
+      description: Whether its holder stopped renewing it.
+      type: bool
+    taken_over_from:
+      description: With O(rollout=true), the previous holder whose lock expired without release, if any.
+      type: dict
+  sample: {"holder": "awx-job-42", "held": true, "acquire_time": "2026-12-02T16:40:00.000000Z",
+           "renew_time": "2026-12-02T16:40:00.000000Z", "duration_seconds": 600, "expired": false,
+           "taken_over_from": null}
+cancel_requested:
+  description: Whether the record's cancel flag is set (after this call).
+  returned: always
+  type: bool
+  sample: false
+last_error:
+  description: Why the last rollout stopped, as the record keeps it.
+  returned: always
+  type: str
+  sample: null
+msg:
+  description: With O(cancel_rollout), what happened.
+  returned: with O(cancel_rollout)
+  type: str
+  sample: the rollout of awx-job-42 stops before its next batch
+refusals:
+  description: On failure, every refused parameter with its value, why, and what to change.
+  returned: when settings are refused
+  type: list
+  elements: dict
+  sample: [{"parameter": "node_root_disk_sizes.worker", "given": 10, "why": "would shrink the root disk of ...",
+            "change": "give at least 20 GB, or use rollout=false to store it for nodes created later"}]
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
+from ansible_collections.cloudstack.cks.plugins.module_utils.settings import node_settings
+
+_PER_TYPE = ("control", "worker", "etcd")
+
+
+def argument_spec() -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "cluster": {"type": "str", "required": True},
+        "project_id": {"type": "str"},
+        "node_offerings": {"type": "dict", "options": {t: {"type": "str"} for t in _PER_TYPE}},
+        "node_root_disk_sizes": {"type": "dict", "options": {t: {"type": "int"} for t in _PER_TYPE}},
+        "node_affinity_groups": {"type": "dict",
+                                 "options": {t: {"type": "list", "elements": "str"} for t in _PER_TYPE}},
+        "rollout": {"type": "bool", "default": False},
+        "max_unavailable": {"type": "int"},
+        "cancel_rollout": {"type": "bool", "default": False},
+        "lock_holder": {"type": "str"},
+        "lock_duration": {"type": "int"},
+    }
+    spec.update(glue.cloudstack_argument_spec())
+    spec.update(glue.kubernetes_argument_spec())
+    return spec
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                           required_if=[("rollout", True, ("lock_holder",))])
+
+    def work() -> dict[str, Any]:
+        cloud = glue.cloudstack_client(module)
+        return node_settings(cloud, lambda cluster_id: glue.kube_client(module, cloud, cluster_id), module.params,
+                             check_mode=module.check_mode, diff=module._diff)
+
+    glue.run(module, work)
+
+
+if __name__ == "__main__":
+    main()
