@@ -57,10 +57,15 @@ class Call:
         if total == 0:
             return {}
         page = apis.paginate(items, self.values, self.cloud.cloud_opts["page_size_max"])
-        return {"count": total, self.definition["response_object"]: page}
+        return page_body(total, self.definition["response_object"], page)
 
     def job(self, job: Job, **extra: Any) -> dict[str, Any]:
         return {"jobid": job.id, **extra}
+
+
+def page_body(total: int, key: str, page: list[Any]) -> dict[str, Any]:
+    # A page past the end still carries the total, but no (empty) list.
+    return {"count": total, key: page} if page else {"count": total}
 
 
 def _keyword(item: dict[str, Any], keyword: Optional[str], *fields: str) -> bool:
@@ -218,7 +223,7 @@ def list_virtual_machines(call: Call) -> dict[str, Any]:
     if call.get("retrieveonlyresourcecount"):
         return {"count": total}
     page = apis.paginate(out, call.values, cloud.cloud_opts["page_size_max"])
-    return {"count": total, "virtualmachine": [cloud.vm_view(vm, details) for vm in page]}
+    return page_body(total, "virtualmachine", [cloud.vm_view(vm, details) for vm in page])
 
 
 def _vm(call: Call, param: str = "id") -> Any:
@@ -307,7 +312,7 @@ def list_volumes(call: Call) -> dict[str, Any]:
     if total == 0:
         return {}
     page = apis.paginate(out, call.values, cloud.cloud_opts["page_size_max"])
-    return {"count": total, "volume": [cloud.volume_view(v) for v in page]}
+    return page_body(total, "volume", [cloud.volume_view(v) for v in page])
 
 
 @handler("resizeVolume")

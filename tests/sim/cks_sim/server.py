@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import threading
 import time
@@ -84,7 +85,9 @@ class MinimalKubeWorld:
 class _ServerThread:
     def __init__(self, name: str, server: BaseWSGIServer) -> None:
         self.server = server
-        self.thread = threading.Thread(target=server.serve_forever, name=f"cks-sim-{name}", daemon=True)
+        # A short poll interval: shutdown() waits for the serving loop to notice.
+        self.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       name=f"cks-sim-{name}", daemon=True)
 
     @property
     def port(self) -> int:
@@ -163,6 +166,9 @@ class SimServer:
         return thread
 
     def start(self) -> "SimServer":
+        if not os.environ.get("CKS_SIM_ACCESS_LOG"):
+            # One line per request drowns the useful output; the call log has them all.
+            logging.getLogger("werkzeug").setLevel(logging.WARNING)
         try:
             self.build()
             self._serve("cloudstack", CloudStackApp(self.sim))
