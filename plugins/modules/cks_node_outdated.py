@@ -1,0 +1,354 @@
+#!/usr/bin/python
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cks_node_outdated
+short_description: Tell which nodes of a CKS cluster differ from their node type's settings, and plan their rollout
+version_added: 0.1.0
+description:
+  - Reads a CloudStack Kubernetes Service (CKS) cluster - its VMs, root volumes, offerings and affinity groups
+    from CloudStack, its nodes from Kubernetes, and the rollout record and lock - and returns, for every node,
+    whether and why it is out of date, and the ordered plan a rollout would follow.
+  - 'A node is out of date when its service offering differs from its type''s, its root disk is smaller than
+    the type''s size, or its affinity groups differ from the type''s recorded groups. ExplicitDedication groups
+    are not compared (CKS adds them; a rollout keeps them). A type with no recorded groups leaves the nodes''
+    groups alone.'
+  - 'The plan: the external etcd nodes one at a time, then the control nodes one at a time, then the workers
+    O(max_unavailable) at a time, clamped to the number of workers minus one and at least 1. Within a type,
+    stopped nodes and nodes still carrying the annotation of a rollout that stopped go first.'
+  - Node types that cannot lose a node (a single control node, a 2-node stacked control plane, 2 etcd nodes)
+    are not planned; why is returned ready to be kept as the rollout's last error, and the other types are still
+    planned. Their stopped nodes are planned (they are down already).
+  - Nodes a rollout left annotated that are back (Ready with a new boot ID) and no longer out of date are listed
+    in RV(to_release) - they are uncordoned, not restarted.
+  - The settings are the ones stored by M(cloudstack.cks.cks_node_settings). Before first use they are the ones
+    that would be recorded (copied from the cluster).
+  - B(Our record is the source of truth.) CloudStack's own per-type offerings of the cluster go stale - nothing
+    outside CloudStack can update them - so a later CKS scale-up creates nodes with the old settings. Such nodes
+    show up here as out of date, and the next rollout fixes them.
+  - The module only reads. It makes a fixed number of list calls whatever the size of the cluster.
+author:
+  - cloudstack.cks contributors
+extends_documentation_fragment:
+  - cloudstack.cks.cloudstack
+  - cloudstack.cks.kubernetes
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads, so it runs the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    description: It never changes anything.
+options:
+  cluster:
+    description:
+      - The CKS cluster, by id or by exact name.
+    type: str
+    required: true
+  project_id:
+    description:
+      - The id of the project the cluster belongs to, if it is in one.
+    type: str
+  max_unavailable:
+    description:
+      - How many workers to restart at a time (before the clamp).
+      - Default is the value stored with the settings, else V(1).
+    type: int
+  select:
+    description:
+      - A JMESPath expression over the list of node records (see RV(nodes)) that limits the batches to the nodes
+        it gives (records or names). The counts and reasons still cover every node.
+      - For example V([?node_type=='worker']) or V([?contains(name, 'node-18f')].name).
+      - Needs the C(jmespath) Python library.
+    type: str
+requirements:
+  - jmespath (for O(select))
+seealso:
+  - module: cloudstack.cks.cks_node_settings
+  - module: cloudstack.cks.cks_node_cycle
+"""
+
+EXAMPLES = r"""
+- name: What differs, and the plan
+  cloudstack.cks.cks_node_outdated:
+    cluster: prod-k8s
+  register: outdated
+
+- name: Show why each out-of-date node differs
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: {{ item.reasons | map(attribute='message') | join('; ') }}"
+  loop: "{{ outdated.nodes | selectattr('out_of_date') }}"
+
+- name: Hand the plan to the rollout play (one batch per serial entry)
+  ansible.builtin.add_host:
+    name: "{{ item }}"
+    groups: cks_rollout
+  loop: "{{ outdated.hosts }}"
+
+- name: Plan only the workers, 3 at a time
+  cloudstack.cks.cks_node_outdated:
+    cluster: prod-k8s
+    max_unavailable: 3
+    select: "[?node_type=='worker']"
+"""
+
+RETURN = r"""
+cluster:
+  description: The cluster.
+  returned: always
+  type: dict
+  sample: {"id": "d8e694a9-a6d5-41bf-a7f0-2fea5aa89a4b", "name": "prod-k8s", "state": "Running", "external_etcd": false}
+nodes:
+  description: Every node of the cluster, in CloudStack's order (creation order).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The node's name (the VM name in lowercase; the Kubernetes node name).
+      type: str
+    vm_name:
+      description: The VM's name.
+      type: str
+    vm_id:
+      description: The VM's id.
+      type: str
+    node_type:
+      description: V(control), V(worker) or V(etcd).
+      type: str
+    vm_state:
+      description: The VM's state (V(Running), V(Stopped), ...).
+      type: str
+    kubernetes_node:
+      description: Whether a Kubernetes node of this name exists (etcd nodes are not Kubernetes nodes).
+      type: bool
+    ready:
+      description: Whether the Kubernetes node is Ready.
+      type: bool
+    boot_id:
+      description: The boot ID the kubelet reports.
+      type: str
+    annotated:
+      description: Whether it carries the rollout annotation C(cloudstack.apache.org/rollout-boot-id).
+      type: bool
+    rollout_boot_id:
+      description: The boot ID in that annotation (recorded before the node was cordoned).
+      type: str
+    back:
+      description: Annotated, Ready, and with a boot ID other than the annotation's.
+      type: bool
+    cordoned:
+      description: Whether the node is unschedulable.
+      type: bool
+    cordoned_by_others:
+      description: Cordoned without the rollout annotation - someone else cordoned it; a rollout leaves it cordoned.
+      type: bool
+    external:
+      description: Added with C(addNodesToKubernetesCluster).
+      type: bool
+    offering:
+      description: The VM's service offering (name).
+      type: str
+    offering_id:
+      description: The VM's service offering (id).
+      type: str
+    root_disk_size:
+      description: The root disk size in GB.
+      type: int
+    affinity_groups:
+      description: The VM's affinity groups (names), dedication groups included.
+      type: list
+      elements: str
+    dedication_groups:
+      description: The VM's ExplicitDedication groups (never compared, always kept).
+      type: list
+      elements: str
+    out_of_date:
+      description: Whether the node differs from its type's settings.
+      type: bool
+    reasons:
+      description: How it differs. V(kind) is V(offering), V(root_disk) or V(affinity_groups); V(from) and V(to) are
+        offering or group references (id and name) or sizes in GB; V(message) says it in words.
+      type: list
+      elements: dict
+  sample:
+    - name: alpha-node-196ecb50ef8
+      node_type: worker
+      vm_state: Running
+      ready: true
+      boot_id: cb596b60-6102-4b13-b1ec-77eb8e1f0f2d
+      annotated: false
+      cordoned_by_others: false
+      out_of_date: true
+      reasons:
+        - kind: offering
+          from: {"id": "4a5f...", "name": "cks-medium"}
+          to: {"id": "6120...", "name": "cks-large"}
+          message: offering cks-medium -> cks-large
+        - kind: root_disk
+          from: 20
+          to: 40
+          message: root disk 20 GB -> 40 GB
+out_of_date:
+  description: The names of the nodes that differ from their type's settings.
+  returned: always
+  type: list
+  elements: str
+  sample: ["alpha-node-196ecb50ef8"]
+controlnodesoutofdate:
+  description: How many control nodes differ from their settings.
+  returned: always
+  type: int
+  sample: 0
+workernodesoutofdate:
+  description: How many workers differ from their settings.
+  returned: always
+  type: int
+  sample: 5
+etcdnodesoutofdate:
+  description: How many etcd nodes differ from their settings.
+  returned: always
+  type: int
+  sample: 0
+node_types:
+  description: Per node type, its node count, how many are out of date, whether it can lose a node and why,
+    and why it is skipped if it is.
+  returned: always
+  type: dict
+  sample: {"control": {"nodes": 1, "out_of_date": 1, "can_lose_a_node": false, "why": "a single control node ...",
+                       "skipped": "control nodes not restarted: ..."}}
+plan:
+  description: The batches in order; each is one node type and the nodes restarted together.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"node_type": "control", "nodes": ["alpha-control-1"]}, {"node_type": "worker", "nodes": ["alpha-node-1", "alpha-node-2"]}]
+serial:
+  description: The play's C(serial) list, one entry per batch (Ansible repeats the last entry). Empty when there is nothing to do.
+  returned: always
+  type: list
+  elements: int
+  sample: [1, 1, 1, 2, 2]
+hosts:
+  description: The planned nodes in order, for C(add_host).
+  returned: always
+  type: list
+  elements: str
+  sample: ["alpha-control-1", "alpha-node-1", "alpha-node-2"]
+work:
+  description: Every node with work left (out of date, VM not running, or still annotated and not back), skipped
+    ones included, in plan order, with why.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "alpha-node-1", "node_type": "worker", "vm_state": "Stopped", "annotated": false, "back": false,
+            "out_of_date": true, "reasons": [], "why": "offering cks-medium -> cks-large; VM is Stopped"}]
+to_release:
+  description: Annotated nodes that are back and no longer out of date - uncordon them, do not restart them.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+skipped:
+  description: Node types whose running nodes are not planned, with why (they cannot lose a node).
+  returned: always
+  type: dict
+  sample: {"control": "control nodes not restarted: solo-control-1 (offering cks-medium -> cks-large): a single control node ..."}
+skipped_error:
+  description: The skipped types in one message, ready to be kept as the rollout's last error; null when none.
+  returned: always
+  type: str
+  sample: null
+worker_batch_size:
+  description: The workers per batch after the clamp.
+  returned: always
+  type: int
+  sample: 4
+max_unavailable:
+  description: The O(max_unavailable) used (given, stored, or 1).
+  returned: always
+  type: int
+  sample: 10
+selected:
+  description: The nodes O(select) picked; null without O(select).
+  returned: always
+  type: list
+  elements: str
+  sample: null
+settings:
+  description: The settings of each node type the nodes were judged against, names next to ids (see
+    M(cloudstack.cks.cks_node_settings)'s RV(cloudstack.cks.cks_node_settings#module:settings)).
+  returned: always
+  type: dict
+  sample: {"worker": {"offering": "cks-large", "offering_id": "6120...", "root_disk_size": 40,
+                      "affinity_groups": ["workers-spread"], "affinity_group_ids": ["952a..."]}}
+settings_recorded:
+  description: Whether the settings are stored; false means they are the ones first use would record.
+  returned: always
+  type: bool
+  sample: true
+lock:
+  description: The rollout lock (the Lease), or null when there never was one.
+  returned: always
+  type: dict
+  sample: {"holder": "awx-job-42", "held": true, "acquire_time": "2026-12-02T16:40:00.000000Z",
+           "renew_time": "2026-12-02T16:41:00.000000Z", "duration_seconds": 600, "expired": false, "taken_over_from": null}
+lock_holder:
+  description: Who holds the lock now; null when nobody does (or the holder's lock expired).
+  returned: always
+  type: str
+  sample: null
+last_error:
+  description: Why the last rollout stopped, from the record.
+  returned: always
+  type: str
+  sample: null
+cancel_requested:
+  description: Whether the record's cancel flag is set.
+  returned: always
+  type: bool
+  sample: false
+previous_holder_stopped:
+  description: A previous rollout that stopped without releasing the lock, as the next one noticed it.
+  returned: always
+  type: dict
+  sample: null
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
+from ansible_collections.cloudstack.cks.plugins.module_utils.outdated import node_outdated
+
+
+def argument_spec() -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "cluster": {"type": "str", "required": True},
+        "project_id": {"type": "str"},
+        "max_unavailable": {"type": "int"},
+        "select": {"type": "str"},
+    }
+    spec.update(glue.cloudstack_argument_spec())
+    spec.update(glue.kubernetes_argument_spec())
+    return spec
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+
+    def work() -> dict[str, Any]:
+        cloud = glue.cloudstack_client(module)
+        return node_outdated(cloud, lambda cluster_id: glue.kube_client(module, cloud, cluster_id), module.params)
+
+    glue.run(module, work)
+
+
+if __name__ == "__main__":
+    main()
