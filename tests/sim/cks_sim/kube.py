@@ -1269,8 +1269,7 @@ class KubeWorld:
     # ----- the API's verbs --------------------------------------------------------------------
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
-        if plural == "leases" and namespace == NODE_LEASE_NS:
-            self.refresh_node_leases()
+        self._before_read(plural, namespace)
         obj = self._raw(plural, namespace, name)
         if obj is None:
             raise not_found(RESOURCES[plural], name)
@@ -1278,10 +1277,16 @@ class KubeWorld:
 
     def list(self, plural: str, namespace: Optional[str]) -> list[dict[str, Any]]:
         """Objects of a resource (one namespace or all), sorted by namespace and name."""
-        if plural == "leases" and namespace in (None, NODE_LEASE_NS):
-            self.refresh_node_leases()
+        self._before_read(plural, namespace)
         items = self._objects[plural]
         return [copy.deepcopy(items[k]) for k in sorted(items) if namespace is None or k[0] == namespace]
+
+    def _before_read(self, plural: str, namespace: Optional[str]) -> None:
+        # Controllers' writes that depend on time or faults, brought up to date before a read.
+        if plural == "leases" and namespace in (None, NODE_LEASE_NS):
+            self.refresh_node_leases()
+        if RESOURCES[plural].group in ("policy", "apps"):
+            self._refresh_derived()
 
     def namespace_exists(self, ns: str) -> bool:
         return self._raw("namespaces", "", ns) is not None

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 from cks_sim import core
 from cks_sim.kube import KubeWorld
@@ -51,6 +51,11 @@ CONTROL = [f"demo-control-{i:x}a1" for i in range(3)]
 WORKERS = [f"demo-node-{i:x}b2" for i in range(4)]
 
 
+class _QuietHandler(WSGIRequestHandler):
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass  # the sim's call log records every request already
+
+
 def node_specs(controls: list[str], workers: list[str]) -> list[dict[str, Any]]:
     nodes = [{"name": n, "node_type": "control", "cpu": 2, "memory_mb": 4096, "vm_running": True} for n in controls]
     nodes += [{"name": n, "node_type": "worker", "cpu": 2, "memory_mb": 4096, "vm_running": True} for n in workers]
@@ -70,9 +75,10 @@ class KubeEnv:
         self.sim.kube[CLUSTER_ID] = self.world
         self.sim.faults.on_added.append(self._on_fault)
         self.server = make_server("127.0.0.1", 0, make_app(self.sim), threaded=True,
-                                  ssl_context=server_ssl_context(self.tls))
+                                  request_handler=_QuietHandler, ssl_context=server_ssl_context(self.tls))
         self.url = f"https://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
         self.thread.start()
         self.kubeconfig = kubeconfig(self.sim, CLUSTER_ID, self.url)
         self.api_client = k8s_config.new_client_from_config_dict(copy.deepcopy(self.kubeconfig))
