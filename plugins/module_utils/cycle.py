@@ -541,8 +541,9 @@ class NodeCycle:
             self._skip("resize_root_disk", "root disk already large enough")
         if self.plan.affinity_groups:
             groups = self.plan.affinity_groups
+            names = self.result.changes.get("affinity_groups", {})
             self._step("update_affinity_groups", lambda: self._job_ok(
-                "updateVMAffinityGroup", f"{list(groups.from_)} -> {list(groups.to)}", id=vm_id,
+                "updateVMAffinityGroup", f"{names.get('from')} -> {names.get('to')}", id=vm_id,
                 affinitygroupids=",".join(groups.to)))
         else:
             why = "the type records no groups" if self.type_settings.affinity_group_ids is None else "groups already as set"
