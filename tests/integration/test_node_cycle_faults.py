@@ -1,0 +1,140 @@
+"""The cycle under the simulator's faults: a stale Ready, a foreign cordon, a PDB that never
+allows an eviction, a start refused for capacity (533)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
+
+from conftest import CycleSim
+
+
+def node_events(sim: CycleSim, node: str) -> list[dict[str, Any]]:
+    return [e for e in sim.timeline() if e.get("node") == node]
+
+
+def index(events: list[dict[str, Any]], **match: Any) -> int:
+    return next(i for i, e in enumerate(events) if all(e.get(k) == v for k, v in match.items()))
+
+
+def large(sim: CycleSim) -> Settings:
+    return Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None))
+
+
+def test_a_stale_ready_with_the_old_boot_id_is_not_accepted(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    node = sim.names("worker")[0]
+    old_boot = sim.view().node(node).boot_id
+    # After the start the node shows Ready=True with its old boot ID for 200 simulated seconds.
+    sim.fault(kind="stale_ready", node=node, seconds=200)
+
+    result = sim.cycle([node], large(sim))
+
+    assert result.error is None, result.error
+    verify = next(s for s in result.results[0].steps if s.name == "verify")
+    new_boot = sim.view().node(node).boot_id
+    assert new_boot != old_boot and new_boot in verify.detail
+    events = node_events(sim, node)
+    started = index(events, event="start_requested")
+    booted = index(events, event="boot")
+    uncordoned = index(events, event="uncordoned")
+    # Ready never left True (the stale one), yet the uncordon waited for the new boot.
+    assert not any(e.get("event") == "notready" for e in events[started:booted])
+    assert started < booted < uncordoned
+    assert sim.invariants() == []
+
+
+def test_a_node_cordoned_by_someone_else_stays_cordoned(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    node = sim.names("worker")[0]
+    sim.fault(kind="foreign_cordon", node=node)
+    assert sim.view().node(node).cordoned_by_others
+
+    result = sim.cycle([node], large(sim))
+
+    assert result.error is None, result.error
+    outcome = result.results[0]
+    assert outcome.cordoned_by_others
+    steps = {s.name: s.outcome for s in outcome.steps}
+    assert steps["annotate"] == steps["cordon"] == steps["uncordon"] == "skipped"
+    assert steps["drain"] == steps["stop"] == steps["start"] == steps["verify"] == "ok"
+    after = sim.view().node(node)
+    assert after.offering_name == "cks-large" and after.ready
+    assert after.unschedulable and not after.annotated and STOP_ANNOTATION not in after.annotations
+    assert not any(e.get("event") == "annotated" for e in node_events(sim, node))
+
+    released = sim.release()
+    assert node in released.cordoned_by_others
+    assert released.uncordoned == [] and released.left_cordoned == []
+    assert sim.view().node(node).unschedulable
+    assert sim.invariants() == []
+
+
+def node_with_pod(sim: CycleSim, prefix: str) -> str:
+    for name in sim.names("worker"):
+        if any(p["metadata"]["name"].startswith(prefix) for p in sim.kube.list_pods(name)):
+            return name
+    raise AssertionError(f"no worker runs a {prefix} pod")
+
+
+def test_a_pdb_that_never_allows_an_eviction_fails_the_drain(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    node = node_with_pod(sim, "web-")
+    sim.fault(kind="pdb_block", namespace="default", name="web")
+
+    result = sim.cycle([node], large(sim), batch_timeout=3)
+
+    assert result.error is not None
+    assert result.error.step == "drain" and result.error.node == node
+    assert "PodDisruptionBudget default/web" in result.error.msg and "default/web-" in result.error.msg
+    left = result.results[0].error["pods_left"]
+    assert left and all(p["pdb"] == ["default/web"] for p in left)
+    # The node never went down.
+    assert not [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"]
+    stuck = sim.view().node(node)
+    assert stuck.annotated and stuck.unschedulable and STOP_ANNOTATION not in stuck.annotations
+    assert sim.invariants() == []
+
+
+def test_a_start_refused_for_capacity_fails_at_the_start(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    node = sim.names("worker")[0]
+    vm_name = sim.view().node(node).vm_name
+    sim.fault(kind="start_capacity", vm=vm_name, count=1)
+
+    result = sim.cycle([node], large(sim))
+
+    assert result.error is not None and result.error.step == "start"
+    assert "533" in result.error.msg and "startVirtualMachine" in result.error.msg
+    assert result.results[0].error["errorcode"] == 533
+    steps = {s.name: s.outcome for s in result.results[0].steps}
+    assert steps["stop"] == steps["change_offering"] == "ok" and steps["start"] == "failed"
+    assert "verify" not in steps and "uncordon" not in steps
+    after = sim.view().node(node)
+    assert after.vm_state == "Stopped" and after.annotated and after.unschedulable
+    assert STOP_ANNOTATION in after.annotations
+    assert sim.invariants() == []
+
+
+def test_a_rerun_after_a_failed_start_resumes_the_stopped_node(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    node = sim.names("worker")[0]
+    before = sim.view().node(node)
+    sim.fault(kind="start_capacity", vm=before.vm_name, count=1)
+    assert sim.cycle([node], large(sim)).error is not None
+
+    result = sim.cycle([node], large(sim))
+
+    assert result.error is None, result.error
+    steps = {s.name: s.outcome for s in result.results[0].steps}
+    # Resumed: already annotated and cordoned, VM already stopped, offering already changed.
+    assert steps["annotate"] == steps["cordon"] == steps["stop"] == steps["change_offering"] == "skipped"
+    assert steps["start"] == steps["verify"] == steps["uncordon"] == "ok"
+    after = sim.view().node(node)
+    assert after.running and after.ready and not after.unschedulable and not after.annotated
+    assert after.boot_id != before.boot_id and after.offering_name == "cks-large"
+    assert ROLLOUT_ANNOTATION not in after.annotations
+    assert sim.invariants() == []
