@@ -10,6 +10,7 @@ method, and renders what it gets back with the ``*_view`` methods.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -287,6 +288,7 @@ class CloudWorld:
         self._vm_numbers = 10
         self._down: dict[tuple[str, str], set[str]] = {}
         self._scanner_handle: Optional[int] = None
+        self._vm_json_cache: dict[str, tuple[tuple, str]] = {}
         self._build(spec)
 
     # -- construction ------------------------------------------------------------------------
@@ -713,6 +715,10 @@ class CloudWorld:
         preference: dict[str, int] = {h: 0 for h in allowed}
         for group_id in vm.affinity_group_ids:
             group = self.affinity_groups[group_id]
+            if group.type == "ExplicitDedication":
+                if group.dedicated_host_ids:
+                    allowed &= set(group.dedicated_host_ids)
+                continue
             peers = [p for p in self.vms.values() if p.id != vm.id and group_id in p.affinity_group_ids]
             peer_hosts = {p.host_id for p in peers if p.host_id}
             if group.type == "host anti-affinity":
@@ -732,8 +738,6 @@ class CloudWorld:
                 for h in allowed:
                     if h not in peer_hosts and peer_hosts:
                         preference[h] += 1
-            elif group.type == "ExplicitDedication" and group.dedicated_host_ids:
-                allowed &= set(group.dedicated_host_ids)
         order = [h for h in self.hosts if h in allowed]
         order.sort(key=lambda h: preference.get(h, 0))
         if considerlasthost and vm.last_host_id in allowed:
@@ -1238,6 +1242,22 @@ class CloudWorld:
             pass  # the nodes belong to no instance group
         view["tags"] = self.tag_views(vm.id)
         return view
+
+    def vm_json(self, vm: VM, details: Optional[set[str]] = None) -> str:
+        """``vm_view`` serialised, cached until anything it shows changes (1,000-VM lists stay fast)."""
+        root = self.root_volume.get(vm.id)
+        key = (
+            vm.state, vm.lastupdated, vm.host_id, vm.active_job.id if vm.active_job else None, vm.service_offering_id,
+            vm.custom_cpu, vm.custom_memory, tuple(vm.affinity_group_ids), root.disk_offering_id if root else None,
+            tuple(sorted(vm.details.items())), tuple((t["key"], t["value"]) for t in self.tags.get(vm.id, ())),
+            frozenset(details) if details else None,
+        )
+        cached = self._vm_json_cache.get(vm.id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        text = json.dumps(self.vm_view(vm, details), separators=(",", ":"))
+        self._vm_json_cache[vm.id] = (key, text)
+        return text
 
     def volume_view(self, volume: Volume) -> dict[str, Any]:
         vm = self.vms[volume.vm_id]

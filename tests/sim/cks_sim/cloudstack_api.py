@@ -63,6 +63,19 @@ class Call:
         return {"jobid": job.id, **extra}
 
 
+class RawList:
+    """A list answer whose items are already JSON text (see ``CloudWorld.vm_json``)."""
+
+    def __init__(self, total: int, key: str, items: list[str]) -> None:
+        self.total, self.key, self.items = total, key, items
+
+    def encode(self, response_name: str) -> str:
+        inner = f'"count":{self.total}'
+        if self.items:
+            inner += f',{json.dumps(self.key)}:[' + ",".join(self.items) + "]"
+        return f'{{{json.dumps(response_name)}:{{{inner}}}}}'
+
+
 def page_body(total: int, key: str, page: list[Any]) -> dict[str, Any]:
     # A page past the end still carries the total, but no (empty) list.
     return {"count": total, key: page} if page else {"count": total}
@@ -181,7 +194,7 @@ def _vm_details(call: Call) -> Optional[set[str]]:
 
 
 @handler("listVirtualMachines")
-def list_virtual_machines(call: Call) -> dict[str, Any]:
+def list_virtual_machines(call: Call) -> Any:
     cloud = call.cloud
     if call.get("id") and call.get("ids"):
         raise param_error("Either id or ids parameter can be passed, not both")
@@ -223,7 +236,7 @@ def list_virtual_machines(call: Call) -> dict[str, Any]:
     if call.get("retrieveonlyresourcecount"):
         return {"count": total}
     page = apis.paginate(out, call.values, cloud.cloud_opts["page_size_max"])
-    return page_body(total, "virtualmachine", [cloud.vm_view(vm, details) for vm in page])
+    return RawList(total, "virtualmachine", [cloud.vm_json(vm, details) for vm in page])
 
 
 def _vm(call: Call, param: str = "id") -> Any:
@@ -679,5 +692,7 @@ class CloudStackApp:
                 body = HANDLERS[name](Call(self.sim, name, definition, values))
         except CloudError as err:
             return self._error(response_name, err.code, err.text, err.cserrorcode), err.code, {}
+        if isinstance(body, RawList):
+            return Response(body.encode(response_name), status=200, content_type="application/json;charset=utf-8"), None, {}
         extra = {"jobid": body["jobid"]} if isinstance(body, dict) and "jobid" in body else {}
         return self._json({response_name: body}, 200), None, extra

@@ -189,6 +189,10 @@ class SimServer:
                 self.sim.kubeconfig_provider = None
             for thread in self.servers.values():
                 thread.start()
+            with self.sim.lock:
+                # The first listing of 1,000 VMs should not pay for serialising each of them.
+                for vm in self.sim.cloud.vms.values():
+                    self.sim.cloud.vm_json(vm)
             self.sim.cloud.start_scanner()
             self.env = self._env()
             self._write_env()

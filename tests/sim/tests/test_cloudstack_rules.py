@@ -30,6 +30,8 @@ def test_offering_change_needs_a_stopped_vm(sim):
     _stop(sim, vm)
     changed = cs.changeServiceForVirtualMachine(id=vm["id"], serviceofferingid=large["id"])["virtualmachine"]
     assert (changed["serviceofferingname"], changed["cpunumber"], changed["memory"]) == ("cks-large", 4, 8192)
+    listed = cs.listVirtualMachines(id=vm["id"])["virtualmachine"][0]
+    assert (listed["serviceofferingid"], listed["cpunumber"]) == (large["id"], 4)
     # The offering change leaves the ROOT disk alone (allow.diskoffering.change.during.scale.vm=false).
     assert cs.listVolumes(virtualmachineid=vm["id"], type="ROOT")["volume"][0]["size"] == 20 * 2**30
 
