@@ -273,7 +273,7 @@ class BatchResult:
     def raise_for_failure(self) -> None:
         """Raise the batch's StepFailed with the whole result as details (for ``fail_json``)."""
         if self.error is not None:
-            details = dict(self.error.details)
+            details = {k: v for k, v in self.error.details.items() if k not in ("node", "step")}
             details.update(self.to_dict())
             details["changed"] = self.changed
             raise StepFailed(self.error.node, self.error.step, _cause(self.error), **details)

@@ -146,3 +146,17 @@ def test_node_with_vm_rereads_the_settings() -> None:
     # Only half done: the disk is still small.
     half = node_with_vm(node, vm, {"size": 20 << 30}, view)
     assert [r.kind for r in outdated_reasons(half, settings, view)] == ["root_disk"]
+
+
+def test_raise_for_failure_carries_the_whole_result() -> None:
+    from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import BatchResult
+    from ansible_collections.cloudstack.cks.plugins.module_utils.errors import StepFailed
+
+    result = BatchResult(nodes=["n1"], error=StepFailed("n1", "drain", "pods still on the node", pods_left=[]))
+    with pytest.raises(StepFailed) as caught:
+        result.raise_for_failure()
+    error = caught.value
+    assert (error.node, error.step) == ("n1", "drain")
+    assert error.msg == "node n1: drain failed: pods still on the node"
+    assert error.details["batch"] == ["n1"] and error.details["pods_left"] == []
+    assert error.details["changed"] is False

@@ -1,0 +1,114 @@
+"""cks_node_cycle through ansible-playbook (localhost, the venv's Python) against cks-sim: check
+mode, a real cycle with the settings from the record, a control node with etcd, a failed drain,
+and release."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import pytest
+
+from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock, Record, RecordStore
+
+from conftest import CycleSim
+from helpers import run_module
+
+MODULE = "cks_node_cycle"
+
+
+def module_args(sim: CycleSim, **args: Any) -> dict[str, Any]:
+    base = {
+        "api_url": sim.env["cloudstack_endpoint"], "api_key": sim.env["cloudstack_key"],
+        "api_secret": sim.env["cloudstack_secret"], "kubeconfig": sim.env["kubeconfig"],
+        "cluster": sim.env["cluster_name"], "poll_interval": 0.05, "eviction_retry_interval": 0.05,
+        "delete_emptydir_data": True, "batch_timeout": 120,
+    }
+    base.update(args)
+    return base
+
+
+def store_settings(sim: CycleSim, settings: Settings) -> None:
+    RecordStore(sim.kube).write(Record(settings=settings.to_dict()), None)
+
+
+def stops(sim: CycleSim) -> list[dict[str, Any]]:
+    return [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"]
+
+
+def test_check_mode_then_cycle_then_release(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    store_settings(sim, Settings(worker=TypeSettings(sim.offering_id("cks-large"), 30, None)))
+    Lock(sim.kube, holder_identity="run-7", duration_seconds=300).acquire()
+    node = sim.names("worker")[0]
+
+    preview = run_module(MODULE, module_args(sim, nodes=[node.upper()], lock_holder="run-7"), check=True)
+    assert not preview.get("failed"), preview.get("msg")
+    assert preview["changed"] is False
+    [planned] = preview["nodes"]
+    assert planned["outcome"] == "would_cycle"
+    assert {s["name"]: s["outcome"] for s in planned["steps"]}["resize_root_disk"] == "would_run"
+    assert planned["changes"]["offering"]["to"] == "cks-large"
+    assert stops(sim) == [] and not sim.view().node(node).unschedulable
+
+    done = run_module(MODULE, module_args(sim, nodes=[node], lock_holder="run-7"))
+    assert not done.get("failed"), done.get("msg")
+    assert done["changed"] is True and done["failed_nodes"] == []
+    [cycled] = done["nodes"]
+    assert cycled["outcome"] == "done" and cycled["changes"]["root_disk_gb"] == {"from": 20, "to": 30}
+    assert [s["name"] for s in cycled["steps"]][-1] == "uncordon"
+    after = sim.view().node(node)
+    assert after.offering_name == "cks-large" and after.root_disk_gb == 30 and not after.unschedulable
+    assert sim.env["cloudstack_secret"] not in done["_stdout"]
+
+    released = run_module(MODULE, module_args(sim, mode="release", lock_holder="run-7"))
+    assert not released.get("failed"), released.get("msg")
+    assert released["release"]["outcome"] == "Running" and released["release"]["lock_released"] is True
+    assert RecordStore(sim.kube).read().outcome == "Running"
+    again = run_module(MODULE, module_args(sim, mode="release", lock_holder="run-7"))
+    assert again["changed"] is False and again["release"]["lock_released"] is False
+    assert sim.invariants() == []
+
+
+def test_a_failed_drain_through_the_module_and_its_release(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    store_settings(sim, Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None)))
+    node = next(n for n in sim.names("worker")
+                if any(p["metadata"]["name"].startswith("web-") for p in sim.kube.list_pods(n)))
+    sim.fault(kind="pdb_block", namespace="default", name="web")
+
+    failed = run_module(MODULE, module_args(sim, nodes=[node], batch_timeout=3))
+
+    assert failed.get("failed") is True
+    assert failed["step"] == "drain" and failed["node"] == node
+    assert "PodDisruptionBudget default/web" in failed["msg"]
+    assert failed["nodes"][0]["outcome"] == "failed"
+    assert stops(sim) == []
+
+    for attempt in range(2):
+        released = run_module(MODULE, module_args(sim, mode="release", last_error=failed["msg"]))
+        assert not released.get("failed"), released.get("msg")
+        uncordoned = [u["node"] for u in released["release"]["uncordoned"]]
+        assert uncordoned == ([node] if attempt == 0 else [])
+    view = sim.view()
+    assert not view.node(node).unschedulable and not view.node(node).annotated
+    assert "default/web" in RecordStore(sim.kube).read().last_error
+    assert sim.invariants() == []
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/etcd"), reason="Debian etcd-server not installed")
+def test_a_control_node_with_etcd_checks_through_the_module(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    store_settings(sim, Settings(control=TypeSettings(sim.offering_id("cks-large"), None, None)))
+    control = sim.names("control")[0]
+
+    without_etcd = run_module(MODULE, module_args(sim, nodes=[control]))
+    assert without_etcd.get("failed") and without_etcd["step"] == "preflight"
+    assert "etcd_endpoints" in without_etcd["msg"]
+
+    done = run_module(MODULE, module_args(sim, nodes=[control], **sim.etcd_endpoints()))
+    assert not done.get("failed"), done.get("msg")
+    assert done["preflight"]["readyz_etcd"] == 200
+    assert sim.view().node(control).offering_name == "cks-large"
+    assert sim.invariants() == []
