@@ -110,3 +110,21 @@ def test_node_overrides_and_per_type_groups():
     controls = [vm for vm in world.vms.values() if vm.node_type == "control"]
     assert [world.affinity_groups[g].name for g in controls[0].affinity_group_ids] == ["dedicated-admin", "control-spread"]
     assert len({vm.host_id for vm in controls}) == 3  # strict anti-affinity at placement
+
+
+@pytest.mark.parametrize("name", ["small", "large", "external-etcd"])
+def test_example_specs_build(name):
+    import os
+
+    from conftest import SIM_DIR
+
+    spec = load_spec(os.path.join(SIM_DIR, "examples", f"{name}.yml"))
+    sim = Sim(spec, "/tmp")
+    try:
+        world = CloudWorld(sim, spec)
+    finally:
+        sim.scheduler.stop()
+    for cluster, raw in zip(world.clusters.values(), spec["clusters"]):
+        vms = world.cluster_vms(cluster)
+        assert len(vms) == raw["control_nodes"] + raw["workers"] + raw["external_nodes"] + raw["etcd_nodes"]
+        assert all(vm.state == "Running" and vm.host_id for vm in vms)

@@ -135,3 +135,26 @@ def test_sigint_stops_too(sim_process):
     handle = sim_process(SMALL_SPEC, "--no-etcd")
     handle.proc.send_signal(signal.SIGINT)
     assert handle.proc.wait(30) == 0
+
+
+def test_external_etcd_members_are_the_etcd_vms(sim_factory):
+    import yaml as _yaml
+
+    from conftest import SIM_DIR
+
+    with open(os.path.join(SIM_DIR, "examples", "external-etcd.yml"), encoding="utf-8") as fh:
+        raw = _yaml.safe_load(fh)
+    raw["time_scale"] = 0.01
+    handle = sim_factory(spec=raw, etcd=True)
+    etcd = handle.env["etcd"]
+    names = sorted(vm["name"].lower() for vm in handle.vms() if "-etcd-" in vm["name"])
+    assert etcd["mode"] == "external" and sorted(m["name"] for m in etcd["members"]) == names
+    assert all(m["client_url"].startswith("http://") for m in etcd["members"])
+    cluster = handle.cluster()
+    assert (cluster["etcdofferingname"], cluster["controlofferingname"]) == ("etcd-small", "cks-large")
+    assert len(cluster["etcdips"]) == 1
+    # Stopping an etcd VM stops its member.
+    etcd_vm = next(vm for vm in handle.vms() if "-etcd-" in vm["name"])
+    handle.cs().stopVirtualMachine(id=etcd_vm["id"], fetch_result=True)
+    member = next(m for m in etcd["members"] if m["name"] == etcd_vm["name"].lower())
+    handle.wait_for(lambda: not _listening(member["client_url"]))
