@@ -1159,7 +1159,9 @@ class CloudWorld:
             elif cluster.state == "Alert":
                 if states and all(s == "Running" for s in states):
                     world = self.sim.kube.get(cluster.id)
-                    ready = world.ready_node_count() if world is not None else 0
+                    # CKS also needs the API server's /version to answer before it trusts the count.
+                    api_up = world is not None and getattr(world, "api_available", lambda: True)()
+                    ready = world.ready_node_count() if api_up else -1
                     if ready == self.expected_ready(cluster):
                         self.set_cluster_state(cluster, "Running", "all nodes Ready")
                 elif states and all(s == "Stopped" for s in states):
