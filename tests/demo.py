@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from typing import Any
 
 import yaml
@@ -41,6 +42,14 @@ def start_sim(state_dir: str) -> tuple[subprocess.Popen, dict[str, Any]]:
         time.sleep(0.2)
     with open(env_path) as f:
         return proc, json.load(f)
+
+
+def admin(env: dict[str, Any], path: str, body: Any = None) -> Any:
+    request = urllib.request.Request(env["admin_url"] + path, method="POST" if body is not None else "GET",
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read().decode())
 
 
 def demo_vars(env: dict[str, Any]) -> dict[str, Any]:
@@ -70,9 +79,12 @@ def main() -> int:
     print(f"Starting cks-sim ({os.path.relpath(SPEC, ROOT)}) ...", flush=True)
     sim, env = start_sim(state_dir)
     try:
+        variables = demo_vars(env)
+        # The simulator flags more workers down at once than the rollout may take (the clamp).
+        admin(env, "/actions", {"action": "set_config", "max_unavailable": {"worker": variables["rollout_max_unavailable"]}})
         vars_path = os.path.join(OUT, "demo-vars.yml")
         with open(vars_path, "w") as f:
-            yaml.safe_dump(demo_vars(env), f, sort_keys=False)
+            yaml.safe_dump(variables, f, sort_keys=False)
         environment = dict(
             os.environ,
             ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".venv", "collections"),
@@ -93,9 +105,7 @@ def main() -> int:
         report_path = os.path.join(OUT, "report.json")
         if os.path.exists(report_path):
             print(f"\nReport: {os.path.relpath(report_path, ROOT)}")
-        invariants = json.loads(subprocess.check_output(
-            [sys.executable, "-c", "import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1]).read().decode())",
-             env["admin_url"] + "/invariants"]))
+        invariants = admin(env, "/invariants")
         print(f"Simulator invariants violated: {len(invariants)}")
         for violation in invariants:
             print(f"  {violation}")
