@@ -337,10 +337,18 @@ class BatchCycle:
                 result.results = [c.would_run() for c in cycles]
                 return result
             threads = [threading.Thread(target=c.run, name=f"cycle-{c.node.name}", daemon=True) for c in cycles]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            renewer = _LockRenewer(self.lock)
+            renewer.start()
+            try:
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+            finally:
+                renewer.stop()
+            if renewer.error:
+                # Nodes already down are finished rather than abandoned; the next batch will not start.
+                result.preflight["lock_renewal"] = renewer.error
             result.results = [c.result for c in cycles]
             failures = [c.failure for c in cycles if c.failure is not None]
             if failures:
@@ -389,6 +397,36 @@ class BatchCycle:
             raise StepFailed(where, "preflight", "; ".join(problems), problems=problems)
         checks["ok"] = True
         return checks
+
+
+class _LockRenewer:
+    """Keeps the rollout lock renewed while a batch runs (a batch may outlast the lease)."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+        self.error: Optional[str] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        if self.lock is None:
+            return
+        self._thread = threading.Thread(target=self._run, name="lock-renewer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        period = max(1.0, float(getattr(self.lock, "duration_seconds", 600)) / 3)
+        while not self._stop.wait(period):
+            try:
+                self.lock.renew()
+            except CksError as exc:
+                self.error = exc.msg
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 class NodeCycle:

@@ -22,7 +22,6 @@ from typing import Any, Optional, Sequence
 from ansible_collections.cloudstack.cks.plugins.module_utils import plan as planning
 from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION, ClusterView, Node
 from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import STOP_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError
 
 UNCORDON_PATCH: dict[str, Any] = {
     "spec": {"unschedulable": None},

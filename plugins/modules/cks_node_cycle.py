@@ -64,6 +64,7 @@ attributes:
       - O(mode=release) returns what it would uncordon and record, without changing anything.
   diff_mode:
     support: none
+    description: The changes of each node are in RV(nodes[].changes) instead, with their before and after values.
 options:
   cluster:
     description:

@@ -144,6 +144,7 @@ def test_release_never_touches_a_lock_held_by_another_rollout(cycle_sim: Callabl
     result = sim.release(lock=mine)
     assert not result.lock_released
     assert end_state(sim)["lock_holder"] == "someone-else"
+    assert sim.invariants() == []
 
 
 def test_a_lost_lock_stops_the_batch_before_anything_changes(cycle_sim: Callable[..., CycleSim]) -> None:
@@ -155,3 +156,4 @@ def test_a_lost_lock_stops_the_batch_before_anything_changes(cycle_sim: Callable
     assert "someone-else" in result.error.msg
     assert ROLLOUT_ANNOTATION not in sim.view().node(node).annotations
     assert not [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"]
+    assert sim.invariants() == []
