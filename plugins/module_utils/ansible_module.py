@@ -105,7 +105,7 @@ def kube_client(module: AnsibleModule, cloudstack: Optional[cs_utils.CloudStackC
     if config is None and cloudstack is not None and cluster_id:
         config = kube_utils.fetch_kubeconfig(cloudstack, cluster_id)
     elif config is not None:
-        _, inline = kube_utils.parse_kubeconfig(config)
+        inline = kube_utils.parse_kubeconfig(config)[1]
         config = inline if inline is not None else config
     if isinstance(config, dict):
         # Mask the credentials in anything the module returns, as kubernetes.core does.

@@ -173,7 +173,7 @@ class RecordStore:
 
     def update(self, change: Callable[[Record], None], attempts: int = 5) -> Record:
         """Read, apply ``change`` in place, write; on a conflict start again from the new record."""
-        for _ in range(max(1, attempts)):
+        for _attempt in range(max(1, attempts)):
             current = self.read()
             record = current if current is not None else Record()
             change(record)
@@ -291,7 +291,7 @@ class Lock:
         previous holder and its last renewal when it had not released. ``LockHeld`` if another
         rollout holds it.
         """
-        for _ in range(3):
+        for _attempt in range(3):
             lease = self.kube.get_lease(self.namespace, self.name)
             now = format_microtime(self._clock())
             if lease is None:
@@ -364,7 +364,7 @@ class Lock:
 
         True if it was released now, False if this holder did not hold it.
         """
-        for _ in range(3):
+        for _attempt in range(3):
             lease = self.kube.get_lease(self.namespace, self.name)
             if lease is None:
                 return False

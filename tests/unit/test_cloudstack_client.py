@@ -48,13 +48,17 @@ def api_error(status: int, text: str, code: int | None = None) -> cs.CloudStackA
                                      response=FakeResponse(status))
 
 
-def client(script: dict[str, list[Any]], **options: Any) -> tuple[mod.CloudStackClient, FakeCS]:
+def client_and_fake(script: dict[str, list[Any]], **options: Any) -> tuple[mod.CloudStackClient, FakeCS]:
     c = mod.CloudStackClient(mod.CloudStackOptions(api_url="http://127.0.0.1:9/client/api", api_key="k",
                                                    api_secret=SECRET, **options))
     fake = FakeCS(script)
     c._cs = fake
     c._sleep = lambda s: None
     return c, fake
+
+
+def client(script: dict[str, list[Any]], **options: Any) -> mod.CloudStackClient:
+    return client_and_fake(script, **options)[0]
 
 
 # -- options --------------------------------------------------------------------------------------
@@ -117,28 +121,28 @@ def pages(total: int, size: int = 500, key: str = "virtualmachine") -> Callable[
 
 
 def test_list_reads_every_page_until_count() -> None:
-    c, fake = client({"listVirtualMachines": [pages(1203)] * 3})
+    c, fake = client_and_fake({"listVirtualMachines": [pages(1203)] * 3})
     items = c.list("listVirtualMachines", listall=True)
     assert [i["id"] for i in items] == [f"vm-{i}" for i in range(1203)]
-    assert [p["page"] for _, p in fake.sent] == [1, 2, 3]
-    assert all(p["pagesize"] == 500 and p["listall"] is True for _, p in fake.sent)
+    assert [p["page"] for _command, p in fake.sent] == [1, 2, 3]
+    assert all(p["pagesize"] == 500 and p["listall"] is True for _command, p in fake.sent)
     assert c.calls["listVirtualMachines"] == 3
 
 
 def test_list_trusts_count_when_the_server_caps_the_page_size() -> None:
-    c, fake = client({"listVolumes": [pages(250, size=100, key="volume")] * 3})
+    c, fake = client_and_fake({"listVolumes": [pages(250, size=100, key="volume")] * 3})
     assert len(c.list("listVolumes", type="ROOT")) == 250
     assert len(fake.sent) == 3
 
 
 def test_list_of_nothing_is_an_empty_list() -> None:
-    c, _ = client({"listAffinityGroups": [{}]})
+    c = client({"listAffinityGroups": [{}]})
     assert c.list("listAffinityGroups") == []
 
 
 def test_list_drops_items_repeated_across_shifted_pages() -> None:
     answers = [{"count": 3, "x": [{"id": "a"}, {"id": "b"}]}, {"count": 3, "x": [{"id": "b"}, {"id": "c"}]}]
-    c, _ = client({"listX": answers})
+    c = client({"listX": answers})
     assert [i["id"] for i in c.list("listX", pagesize=2)] == ["a", "b", "c"]
 
 
@@ -159,28 +163,28 @@ def test_transient_statuses(status: int | None, transient: bool) -> None:
 
 
 def test_reads_are_retried_on_transient_faults_then_succeed() -> None:
-    c, fake = client({"listZones": [requests.exceptions.ConnectionError("dropped"), api_error(503, "busy"),
-                                    {"count": 1, "zone": [{"id": "z"}]}]})
+    c = client({"listZones": [requests.exceptions.ConnectionError("dropped"), api_error(503, "busy"),
+                              {"count": 1, "zone": [{"id": "z"}]}]})
     assert c.list("listZones") == [{"id": "z"}]
     assert c.calls["listZones"] == 3
 
 
 def test_reads_give_up_after_the_retry_count() -> None:
-    c, _ = client({"listZones": [api_error(503, "busy")] * 3}, retries=2)
+    c = client({"listZones": [api_error(503, "busy")] * 3}, retries=2)
     with pytest.raises(CloudStackError) as info:
         c.list("listZones")
     assert info.value.errorcode == 503 and c.calls["listZones"] == 3
 
 
 def test_reads_are_not_retried_past_the_deadline() -> None:
-    c, _ = client({"listZones": [api_error(503, "busy")] * 5})
+    c = client({"listZones": [api_error(503, "busy")] * 5})
     with pytest.raises(CloudStackError):
         c.list("listZones", deadline=Deadline(0.1))
     assert c.calls["listZones"] == 1
 
 
 def test_cloudstack_own_errors_are_not_retried() -> None:
-    c, _ = client({"listVirtualMachines": [api_error(431, "Unable to execute API command due to invalid value")]})
+    c = client({"listVirtualMachines": [api_error(431, "Unable to execute API command due to invalid value")]})
     with pytest.raises(CloudStackError) as info:
         c.list("listVirtualMachines", target="cluster demo")
     assert info.value.errorcode == 431 and c.calls["listVirtualMachines"] == 1
@@ -188,7 +192,7 @@ def test_cloudstack_own_errors_are_not_retried() -> None:
 
 
 def test_changes_are_never_retried_and_say_the_outcome_is_unknown() -> None:
-    c, _ = client({"stopVirtualMachine": [requests.exceptions.ConnectionError("reset"), {"jobid": "j"}]})
+    c = client({"stopVirtualMachine": [requests.exceptions.ConnectionError("reset"), {"jobid": "j"}]})
     with pytest.raises(CloudStackError) as info:
         c.run_job("stopVirtualMachine", Deadline(10), target="demo-node-1", id="vm-1")
     assert c.calls["stopVirtualMachine"] == 1
@@ -199,7 +203,7 @@ def test_transport_messages_carry_no_query_string_or_secret() -> None:
     url_error = requests.exceptions.ConnectionError(
         f"HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded with url: "
         f"/client/api?apiKey=k&command=listZones&signature=SIGNATURE%2B%3D&x={SECRET}")
-    c, _ = client({"listZones": [url_error]}, retries=0)
+    c = client({"listZones": [url_error]}, retries=0)
     with pytest.raises(CloudStackError) as info:
         c.list("listZones")
     assert "SIGNATURE" not in info.value.msg and SECRET not in info.value.msg and "apiKey" not in info.value.msg
@@ -207,7 +211,7 @@ def test_transport_messages_carry_no_query_string_or_secret() -> None:
 
 
 def test_tls_failure_says_which_option_to_check() -> None:
-    c, _ = client({"listZones": [requests.exceptions.SSLError("certificate verify failed")]})
+    c = client({"listZones": [requests.exceptions.SSLError("certificate verify failed")]})
     with pytest.raises(CloudStackError) as info:
         c.list("listZones")
     assert "api_verify_ssl_cert" in info.value.msg and c.calls["listZones"] == 1
@@ -218,7 +222,7 @@ def test_tls_failure_says_which_option_to_check() -> None:
 def test_run_job_polls_until_done_and_returns_the_object() -> None:
     polls = [{"jobstatus": 0}, {"jobstatus": 0},
              {"jobstatus": 1, "jobresultcode": 0, "jobresult": {"virtualmachine": {"id": "vm-1", "state": "Stopped"}}}]
-    c, fake = client({"stopVirtualMachine": [{"jobid": "j-1"}], "queryAsyncJobResult": polls}, poll_interval=0.01)
+    c, fake = client_and_fake({"stopVirtualMachine": [{"jobid": "j-1"}], "queryAsyncJobResult": polls}, poll_interval=0.01)
     vm = c.run_job("stopVirtualMachine", Deadline(10), id="vm-1")
     assert vm == {"id": "vm-1", "state": "Stopped"}
     assert [p for cmd, p in fake.sent if cmd == "queryAsyncJobResult"] == [{"jobid": "j-1"}] * 3
@@ -227,7 +231,7 @@ def test_run_job_polls_until_done_and_returns_the_object() -> None:
 def test_run_job_failure_carries_the_result_code_and_text() -> None:
     failed = {"jobstatus": 2, "jobresultcode": 533,
               "jobresult": {"errorcode": 533, "errortext": "Unable to create a deployment for VM"}}
-    c, _ = client({"startVirtualMachine": [{"jobid": "j-2"}], "queryAsyncJobResult": [failed]})
+    c = client({"startVirtualMachine": [{"jobid": "j-2"}], "queryAsyncJobResult": [failed]})
     with pytest.raises(CloudStackError) as info:
         c.run_job("startVirtualMachine", Deadline(10), target="demo-node-1", id="vm-1")
     assert info.value.errorcode == 533
@@ -235,8 +239,8 @@ def test_run_job_failure_carries_the_result_code_and_text() -> None:
 
 
 def test_run_job_deadline_names_command_and_job() -> None:
-    c, _ = client({"stopVirtualMachine": [{"jobid": "j-3"}], "queryAsyncJobResult": [{"jobstatus": 0}] * 100},
-                  poll_interval=0.01)
+    c = client({"stopVirtualMachine": [{"jobid": "j-3"}], "queryAsyncJobResult": [{"jobstatus": 0}] * 100},
+               poll_interval=0.01)
     with pytest.raises(DeadlineExceeded) as info:
         c.run_job("stopVirtualMachine", Deadline(0.05), target="demo-node-2", id="vm-2")
     assert "stopVirtualMachine" in info.value.msg and "j-3" in info.value.msg

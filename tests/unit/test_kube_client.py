@@ -169,7 +169,10 @@ def test_doc_fragments_match_the_argument_specs(fragment: Any, spec: dict) -> No
 def test_secrets_are_no_log_and_specs_do_not_clash() -> None:
     cs_spec, kube_spec = am.cloudstack_argument_spec(), am.kubernetes_argument_spec()
     assert cs_spec["api_secret"]["no_log"] is True
-    names = lambda spec: set(spec) | {a for o in spec.values() for a in o.get("aliases", [])}  # noqa: E731
+
+    def names(spec: dict) -> set[str]:
+        return set(spec) | {a for o in spec.values() for a in o.get("aliases", [])}
+
     assert not names(cs_spec) & names(kube_spec)
 
 
