@@ -324,6 +324,12 @@ class KubeWorld:
         self.workloads: dict[tuple[str, str, str], Workload] = {}
         self._pod_timers: dict[tuple[str, str], int] = {}
         self._awaiting_kubelet: set[tuple[str, str]] = set()  # terminating pods on a dead node
+        # Timers scheduled while building fire on the scheduler thread under sim.lock: hold it
+        # (re-entrant) until the world is complete.
+        with sim.lock:
+            self._build(nodes, workloads, pdbs)
+
+    def _build(self, nodes: list[dict], workloads: list[dict], pdbs: list[dict]) -> None:
         for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NS):
             self._ensure_namespace(ns)
         for i, spec in enumerate(nodes):
@@ -400,7 +406,8 @@ class KubeWorld:
         return "Unknown"
 
     def ready_node_count(self) -> int:
-        return sum(1 for name in self.nodes if self.node_ready_status(name) == "True")
+        with self.sim.lock:  # re-entrant: callers under the lock (the CKS scanner) are fine too
+            return sum(1 for name in self.nodes if self.node_ready_status(name) == "True")
 
     def api_available(self) -> bool:
         """The API endpoint answers while at least one control node's VM runs an API server."""
@@ -408,6 +415,10 @@ class KubeWorld:
         return not controls or any(n.vm_running for n in controls)
 
     def snapshot(self) -> dict:
+        with self.sim.lock:
+            return self._snapshot()
+
+    def _snapshot(self) -> dict:
         nodes = []
         for name, state in sorted(self.nodes.items()):
             obj = self._raw("nodes", "", name)

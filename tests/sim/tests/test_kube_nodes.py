@@ -10,6 +10,7 @@ from kubernetes import client as k8s
 
 from test_kube_support import (  # noqa: F401  (fixtures)
     CONTROL, WORKERS, KubeEnv, assert_known_fields, kube_env, make_kube_env, node_ready, wait_until,
+    merge_patch_kwargs,
 )
 
 ROLLOUT_ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
@@ -137,12 +138,12 @@ def test_cordon_strategic_merge_mirrors_taint_and_uncordon_with_null(kube_env: K
 def test_merge_patch_null_removes_annotation(kube_env: KubeEnv) -> None:
     name = WORKERS[1]
     kube_env.core.patch_node(name, {"metadata": {"annotations": {ROLLOUT_ANNOTATION: "abc"}}},
-                             _content_type="application/merge-patch+json")
+                             **merge_patch_kwargs())
     node = kube_env.core.read_node(name)
     assert node.metadata.annotations[ROLLOUT_ANNOTATION] == "abc"
     assert "node.alpha.kubernetes.io/ttl" in node.metadata.annotations  # merged, not replaced
     node = kube_env.core.patch_node(name, {"metadata": {"annotations": {ROLLOUT_ANNOTATION: None}}},
-                                    _content_type="application/merge-patch+json")
+                                    **merge_patch_kwargs())
     assert ROLLOUT_ANNOTATION not in node.metadata.annotations
     annotated = [e for e in kube_env.sim.timeline.list() if e["event"] == "annotated"]
     assert [e["value"] for e in annotated] == ["abc", None]

@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 
 from test_kube_support import (  # noqa: F401  (fixtures)
     CLUSTER_ID, WORKERS, KubeEnv, assert_known_fields, kube_env, wait_until,
+    merge_patch_kwargs,
 )
 
 LOCK = "cloudstack-cks-rollout"
@@ -122,7 +123,7 @@ def test_configmap_record_compare_and_set(kube_env: KubeEnv) -> None:
         core.replace_namespaced_config_map(LOCK, "kube-system", created)
     assert info.value.status == 409 and _status(info.value)["reason"] == "Conflict"
     merged = core.patch_namespaced_config_map(LOCK, "kube-system", {"data": {"cancel": None, "k": "v"}},
-                                              _content_type="application/merge-patch+json")
+                                              **merge_patch_kwargs())
     assert merged.data == {"settings": cm.data["settings"], "k": "v"}
     listed = core.list_namespaced_config_map("kube-system")
     assert [c.metadata.name for c in listed.items] == [LOCK]
@@ -229,3 +230,25 @@ def test_api_unreachable_while_every_control_node_is_off(kube_env: KubeEnv) -> N
         client.list_node(_request_timeout=5)
     kube_env.power_on(CONTROL[0])
     assert len(kube_env.core.list_node().items) == 7
+
+
+def test_patch_flavours_differ_on_lists_with_a_merge_key(kube_env: KubeEnv) -> None:
+    path = "/api/v1/namespaces/default/configmaps"
+    owner_a = {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "11111111-1111-4111-8111-111111111111"}
+    owner_b = {"apiVersion": "v1", "kind": "ConfigMap", "name": "b", "uid": "22222222-2222-4222-8222-222222222222"}
+    assert kube_env.raw("POST", path, {"metadata": {"name": "rec", "ownerReferences": [owner_a]},
+                                       "data": {"x": "1"}})[0] == 201
+    status, cm = kube_env.raw("PATCH", f"{path}/rec", {"metadata": {"ownerReferences": [owner_b]}},
+                              headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert status == 200 and [o["name"] for o in cm["metadata"]["ownerReferences"]] == ["a", "b"]
+    status, cm = kube_env.raw("PATCH", f"{path}/rec", {"metadata": {"ownerReferences": [owner_b]},
+                                                       "data": {"x": None}},
+                              headers={"Content-Type": "application/merge-patch+json"})
+    assert status == 200 and [o["name"] for o in cm["metadata"]["ownerReferences"]] == ["b"]
+    assert "data" not in cm or "x" not in cm["data"]
+    status, cm = kube_env.raw("PATCH", f"{path}/rec", [{"op": "add", "path": "/data", "value": {"y": "2"}}],
+                              headers={"Content-Type": "application/json-patch+json"})
+    assert status == 200 and cm["data"] == {"y": "2"}
+    status, body = kube_env.raw("PATCH", f"{path}/rec", {"data": {"z": "3"}},
+                                headers={"Content-Type": "application/apply-patch+yaml"})
+    assert status == 415 and body["reason"] == "UnsupportedMediaType"

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+import kubernetes
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -24,6 +25,7 @@ from cks_sim.kube import KubeWorld
 from cks_sim.kube_api import kubeconfig, make_app
 from cks_sim.tls import make_tls, server_ssl_context
 
+CLIENT_MAJOR = int(kubernetes.__version__.split(".")[0])
 CLUSTER_ID = "c0ffee00-0000-4000-8000-000000000001"
 
 BASE_SPEC: dict[str, Any] = {
@@ -150,36 +152,55 @@ def node_ready(node: Any) -> str:
     return next(c.status for c in node.status.conditions if c.type == "Ready")
 
 
-def assert_known_fields(data: Any, type_name: str, path: str = "$") -> None:
+def _inner(type_name: str) -> tuple[str, str]:
+    """('list'|'dict'|'', element type) for both model generations' type strings.
+
+    37.x writes ``List[X]`` / ``Dict[str, X]``; 35.x writes ``list[X]`` / ``dict(str, X)``.
+    """
+    low = type_name[:5].lower()
+    if low == "list[":
+        return "list", type_name[5:-1]
+    if low in ("dict[", "dict("):
+        return "dict", type_name[5:-1].split(",", 1)[1].strip()
+    return "", type_name
+
+
+def assert_known_fields(data: Any, type_name: str, path: str = "$", _top: bool = True) -> None:
     """Every JSON field the sim sends must exist in the client's model (a real server's would).
 
-    kubernetes 37.x drops unknown fields silently in ``from_dict`` but validates types strictly;
-    this walks the openapi_types of the generated models so an invented field fails a test.
+    kubernetes 37.x drops unknown fields silently in ``from_dict`` but validates types strictly,
+    35.x checks required fields; this walks the generated models' openapi_types so an invented
+    field fails a test, then deserializes the document the way the client does.
     """
     import kubernetes.client.models as models
 
     if data is None:
         return
-    if type_name.startswith("List["):
+    container, inner = _inner(type_name)
+    if container == "list":
         assert isinstance(data, list), f"{path}: expected a list for {type_name}"
         for i, item in enumerate(data):
-            assert_known_fields(item, type_name[5:-1], f"{path}[{i}]")
-        return
-    if type_name.startswith("Dict["):
+            assert_known_fields(item, inner, f"{path}[{i}]", False)
+    elif container == "dict":
         assert isinstance(data, dict), f"{path}: expected an object for {type_name}"
-        inner = type_name[5:-1].split(",", 1)[1].strip()
         for key, value in data.items():
-            assert_known_fields(value, inner, f"{path}.{key}")
-        return
-    klass = getattr(models, type_name, None)
-    if klass is None or not hasattr(klass, "attribute_map") or not isinstance(data, dict):
-        return
-    by_json = {v: k for k, v in klass.attribute_map.items()}
-    unknown = set(data) - set(by_json)
-    assert not unknown, f"{path}: fields {sorted(unknown)} are not in {type_name}"
-    for key, value in data.items():
-        assert_known_fields(value, klass.openapi_types[by_json[key]], f"{path}.{key}")
-    klass.from_dict(data)  # types and required fields, as the client checks them
+            assert_known_fields(value, inner, f"{path}.{key}", False)
+    else:
+        klass = getattr(models, type_name, None)
+        if klass is not None and hasattr(klass, "attribute_map") and isinstance(data, dict):
+            by_json = {v: k for k, v in klass.attribute_map.items()}
+            unknown = set(data) - set(by_json)
+            assert not unknown, f"{path}: fields {sorted(unknown)} are not in {type_name}"
+            for key, value in data.items():
+                assert_known_fields(value, klass.openapi_types[by_json[key]], f"{path}.{key}", False)
+    if _top:
+        # Types and required fields, checked by the client's own deserializer.
+        k8s.ApiClient()._ApiClient__deserialize(data, type_name)
+
+
+def merge_patch_kwargs() -> dict[str, Any]:
+    """``_content_type`` for a JSON merge patch; kubernetes <= 35 has no such argument."""
+    return {"_content_type": "application/merge-patch+json"} if CLIENT_MAJOR >= 36 else {}
 
 
 @pytest.fixture
