@@ -30,6 +30,10 @@ attributes:
     description: The module only reads, so it runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
+  idempotent:
+    support: full
+    description: It never changes anything.
 options:
   endpoints:
     description:
@@ -252,8 +256,8 @@ def check_quorum(params: dict[str, Any]) -> dict[str, Any]:
     verdict = client.check(params["going_down"], require_ready=params["require_ready"])
     result = verdict.to_dict()
     if not verdict.safe and params["fail_when_unsafe"]:
-        message = result.pop("msg")
-        raise EtcdError(message, **result)
+        # Fail with every return value but msg, so a rescue or a report sees the members too.
+        raise EtcdError(verdict.message, **{key: value for key, value in result.items() if key != "msg"})
     return dict(result, changed=False)
 
 

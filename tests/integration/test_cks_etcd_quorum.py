@@ -61,7 +61,9 @@ def run_tasks(module: str, args_list: list[dict[str, Any]], checked: tuple[int, 
             fh.write(f"localhost ansible_connection=local ansible_python_interpreter={PYTHON}\n")
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1",
                    ANSIBLE_LOCAL_TEMP=os.path.join(work, "tmp"), ANSIBLE_HOME=os.path.join(work, "home"))
-        proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", inventory, playbook], env=env, capture_output=True, text=True, timeout=300, cwd=work)
+        # check=False: a failed task is a result to read, not an error.
+        proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", inventory, playbook], env=env, capture_output=True,
+                              text=True, timeout=300, cwd=work, check=False)
         if not os.path.exists(out_path):
             raise ModuleRunError(f"ansible-playbook exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         with open(out_path, encoding="utf-8") as fh:

@@ -93,7 +93,7 @@ def _free_ports(count: int) -> list[int]:
     """Ports the kernel hands out now; all held open together so none repeats."""
     socks = []
     try:
-        for _ in range(count):
+        while len(socks) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.bind(("127.0.0.1", 0))
             socks.append(sock)
@@ -210,8 +210,8 @@ class EtcdManager:
         cluster = _Cluster(cluster_id=cluster_id, mode=mode, members=[], token=f"cks-sim-{cluster_id}")
         if mode == "stacked":
             ca = _make_ca(os.path.join(base, "pki"), f"etcd-ca-{cluster_id}")
-            client_cert, client_key = issue_cert(ca, "healthcheck-client", [], True, False,
-                                                  os.path.join(base, "pki"))
+            client_cert, client_key = issue_cert(ca, "healthcheck-client", [], client=True, server=False,
+                                                 out_dir=os.path.join(base, "pki"))
             cluster.pki = {"ca_cert": ca["ca_cert"], "ca_key": ca["ca_key"],
                            "client_cert": client_cert, "client_key": client_key}
         for i, vm_name in enumerate(vm_names):
