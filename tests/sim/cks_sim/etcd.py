@@ -22,6 +22,7 @@ import atexit
 import base64
 import datetime
 import os
+import random
 import shutil
 import signal
 import socket
@@ -46,6 +47,8 @@ ELECTION_MS = 600
 START_TIMEOUT = 30.0  # real seconds for a new cluster to answer a quorum read
 STOP_TIMEOUT = 10.0  # real seconds between SIGTERM and SIGKILL
 READY_TIMEOUT = 1.5  # real seconds for the quorum read of cluster_ready()
+RESTART_ATTEMPTS = 5  # starts of a member before it is left down (see its log)
+RESTART_PROBATION = 0.5  # real seconds a restarted member must stay up to count as started
 
 MODES = ("stacked", "external")
 
@@ -89,13 +92,33 @@ def _make_ca(out_dir: str, common_name: str) -> dict[str, str]:
 
 # --- ports ---------------------------------------------------------------------------------
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            low, high = (int(x) for x in fh.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def _free_ports(count: int) -> list[int]:
-    """Ports the kernel hands out now; all held open together so none repeats."""
-    socks = []
+    """Free ports below the kernel's ephemeral range, all held open together so none repeats.
+
+    A member keeps its ports across a stop and start (its peer URL is in the membership). Ports
+    from the ephemeral range could meanwhile be taken by any outgoing connection on this host, or
+    by a server binding port 0; below it, only another sim picking at random could collide.
+    """
+    low, _high = _ephemeral_range()
+    first, last = (20000, low - 1) if low > 21000 else (low, 65535)
+    socks: list[socket.socket] = []
     try:
         while len(socks) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
+            try:
+                sock.bind(("127.0.0.1", random.randint(first, last)))
+            except OSError:
+                sock.close()
+                continue
             socks.append(sock)
         return [s.getsockname()[1] for s in socks]
     finally:
@@ -389,7 +412,20 @@ class EtcdManager:
             cluster = self._clusters.get(member.cluster_id)
         if not wanted or cluster is None or member.process_alive():
             return
-        self._spawn(cluster, member)
+        # Its ports may be busy for a moment (a probe's connection in the way): try again rather
+        # than leave the member down for good.
+        for _attempt in range(RESTART_ATTEMPTS):
+            self._spawn(cluster, member)
+            proc = member.proc
+            try:
+                if proc is not None:
+                    proc.wait(timeout=RESTART_PROBATION)
+            except subprocess.TimeoutExpired:
+                return  # still running: started
+            time.sleep(RESTART_PROBATION)
+            with self._lock:
+                if not (member.up and not member.killed and not self._stopped):
+                    return
 
     def _terminate(self, member: _Member) -> None:
         proc = member.proc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
 import time
 from typing import Any, Callable, Iterator
 
@@ -238,3 +239,29 @@ def test_member_names_must_be_unique(manager: EtcdManager) -> None:
         manager.add_cluster("b", ["E1"], "external")
     with pytest.raises(ValueError):
         manager.add_cluster("c", ["x1"], "sideways")
+
+
+def test_restart_waits_out_a_busy_port(manager: EtcdManager) -> None:
+    manager.add_cluster("c1", STACKED, "stacked")
+    manager.vm_powered_off("K-Control-aa01")
+    manager.wait_settled()
+    port = int(manager.endpoints("c1")["members"][0]["client_url"].rsplit(":", 1)[1])
+    squatter = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    squatter.bind(("127.0.0.1", port))
+    squatter.listen()
+    try:
+        manager.vm_powered_on("K-Control-aa01")
+
+        def failed_once() -> bool:
+            snap = manager.snapshot()["c1"]["members"][0]
+            return snap["starts"] >= 2 and not snap["running"]
+
+        assert eventually(failed_once)  # the restart met the busy port and exited
+    finally:
+        squatter.close()
+    manager.wait_settled()
+
+    snap = manager.snapshot()["c1"]["members"][0]
+    assert snap["running"] and snap["starts"] >= 3  # the first start, a failed restart, a good one
+    ep = manager.endpoints("c1")
+    assert eventually(lambda: healthy(ep, ep["members"][0]["client_url"]))
