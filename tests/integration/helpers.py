@@ -34,23 +34,46 @@ class ModuleRunError(AssertionError):
     """ansible-playbook itself broke (syntax, missing module), not the module under test."""
 
 
-def _playbook(module_name: str, args: dict[str, Any], out_path: str) -> list[dict[str, Any]]:
-    # The module's result is registered and written as JSON by a second task, which runs even
-    # in check mode and after a failure: this needs no callback plugin and sees exactly what a
-    # later task of a real playbook would see.
+# A callback plugin that writes the result of the task under test as JSON: a second task to
+# write it would cost another module run (seconds on a loaded machine).
+_CALLBACK = '''
+from __future__ import annotations
+
+import json
+import os
+
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "cks_result"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def _write(self, result, **extra):
+        data = {k: v for k, v in dict(result._result).items() if not k.startswith("_ansible")}
+        data.update(extra)
+        with open(os.environ["CKS_RESULT_PATH"], "w", encoding="utf-8") as fh:
+            json.dump(data, fh, default=str)
+
+    def v2_runner_on_ok(self, result, **kwargs):
+        self._write(result, failed=False)
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._write(result, failed=True)
+
+    def v2_runner_on_unreachable(self, result):
+        self._write(result, failed=True, unreachable=True)
+'''
+
+
+def _playbook(module_name: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     fqcn = module_name if "." in module_name else f"cloudstack.cks.{module_name}"
     return [{
         "hosts": "localhost",
         "gather_facts": False,
-        "tasks": [
-            {"name": "module under test", fqcn: args, "register": "result", "ignore_errors": True},
-            {
-                "name": "write the result",
-                "ansible.builtin.copy": {"content": "{{ result | to_json }}", "dest": out_path},
-                "check_mode": False,
-                "diff": False,
-            },
-        ],
+        "tasks": [{"name": "module under test", fqcn: args}],
     }]
 
 
@@ -68,7 +91,11 @@ def run_module(module_name: str, args: dict[str, Any], env: Optional[dict[str, s
         playbook = os.path.join(work, "play.yml")
         with open(playbook, "w", encoding="utf-8") as fh:
             # JSON is YAML: no quoting surprises for the arguments.
-            json.dump(_playbook(module_name, args, out_path), fh)
+            json.dump(_playbook(module_name, args), fh)
+        callbacks = os.path.join(work, "callback_plugins")
+        os.makedirs(callbacks)
+        with open(os.path.join(callbacks, "cks_result.py"), "w", encoding="utf-8") as fh:
+            fh.write(_CALLBACK)
         inventory = os.path.join(work, "inventory.ini")
         with open(inventory, "w", encoding="utf-8") as fh:
             fh.write(f"localhost ansible_connection=local ansible_python_interpreter={PYTHON}\n")
@@ -80,6 +107,10 @@ def run_module(module_name: str, args: dict[str, Any], env: Optional[dict[str, s
             "ANSIBLE_LOCAL_TEMP": os.path.join(work, "tmp"),
             "ANSIBLE_HOME": os.path.join(work, "home"),
             "ANSIBLE_DEPRECATION_WARNINGS": "0",
+            "ANSIBLE_CALLBACK_PLUGINS": callbacks,
+            "ANSIBLE_CALLBACKS_ENABLED": "cks_result",
+            "ANSIBLE_PIPELINING": "1",
+            "CKS_RESULT_PATH": out_path,
         })
         run_env.update(env or {})
         cmd = [ANSIBLE_PLAYBOOK, "-i", inventory, playbook]
@@ -131,6 +162,36 @@ class SimHandle:
     def fault(self, **body: Any) -> Any:
         return self.admin("POST", "/faults", body)
 
+    def cluster(self, name: Optional[str] = None) -> dict[str, Any]:
+        """env.json's entry of a cluster ({id, name, kubeconfig, etcd}); the first one by default."""
+        clusters = self.env.get("clusters") or [{"id": self.env["cluster_id"], "name": self.env["cluster_name"],
+                                                 "kubeconfig": self.env["kubeconfig"]}]
+        if name is None:
+            return clusters[0]
+        return next(c for c in clusters if name in (c["name"], c["id"]))
+
+    def cloud_client(self) -> Any:
+        """The collection's CloudStack client, pointed at this sim (for setting up and reading back)."""
+        from ansible_collections.cloudstack.cks.plugins.module_utils.cloudstack import (
+            CloudStackClient,
+            CloudStackOptions,
+        )
+
+        return CloudStackClient(CloudStackOptions(api_url=self.env["cloudstack_endpoint"],
+                                                  api_key=self.env["cloudstack_key"],
+                                                  api_secret=self.env["cloudstack_secret"]))
+
+    def kube_client(self, cluster: Optional[str] = None) -> Any:
+        """The collection's Kubernetes client for one cluster of this sim; close it when done."""
+        from ansible_collections.cloudstack.cks.plugins.module_utils.kube import KubeClient, KubeOptions
+
+        return KubeClient.connect(KubeOptions(kubeconfig=self.cluster(cluster)["kubeconfig"]))
+
+    def world(self) -> dict[str, Any]:
+        """GET /state without the clock: equal before and after means nothing changed anywhere."""
+        state = self.state()
+        return {key: value for key, value in state.items() if key not in ("time", "faults")}
+
     def module_env(self) -> dict[str, str]:
         """Environment variables that point the collection's modules at this sim."""
         return {
@@ -140,13 +201,13 @@ class SimHandle:
             "K8S_AUTH_KUBECONFIG": self.env["kubeconfig"],
         }
 
-    def connection_args(self) -> dict[str, Any]:
-        """The same as module arguments."""
+    def connection_args(self, cluster: Optional[str] = None) -> dict[str, Any]:
+        """The same as module arguments (with the named cluster's kubeconfig)."""
         return {
             "api_url": self.env["cloudstack_endpoint"],
             "api_key": self.env["cloudstack_key"],
             "api_secret": self.env["cloudstack_secret"],
-            "kubeconfig": self.env["kubeconfig"],
+            "kubeconfig": self.cluster(cluster)["kubeconfig"],
         }
 
 
