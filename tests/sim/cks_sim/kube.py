@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import datetime
 import hashlib
+import json
 import math
 import random
 import re
@@ -274,6 +275,7 @@ class NodeState:
     machine_id: str
     system_uuid: str
     foreign_cordon: bool = False
+    ready: str = "Unknown"  # the Ready condition's status as stored (cached for the scheduler)
     grace_timer: Optional[int] = None
     boot_timer: Optional[int] = None
     lease_renewed_at: float = 0.0  # real monotonic-ish wall time of the last lease renewal
@@ -324,6 +326,12 @@ class KubeWorld:
         self.workloads: dict[tuple[str, str, str], Workload] = {}
         self._pod_timers: dict[tuple[str, str], int] = {}
         self._awaiting_kubelet: set[tuple[str, str]] = set()  # terminating pods on a dead node
+        # Indices over pods (a 1,000-node cluster has thousands): node and controller of each.
+        self._pod_index: dict[tuple[str, str], tuple[Optional[str], Optional[tuple[str, str, str]]]] = {}
+        self._pods_by_node: dict[str, set[tuple[str, str]]] = {}
+        self._pods_by_owner: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
+        # Nodes a pod with given tolerations may land on; dropped whenever any node changes.
+        self._fit_cache: dict[str, list[str]] = {}
         # Timers scheduled while building fire on the scheduler thread under sim.lock: hold it
         # (re-entrant) until the world is complete.
         with sim.lock:
@@ -368,10 +376,40 @@ class KubeWorld:
         return str(self._rv)
 
     def _store(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        if plural == "nodes":
+            self._fit_cache.clear()
         meta = obj["metadata"]
         meta["resourceVersion"] = self.next_rv()
-        self._objects[plural][(meta.get("namespace", ""), meta["name"])] = obj
+        key = (meta.get("namespace", ""), meta["name"])
+        self._objects[plural][key] = obj
+        if plural == "pods":
+            self._index_pod(key, obj)
         return obj
+
+    def _index_pod(self, key: tuple[str, str], pod: dict[str, Any]) -> None:
+        node = pod["spec"].get("nodeName")
+        old = self._pod_index.get(key)
+        if old is not None:
+            if old[0] == node:
+                return
+            owner = old[1]
+            if old[0]:
+                self._pods_by_node.get(old[0], set()).discard(key)
+        else:
+            owner = self._compute_owner_key(pod)
+            if owner is not None:
+                self._pods_by_owner.setdefault(owner, set()).add(key)
+        if node:
+            self._pods_by_node.setdefault(node, set()).add(key)
+        self._pod_index[key] = (node, owner)
+
+    def _unindex_pod(self, key: tuple[str, str]) -> None:
+        old = self._pod_index.pop(key, None)
+        if old is not None:
+            if old[0]:
+                self._pods_by_node.get(old[0], set()).discard(key)
+            if old[1] is not None:
+                self._pods_by_owner.get(old[1], set()).discard(key)
 
     def _raw(self, plural: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
         return self._objects[plural].get((namespace if RESOURCES[plural].namespaced else "", name))
@@ -399,11 +437,11 @@ class KubeWorld:
         return name in self.nodes
 
     def node_ready_status(self, name: str) -> str:
-        node = self._raw("nodes", "", name)
-        for cond in node["status"]["conditions"]:
-            if cond["type"] == "Ready":
-                return cond["status"]
-        return "Unknown"
+        return self.nodes[name].ready
+
+    @staticmethod
+    def _ready_of(node: dict[str, Any]) -> str:
+        return next((c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"), "Unknown")
 
     def ready_node_count(self) -> int:
         with self.sim.lock:  # re-entrant: callers under the lock (the CKS scanner) are fine too
@@ -525,6 +563,7 @@ class KubeWorld:
         else:
             self._unknown_conditions(conds)
         self._reconcile_taints(node)
+        state.ready = self._ready_of(node)
         self._store("nodes", node)
         self._store("leases", {
             "apiVersion": "coordination.k8s.io/v1",
@@ -597,7 +636,7 @@ class KubeWorld:
         want: list[tuple[str, str]] = []
         if node["spec"].get("unschedulable"):
             want.append((UNSCHEDULABLE_TAINT, "NoSchedule"))
-        ready = next((c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"), "Unknown")
+        ready = self._ready_of(node)
         if ready == "Unknown":
             want += [(UNREACHABLE_TAINT, "NoSchedule"), (UNREACHABLE_TAINT, "NoExecute")]
         elif ready == "False":
@@ -612,6 +651,7 @@ class KubeWorld:
     def _touch_node(self, name: str) -> dict[str, Any]:
         node = self._raw("nodes", "", name)
         self._reconcile_taints(node)
+        self.nodes[name].ready = self._ready_of(node)
         self._store("nodes", node)
         return node
 
@@ -846,9 +886,13 @@ class KubeWorld:
         return spec
 
     def _pods_of(self, wl: Workload) -> list[dict[str, Any]]:
-        return [p for p in self._objects["pods"].values() if self._owner_key(p) == wl.key]
+        return [self._objects["pods"][k] for k in sorted(self._pods_by_owner.get(wl.key, ()))]
 
     def _owner_key(self, pod: dict[str, Any]) -> Optional[tuple[str, str, str]]:
+        entry = self._pod_index.get((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        return entry[1] if entry is not None else self._compute_owner_key(pod)
+
+    def _compute_owner_key(self, pod: dict[str, Any]) -> Optional[tuple[str, str, str]]:
         ns = pod["metadata"]["namespace"]
         for ref in pod["metadata"].get("ownerReferences") or []:
             if not ref.get("controller"):
@@ -863,7 +907,11 @@ class KubeWorld:
         return None
 
     def _pods_on(self, node: str) -> list[dict[str, Any]]:
-        return [p for p in self._objects["pods"].values() if p["spec"].get("nodeName") == node]
+        return [self._objects["pods"][k] for k in sorted(self._pods_by_node.get(node, ()))]
+
+    def pods_on_node(self, node: str) -> list[dict[str, Any]]:
+        """The stored pods bound to ``node`` (references: serialise under sim.lock, do not change)."""
+        return self._pods_on(node)
 
     def _new_pod(self, wl: Workload, name: str, node: Optional[str]) -> dict[str, Any]:
         labels = dict(wl.labels)
@@ -915,14 +963,23 @@ class KubeWorld:
         return True
 
     def _pick_node(self, pod: dict[str, Any], owner: Optional[tuple[str, str, str]]) -> Optional[str]:
-        candidates = [n for n in sorted(self.nodes) if self._schedulable(pod, n)]
+        signature = json.dumps(pod["spec"].get("tolerations") or [], sort_keys=True)
+        candidates = self._fit_cache.get(signature)
+        if candidates is None:
+            candidates = [n for n in sorted(self.nodes) if self._schedulable(pod, n)]
+            self._fit_cache[signature] = candidates
         if not candidates:
             return None
+        pods = self._objects["pods"]
+        same: dict[str, int] = {}
+        for key in self._pods_by_owner.get(owner, ()) if owner is not None else ():
+            if "deletionTimestamp" not in pods[key]["metadata"]:
+                node = self._pod_index[key][0]
+                if node:
+                    same[node] = same.get(node, 0) + 1
 
         def spread(node: str) -> tuple[int, int, str]:
-            on_node = [p for p in self._pods_on(node) if "deletionTimestamp" not in p["metadata"]]
-            same = sum(1 for p in on_node if owner is not None and self._owner_key(p) == owner)
-            return (same, len(on_node), node)
+            return (same.get(node, 0), len(self._pods_by_node.get(node, ())), node)
 
         return min(candidates, key=spread)
 
@@ -932,6 +989,8 @@ class KubeWorld:
             node = self._pick_node(pod, self._owner_key(pod))
         status = pod["status"]
         if node is None:
+            if any(c["type"] == "PodScheduled" and c["status"] == "False" for c in status.get("conditions", [])):
+                return  # still unschedulable: nothing new to write
             total = len(self.nodes)
             status["conditions"] = [_condition(
                 "PodScheduled", "False", "Unschedulable",
@@ -1156,6 +1215,7 @@ class KubeWorld:
             return
         owner = self._owner_key(pod)
         del self._objects["pods"][key]
+        self._unindex_pod(key)
         self.next_rv()
         self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
         self.sim.timeline.add(cluster=self.cluster_id, node=pod["spec"].get("nodeName"), event="pod_deleted",
@@ -1287,10 +1347,14 @@ class KubeWorld:
         return copy.deepcopy(obj)
 
     def list(self, plural: str, namespace: Optional[str]) -> list[dict[str, Any]]:
-        """Objects of a resource (one namespace or all), sorted by namespace and name."""
+        """Copies of the objects of a resource (one namespace or all), sorted by namespace and name."""
+        return [copy.deepcopy(obj) for obj in self.select(plural, namespace)]
+
+    def select(self, plural: str, namespace: Optional[str]) -> list[dict[str, Any]]:
+        """The stored objects themselves, sorted; for readers that serialise them under sim.lock."""
         self._before_read(plural, namespace)
         items = self._objects[plural]
-        return [copy.deepcopy(items[k]) for k in sorted(items) if namespace is None or k[0] == namespace]
+        return [items[k] for k in sorted(items) if namespace is None or k[0] == namespace]
 
     def _before_read(self, plural: str, namespace: Optional[str]) -> None:
         # Controllers' writes that depend on time or faults, brought up to date before a read.

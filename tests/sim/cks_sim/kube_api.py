@@ -677,7 +677,8 @@ class KubeApp:
             raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
         ns = route.namespace or ""
         if verb == "list":
-            return _json_response(self._list(world, res, route.namespace, request))
+            return Response(self._list(world, res, route.namespace, request), status=200,
+                            content_type="application/json")
         if verb == "get":
             with self.sim.lock:
                 return _json_response(world.get(res.plural, ns, route.name or ""))
@@ -726,7 +727,7 @@ class KubeApp:
                 raise ApiError(422, "the server rejected our request due to an error in our request", "Invalid")
             return world.update(res.plural, ns, route.name or "", patched, route.subresource)
 
-    def _list(self, world: KubeWorld, res: Resource, namespace: Optional[str], request: Request) -> dict[str, Any]:
+    def _list(self, world: KubeWorld, res: Resource, namespace: Optional[str], request: Request) -> str:
         args = request.args
         try:
             labels = label_selector(args.get("labelSelector", ""))
@@ -738,28 +739,45 @@ class KubeApp:
         limit = args.get("limit", type=int) or 0
         token = args.get("continue") or ""
         start = _decode_continue(token) if token else None
+        node = _node_name_term(res.plural, args.get("fieldSelector", ""))
         with self.sim.lock:
+            # Filter the stored objects and serialise the page under the lock: no copy of
+            # thousands of pods for a drain's `spec.nodeName=` query.
             if namespace is not None and res.namespaced and not world.namespace_exists(namespace):
-                items = []
+                stored: list[dict[str, Any]] = []
+            elif node is not None:
+                stored = [p for p in world.pods_on_node(node)
+                          if namespace is None or p["metadata"]["namespace"] == namespace]
             else:
-                items = world.list(res.plural, namespace)
+                stored = world.select(res.plural, namespace)
             rv = world.current_rv()
-        items = [i for i in items if labels(i["metadata"].get("labels") or {}) and fields(i)]
-        if start is not None:
-            items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > start]
-        meta: dict[str, Any] = {"resourceVersion": rv}
-        if limit and len(items) > limit:
-            rest = len(items) - limit
-            items = items[:limit]
-            last = items[-1]["metadata"]
-            meta["continue"] = _encode_continue(rv, (last.get("namespace", ""), last["name"]))
-            if not args.get("labelSelector") and not args.get("fieldSelector"):
-                meta["remainingItemCount"] = rest
-        for item in items:
+            items = [i for i in stored if labels(i["metadata"].get("labels") or {}) and fields(i)]
+            if start is not None:
+                items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > start]
+            meta: dict[str, Any] = {"resourceVersion": rv}
+            if limit and len(items) > limit:
+                rest = len(items) - limit
+                items = items[:limit]
+                last = items[-1]["metadata"]
+                meta["continue"] = _encode_continue(rv, (last.get("namespace", ""), last["name"]))
+                if not args.get("labelSelector") and not args.get("fieldSelector"):
+                    meta["remainingItemCount"] = rest
             # The API server omits kind and apiVersion on list items.
-            item.pop("kind", None)
-            item.pop("apiVersion", None)
-        return {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": items}
+            text = json.dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta,
+                               "items": [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")}
+                                         for i in items]})
+        return text
+
+
+def _node_name_term(plural: str, selector: str) -> Optional[str]:
+    """The node of a `spec.nodeName=X` term in a pod field selector, for the index lookup."""
+    if plural != "pods":
+        return None
+    for term in _split_top(selector):
+        m = re.match(r"^spec\.nodeName\s*==?\s*(.+)$", term)
+        if m:
+            return m.group(1).strip()
+    return None
 
 
 def make_app(sim: Any) -> KubeApp:
