@@ -1,0 +1,260 @@
+"""Start cks-sim, run the rollout playbook against it, and judge the cluster it leaves.
+
+Shared by the chaos runner (run.py) and its smoke test. Everything goes through what an operator
+has: the `cks-sim` executable, `ansible-playbook` with the collection's rollout playbook, the
+simulator's admin API, and the real `kubernetes` client for the lock (a Lease).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SIM = os.path.join(ROOT, "tests", "sim", "cks-sim")
+SMALL_SPEC = os.path.join(ROOT, "tests", "sim", "examples", "small.yml")
+PLAYBOOK = os.path.join(ROOT, "playbooks", "rollout.yml")
+VENV_BIN = os.path.join(ROOT, ".venv", "bin")
+ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
+LOCK_NAME = "cloudstack-cks-rollout"
+
+
+class SimError(RuntimeError):
+    """cks-sim did not start, or its admin API did not answer."""
+
+
+@dataclass
+class SimProcess:
+    """One running cks-sim (its own process group) and its env.json."""
+
+    proc: subprocess.Popen
+    env: dict[str, Any]
+    state_dir: str
+
+    def admin(self, path: str, body: Any = None, method: Optional[str] = None) -> Any:
+        verb = method or ("POST" if body is not None else "GET")
+        request = urllib.request.Request(self.env["admin_url"] + path, method=verb,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read().decode() or "null")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                return self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+
+def start_sim(spec: str, state_dir: str, time_scale: Optional[float] = None, timeout: float = 120) -> SimProcess:
+    os.makedirs(state_dir, exist_ok=True)
+    cmd = [SIM, "serve", "--spec", spec, "--state-dir", state_dir]
+    if time_scale is not None:
+        cmd += ["--time-scale", str(time_scale)]
+    log = open(os.path.join(os.path.dirname(state_dir.rstrip("/")) or ".", os.path.basename(state_dir) + ".log"), "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    env_path = os.path.join(state_dir, "env.json")
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(env_path):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+            raise SimError(f"cks-sim did not start (spec {spec}); see {log.name}")
+        time.sleep(0.1)
+    with open(env_path) as f:
+        return SimProcess(proc, json.load(f), state_dir)
+
+
+@dataclass
+class Target:
+    """What the rollout asks for; the same dict goes to the playbook and to the judge."""
+
+    offerings: dict[str, str] = field(default_factory=lambda: {"worker": "cks-large"})
+    root_disk_sizes: dict[str, int] = field(default_factory=lambda: {"control": 30, "worker": 30})
+    affinity_groups: dict[str, list[str]] = field(default_factory=lambda: {"worker": ["workers-spread"]})
+    max_unavailable: int = 2
+
+
+def rollout_vars(env: dict[str, Any], target: Target, lock_duration: float, report_path: str) -> dict[str, Any]:
+    etcd = env["etcd"]
+    variables: dict[str, Any] = {
+        "rollout_cluster": env["cluster_name"],
+        "rollout_node_offerings": target.offerings,
+        "rollout_node_root_disk_sizes": target.root_disk_sizes,
+        "rollout_node_affinity_groups": target.affinity_groups,
+        "rollout_max_unavailable": target.max_unavailable,
+        "rollout_lock_duration": lock_duration,
+        "rollout_eviction_retry_interval": 0.2,
+        "rollout_poll_interval": 0.1,
+        "rollout_delete_emptydir_data": True,
+        "rollout_report_path": report_path,
+        "rollout_etcd_endpoints": [m["client_url"] for m in etcd["members"]],
+    }
+    if etcd.get("mode") == "stacked":
+        variables.update(rollout_etcd_ca_cert=etcd["ca_cert"], rollout_etcd_client_cert=etcd["client_cert"],
+                         rollout_etcd_client_key=etcd["client_key"])
+    return variables
+
+
+def playbook_environment(env: dict[str, Any], temp_dir: str) -> dict[str, str]:
+    """The environment of ansible-playbook: this checkout's collection first, AWX-style credentials.
+
+    ANSIBLE_LOCAL_TEMP / ANSIBLE_REMOTE_TEMP under ``temp_dir`` mark every module process of
+    this run, so processes that outlive a kill of the playbook can be found (by that path).
+    """
+    return dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".venv", "collections"),
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_LOCAL_TEMP=os.path.join(temp_dir, "local"),
+        ANSIBLE_REMOTE_TEMP=os.path.join(temp_dir, "remote"),
+        ANSIBLE_RETRY_FILES_ENABLED="0",
+        PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
+        CLOUDSTACK_ENDPOINT=env["cloudstack_endpoint"],
+        CLOUDSTACK_KEY=env["cloudstack_key"],
+        CLOUDSTACK_SECRET=env["cloudstack_secret"],
+        K8S_AUTH_SSL_CA_CERT=env["kube_ca"],
+    )
+
+
+def playbook_command(vars_path: str) -> list[str]:
+    return [os.path.join(VENV_BIN, "ansible-playbook"), PLAYBOOK, "-e", f"@{vars_path}"]
+
+
+def processes_under(marker: str) -> list[int]:
+    """PIDs of processes whose command line mentions ``marker`` (a run's private temp dir)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if marker in cmdline and int(entry) != os.getpid():
+            found.append(int(entry))
+    return found
+
+
+# -- judging the cluster -------------------------------------------------------------------------
+
+def cluster_state(sim: SimProcess) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(cloud cluster, kube world, etcd) of the first cluster from GET /state."""
+    state = sim.admin("/state")
+    cluster_id = sim.env["cluster_id"]
+    cloud = next(c for c in state["cloud"]["clusters"] if c["id"] == cluster_id)
+    return cloud, state["kube"][cluster_id], state.get("etcd", {}).get(cluster_id, {})
+
+
+def vm_problems(vm: dict[str, Any], target: Target, dedication: set[str]) -> list[str]:
+    """Why a VM still differs from the target (empty: up to date)."""
+    problems = []
+    node_type = vm["node_type"]
+    want_offering = target.offerings.get(node_type)
+    if want_offering and vm["offering"] != want_offering:
+        problems.append(f"offering {vm['offering']} != {want_offering}")
+    want_size = target.root_disk_sizes.get(node_type)
+    if want_size and vm["root_gb"] < want_size:
+        problems.append(f"root disk {vm['root_gb']} GB < {want_size} GB")
+    want_groups = target.affinity_groups.get(node_type)
+    if want_groups is not None:
+        have = sorted(g for g in vm["affinity_groups"] if g not in dedication)
+        if have != sorted(want_groups):
+            problems.append(f"affinity groups {have} != {sorted(want_groups)}")
+    if vm["state"] != "Running":
+        problems.append(f"VM {vm['state']}")
+    return problems
+
+
+def read_lease(env: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The rollout Lease as the real kubernetes client reads it (None if absent)."""
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.client.rest import ApiException
+
+    configuration = k8s_client.Configuration()
+    k8s_config.load_kube_config(config_file=env["kubeconfig"], client_configuration=configuration,
+                                persist_config=False)
+    configuration.ssl_ca_cert = env["kube_ca"]
+    with k8s_client.ApiClient(configuration) as api:
+        try:
+            lease = k8s_client.CoordinationV1Api(api).read_namespaced_lease(LOCK_NAME, "kube-system")
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+    spec = lease.spec
+    return {"holder": spec.holder_identity, "renew_time": str(spec.renew_time) if spec.renew_time else None,
+            "duration": spec.lease_duration_seconds}
+
+
+
+
+def clock_skew_seconds() -> float:
+    """How long after renewTime + leaseDurationSeconds the collection counts a lease as expired."""
+    collections = os.path.join(ROOT, ".venv", "collections")
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
+    from ansible_collections.cloudstack.cks.plugins.module_utils import record
+
+    return float(record.DEFAULT_CLOCK_SKEW_SECONDS)
+
+
+def lease_expiry(lease: dict[str, Any]) -> float:
+    """Epoch seconds after which the collection takes over ``lease`` (with half a second to spare)."""
+    renewed = datetime.datetime.fromisoformat(lease["renew_time"]).timestamp()
+    return renewed + float(lease["duration"] or 0) + clock_skew_seconds() + 0.5
+
+
+def judge(sim: SimProcess, target: Target, foreign_cordoned: set[str]) -> dict[str, Any]:
+    """Every way the cluster differs from a converged rollout: empty lists mean converged."""
+    cloud, kube, etcd = cluster_state(sim)
+    dedication = {"dedicated-admin"}
+    not_up_to_date = {vm["name"]: p for vm in cloud["vms"] if (p := vm_problems(vm, target, dedication))}
+    cordoned, annotated, not_ready = [], [], []
+    for node in kube["nodes"]:
+        if node["unschedulable"] and node["name"] not in foreign_cordoned:
+            cordoned.append(node["name"])
+        if ANNOTATION in node.get("annotations", {}):
+            annotated.append(node["name"])
+        if node["ready"] != "True":
+            not_ready.append(node["name"])
+    foreign_undone = sorted(n["name"] for n in kube["nodes"]
+                            if n["name"] in foreign_cordoned and not n["unschedulable"])
+    lease = read_lease(sim.env)
+    lock_held = bool(lease and lease["holder"])
+    return {
+        "not_up_to_date": not_up_to_date,
+        "cordoned": sorted(cordoned),
+        "annotated": sorted(annotated),
+        "not_ready": sorted(not_ready),
+        "foreign_cordon_undone": foreign_undone,
+        "lock": lease if lock_held else None,
+        "cluster_state": cloud["state"],
+        "etcd_quorum_lost": bool(etcd.get("quorum_lost")),
+        "invariants": sim.admin("/invariants"),
+    }
+
+
+def converged(verdict: dict[str, Any]) -> bool:
+    return not any(verdict[k] for k in ("not_up_to_date", "cordoned", "annotated", "not_ready",
+                                        "foreign_cordon_undone", "lock", "etcd_quorum_lost", "invariants"))
+
+
+def python() -> str:
+    return os.path.join(VENV_BIN, "python") if os.path.exists(os.path.join(VENV_BIN, "python")) else sys.executable
