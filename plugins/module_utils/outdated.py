@@ -95,7 +95,7 @@ def node_type_summary(view: ClusterView, rollout_plan: plans.Plan) -> dict[str, 
             "out_of_date": rollout_plan.out_of_date.get(t, 0),
             "can_lose_a_node": can,
             "why": why,
-            "skipped": rollout_plan.skipped.get(t),
+            "not_rolled": rollout_plan.skipped.get(t),
         }
     return summary
 
@@ -123,8 +123,9 @@ def report(view: ClusterView, record: Optional[records.Record], lock: Optional[r
         "hosts": laid_out["hosts"],
         "work": laid_out["nodes"],
         "to_release": laid_out["to_release"],
-        "skipped": laid_out["skipped"],
-        "skipped_error": laid_out["last_error"],
+        # Not "skipped": Ansible would take a truthy "skipped" for a skipped task.
+        "unrollable": laid_out["skipped"],
+        "unrollable_error": laid_out["last_error"],
         "worker_batch_size": laid_out["worker_batch_size"],
         "max_unavailable": mu,
         "selected": selected,
@@ -133,6 +134,8 @@ def report(view: ClusterView, record: Optional[records.Record], lock: Optional[r
         "lock": node_settings.lock_dict(lock),
         "lock_holder": lock.holder if lock is not None and lock.held else None,
         "last_error": record.last_error if record is not None else None,
+        "outcome": record.outcome if record is not None else None,
+        "record_updated": record.updated if record is not None else None,
         "cancel_requested": bool(record.cancel) if record is not None else False,
         "previous_holder_stopped": record.previous_holder_stopped if record is not None else None,
     }

@@ -217,11 +217,11 @@ etcdnodesoutofdate:
   sample: 0
 node_types:
   description: Per node type, its node count, how many are out of date, whether it can lose a node and why,
-    and why it is skipped if it is.
+    and why its nodes are not rolled if they are not (V(not_rolled)).
   returned: always
   type: dict
   sample: {"control": {"nodes": 1, "out_of_date": 1, "can_lose_a_node": false, "why": "a single control node ...",
-                       "skipped": "control nodes not restarted: ..."}}
+                       "not_rolled": "control nodes not restarted: ..."}}
 plan:
   description: The batches in order; each is one node type and the nodes restarted together.
   returned: always
@@ -254,13 +254,13 @@ to_release:
   type: list
   elements: str
   sample: []
-skipped:
+unrollable:
   description: Node types whose running nodes are not planned, with why (they cannot lose a node).
   returned: always
   type: dict
   sample: {"control": "control nodes not restarted: solo-control-1 (offering cks-medium -> cks-large): a single control node ..."}
-skipped_error:
-  description: The skipped types in one message, ready to be kept as the rollout's last error; null when none.
+unrollable_error:
+  description: The unrollable types in one message, ready to be kept as the rollout's last error; null when none.
   returned: always
   type: str
   sample: null
@@ -308,6 +308,16 @@ last_error:
   returned: always
   type: str
   sample: null
+outcome:
+  description: How the last rollout ended, as its release recorded it (V(Running) or V(Alert)); null before any.
+  returned: always
+  type: str
+  sample: Running
+record_updated:
+  description: When the rollout record was last written (RFC 3339, UTC); null when there is none.
+  returned: always
+  type: str
+  sample: "2026-12-02T16:52:10.123456Z"
 cancel_requested:
   description: Whether the record's cancel flag is set.
   returned: always

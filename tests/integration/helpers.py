@@ -63,6 +63,9 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._write(result, failed=True)
 
+    def v2_runner_on_skipped(self, result):
+        self._write(result, failed=False, skipped=True)
+
     def v2_runner_on_unreachable(self, result):
         self._write(result, failed=True, unreachable=True)
 '''
