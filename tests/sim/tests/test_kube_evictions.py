@@ -288,3 +288,30 @@ def test_slow_drain_keeps_pod_terminating(make_kube_env: Any) -> None:
     _evict(env, "default", pod.metadata.name)
     still = env.core.read_namespaced_pod(pod.metadata.name, "default")
     assert still.metadata.uid == pod.metadata.uid and still.metadata.deletion_timestamp is not None
+
+
+def test_unready_pod_on_dead_node_evicts_while_budget_healthy_and_waits_for_kubelet(kube_env: KubeEnv) -> None:
+    web = sorted(_pods(kube_env, "default", "app=web"), key=lambda p: p.metadata.name)
+    dead = web[0]
+    kube_env.power_off(dead.spec.node_name)
+    wait_until(lambda: not _ready(kube_env.core.read_namespaced_pod(dead.metadata.name, "default")))
+    # IfHealthyBudget: 3 healthy >= 3 desired, so the unready pod may go even with 0 disruptions allowed.
+    assert _pdb(kube_env, "default", "web").status.disruptions_allowed == 0
+    _evict(kube_env, "default", dead.metadata.name)
+    # Nobody on the dead node confirms the kill: the pod stays Terminating, its replacement runs elsewhere.
+    wait_until(lambda: len([p for p in _pods(kube_env, "default", "app=web")
+                            if _ready(p) and p.metadata.deletion_timestamp is None]) == 4)
+    still = kube_env.core.read_namespaced_pod(dead.metadata.name, "default")
+    assert still.metadata.uid == dead.metadata.uid and still.metadata.deletion_timestamp is not None
+    kube_env.power_on(dead.spec.node_name)
+    wait_until(lambda: dead.metadata.name not in {p.metadata.name for p in _pods(kube_env, "default", "app=web")})
+    assert kube_env.sim.invariants.list() == []
+
+
+def test_dry_run_eviction_changes_nothing(kube_env: KubeEnv) -> None:
+    pod = _pods(kube_env, "default", "app=cache")[0]
+    status, body = kube_env.raw("POST", f"/api/v1/namespaces/default/pods/{pod.metadata.name}/eviction?dryRun=All",
+                                {"apiVersion": "policy/v1", "kind": "Eviction",
+                                 "metadata": {"name": pod.metadata.name, "namespace": "default"}})
+    assert status == 201 and body["status"] == "Success"
+    assert kube_env.core.read_namespaced_pod(pod.metadata.name, "default").metadata.deletion_timestamp is None
