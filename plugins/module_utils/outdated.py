@@ -83,6 +83,11 @@ def select_nodes(expression: str, nodes: Sequence[Mapping[str, Any]]) -> list[st
                                f"not {item!r}")
         if name not in names:
             names.append(name)
+    known = {n.get("name") for n in nodes}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InvalidInput("select", expression, f"gave {', '.join(repr(u) for u in unknown[:5])}, which are not "
+                           "node names; give node records or their names")
     return names
 
 

@@ -252,3 +252,15 @@ def test_a_1000_node_cluster_is_planned_within_the_call_budget() -> None:
         assert result["workernodesoutofdate"] == 997
         assert result["worker_batch_size"] == 50
         assert sum(result["serial"]) == 997 and len(result["serial"]) == 20
+
+        # Without a kubeconfig option it is fetched from CloudStack: one call more, still in budget.
+        args = sim.connection_args("big")
+        args.pop("kubeconfig")
+        since = sim.state()["time"]
+        fetched = run_module("cks_node_outdated", dict(args, cluster="big"))
+        assert fetched["failed"] is False, fetched.get("msg")
+        calls = sim.calls(since)
+        cloud = [c["command"] for c in calls if c["api"] == "cloudstack"]
+        assert "getKubernetesClusterConfig" in cloud and len(cloud) <= 10, cloud
+        assert len([c for c in calls if c["api"] == "kubernetes"]) <= 5
+        assert fetched["workernodesoutofdate"] == 997

@@ -1,0 +1,115 @@
+"""cks_node_outdated's result shaping (pure: a view, a record and a lock in, a dict out)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.cloudstack.cks.plugins.module_utils import outdated
+from ansible_collections.cloudstack.cks.plugins.module_utils import plan as plans
+from ansible_collections.cloudstack.cks.plugins.module_utils import record as records
+from ansible_collections.cloudstack.cks.plugins.module_utils import settings as svc
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+
+from factories import ClusterFactory, ag, so
+
+
+def recorded(settings: plans.Settings, max_unavailable: int | None = None) -> records.Record:
+    return records.Record(settings=svc.settings_data(settings, max_unavailable), last_error="drain failed",
+                          resource_version="7")
+
+
+def lock(holder: str, expired: bool = False) -> records.LockInfo:
+    return records.LockInfo(holder=holder, acquire_time="2026-12-02T16:00:00.000000Z",
+                            renew_time="2026-12-02T16:00:00.000000Z", duration_seconds=600, transitions=0,
+                            resource_version="3", expired=expired)
+
+
+def test_before_first_use_the_initial_settings_are_reported_and_nothing_differs() -> None:
+    factory = ClusterFactory(groups={"worker": ["spread"]})
+    result = outdated.report(factory.view(), None, None)
+    assert result["settings_recorded"] is False
+    assert result["settings"]["worker"]["affinity_groups"] == ["spread"]
+    assert result["plan"] == [] and result["serial"] == [] and result["out_of_date"] == []
+    assert result["max_unavailable"] == 1 and result["lock_holder"] is None and result["last_error"] is None
+    json.dumps(result)  # what a module returns must be JSON
+
+
+def test_node_records_carry_state_readiness_boot_id_annotation_and_foreign_cordon() -> None:
+    factory = ClusterFactory(workers=3)
+    factory.cordon_for_rollout(factory.w(1))
+    factory.set(factory.w(2), unschedulable=True)
+    factory.stop(factory.w(3))
+    nodes = {n["name"]: n for n in outdated.report(factory.view(), None, None)["nodes"]}
+    w1, w2, w3 = (nodes[factory.w(i)] for i in (1, 2, 3))
+    assert w1["annotated"] and w1["rollout_boot_id"] == w1["boot_id"] and not w1["cordoned_by_others"]
+    assert w2["cordoned_by_others"] and not w2["annotated"]
+    assert w3["vm_state"] == "Stopped" and w3["ready"] is False
+    assert w1["dedication_groups"] == ["dedicated"]
+
+
+def test_stored_max_unavailable_is_the_default_and_the_option_wins() -> None:
+    factory = ClusterFactory(workers=5)
+    view = factory.view()
+    settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
+    stored = outdated.report(view, recorded(settings, 10), None)
+    assert stored["max_unavailable"] == 10 and stored["worker_batch_size"] == 4 and stored["serial"] == [4, 1]
+    given = outdated.report(view, recorded(settings, 10), None, max_unavailable=2)
+    assert given["serial"] == [2, 2, 1]
+    with pytest.raises(InvalidInput):
+        outdated.report(view, None, None, max_unavailable=0)
+
+
+def test_lock_holder_only_while_held_and_last_error_from_the_record() -> None:
+    view = ClusterFactory().view()
+    settings = plans.initial_settings(view)
+    assert outdated.report(view, recorded(settings), lock("run-1"))["lock_holder"] == "run-1"
+    gone = outdated.report(view, recorded(settings), lock("run-1", expired=True))
+    assert gone["lock_holder"] is None and gone["lock"]["expired"] is True
+    assert gone["last_error"] == "drain failed"
+
+
+def test_unrollable_types_are_reported_ready_for_the_last_error() -> None:
+    factory = ClusterFactory(control=1, workers=2)
+    view = factory.view()
+    settings = plans.initial_settings(view).with_changes(offerings={"control": so("large"), "worker": so("large")})
+    result = outdated.report(view, recorded(settings), None)
+    assert list(result["unrollable"]) == ["control"]
+    assert result["unrollable_error"] == result["unrollable"]["control"]
+    assert "skipped" not in result  # Ansible would read a truthy "skipped" as a skipped task
+    assert result["node_types"]["control"]["can_lose_a_node"] is False
+    assert {b["node_type"] for b in result["plan"]} == {"worker"}
+
+
+def test_select_picks_records_or_names_and_limits_only_the_batches() -> None:
+    factory = ClusterFactory(workers=4)
+    view = factory.view()
+    settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large"), "control": so("large")})
+    record = recorded(settings, 3)
+    by_records = outdated.report(view, record, None, select="[?node_type=='worker'] | [1:3]")
+    assert by_records["selected"] == [factory.w(2).lower(), factory.w(3).lower()]
+    assert by_records["hosts"] == by_records["selected"]
+    assert by_records["workernodesoutofdate"] == 4 and by_records["controlnodesoutofdate"] == 3
+    by_names = outdated.report(view, record, None, select=f"[?name=='{factory.c(1).lower()}'].name")
+    assert by_names["hosts"] == [factory.c(1).lower()]
+    assert outdated.report(view, record, None, select="[?node_type=='nothing']")["plan"] == []
+
+
+@pytest.mark.parametrize("expression, why", [("[?", "not a valid JMESPath"), ("length(@)", "not int"),
+                                             ("[].vm_state", "'Running'")])
+def test_bad_select_expressions_are_refused(expression: str, why: str) -> None:
+    view = ClusterFactory().view()
+    with pytest.raises(InvalidInput) as err:
+        outdated.report(view, None, None, select=expression)
+    assert err.value.parameter == "select" and why in err.value.msg
+
+
+def test_reasons_name_groups_and_leave_dedication_out() -> None:
+    factory = ClusterFactory(workers=1, groups={"worker": ["spread"]})
+    view = factory.view()
+    settings = plans.initial_settings(view).with_changes(affinity_groups={"worker": [ag("soft")]})
+    (node,) = [n for n in outdated.report(view, recorded(settings), None)["nodes"] if n["node_type"] == "worker"]
+    (reason,) = node["reasons"]
+    assert reason["from"] == [{"id": ag("spread"), "name": "spread"}]
+    assert reason["to"] == [{"id": ag("soft"), "name": "soft"}]
