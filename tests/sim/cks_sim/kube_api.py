@@ -466,10 +466,8 @@ def _json_response(body: Any, code: int = 200) -> Response:
 
 
 def _status_response(err: ApiError) -> Response:
-    resp = _json_response(err.status(), err.code)
-    if err.code == 429:
-        resp.headers["Retry-After"] = "10" if "processed" in err.message else "5"
-    return resp
+    # The eviction handler's budget 429 has retryAfterSeconds 0, hence no Retry-After header.
+    return _json_response(err.status(), err.code)
 
 
 def _text_response(text: str, code: int = 200) -> Response:
