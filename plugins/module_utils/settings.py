@@ -418,7 +418,7 @@ class NodeSettingsService:
         it); a change of the stored settings themselves means what was validated is stale: refuse.
         """
         current = basis
-        for _ in range(5):
+        for _attempt in range(5):
             now_stored = stored_settings(current)
             if (judged is None) != (now_stored is None) or (
                     judged is not None and now_stored is not None and not same_settings(judged, now_stored)):

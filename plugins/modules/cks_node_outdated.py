@@ -41,6 +41,7 @@ attributes:
     description: The module only reads, so it runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing changes, so there is nothing to show.
   idempotent:
     support: full
     description: It never changes anything.
