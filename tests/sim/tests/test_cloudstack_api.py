@@ -11,7 +11,7 @@ from cs import CloudStack, CloudStackApiException, CloudStackException
 
 from cks_sim import apis
 from cks_sim.signing import sign
-from conftest import small_spec
+from simkit import small_spec
 
 
 def test_wrong_secret_is_refused_with_401(sim):

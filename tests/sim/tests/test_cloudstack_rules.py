@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cs import CloudStackApiException
 
-from conftest import small_spec
+from simkit import small_spec
 
 
 def _stop(handle, vm):

@@ -9,7 +9,7 @@ import pytest
 from cks_sim.cloud import CloudWorld
 from cks_sim.core import Sim
 from cks_sim.spec import SpecError, etcd_vm_name, load_spec, node_name_prefix, normalize
-from conftest import SMALL_SPEC, small_spec
+from simkit import SMALL_SPEC, small_spec
 
 
 def _world(raw: dict) -> CloudWorld:
@@ -116,7 +116,7 @@ def test_node_overrides_and_per_type_groups():
 def test_example_specs_build(name):
     import os
 
-    from conftest import SIM_DIR
+    from simkit import SIM_DIR
 
     spec = load_spec(os.path.join(SIM_DIR, "examples", f"{name}.yml"))
     sim = Sim(spec, "/tmp")

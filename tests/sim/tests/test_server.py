@@ -15,7 +15,7 @@ import requests
 import yaml
 from cs import CloudStack
 
-from conftest import CKS_SIM, SMALL_SPEC
+from simkit import CKS_SIM, SMALL_SPEC
 
 ENV_KEYS = {"cloudstack_endpoint", "cloudstack_key", "cloudstack_secret", "cluster_id", "cluster_name", "kubeconfig",
             "admin_url", "kube_ca", "etcd", "clusters"}
@@ -140,7 +140,7 @@ def test_sigint_stops_too(sim_process):
 def test_external_etcd_members_are_the_etcd_vms(sim_factory):
     import yaml as _yaml
 
-    from conftest import SIM_DIR
+    from simkit import SIM_DIR
 
     with open(os.path.join(SIM_DIR, "examples", "external-etcd.yml"), encoding="utf-8") as fh:
         raw = _yaml.safe_load(fh)
