@@ -23,7 +23,7 @@ description:
   - With O(require_ready), etcd must also answer a linearizable read now, as C(etcdctl endpoint health) does.
   - The module only reads; it never changes etcd.
 author:
-  - cloudstack.cks contributors
+  - cloudstack.cks contributors (@cloudstack-cks)
 attributes:
   check_mode:
     support: full

@@ -51,7 +51,7 @@ description:
     with O(last_error) or clears it, and gives back the lock if O(lock_holder) holds it. Running it twice
     gives the same end state.
 author:
-  - cloudstack.cks contributors
+  - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:
   - cloudstack.cks.cloudstack
   - cloudstack.cks.kubernetes

@@ -31,7 +31,7 @@ description:
     show up here as out of date, and the next rollout fixes them.
   - The module only reads. It makes a fixed number of list calls whatever the size of the cluster.
 author:
-  - cloudstack.cks contributors
+  - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:
   - cloudstack.cks.cloudstack
   - cloudstack.cks.kubernetes

@@ -34,7 +34,7 @@ description:
     CloudStack's old settings; they then show up as out of date, and the next rollout restarts them with
     the stored ones.
 author:
-  - cloudstack.cks contributors
+  - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:
   - cloudstack.cks.cloudstack
   - cloudstack.cks.kubernetes
