@@ -1,0 +1,296 @@
+"""Running the collection's playbooks (rollout, settings, status, cancel) against cks-sim, and
+reading back what happened to the simulated cloud: VMs, Kubernetes nodes, the rollout record and
+lock, the timeline, the call log and the invariants.
+
+Scenario tests assert on the simulator, not on the playbook's own output: the playbook's exit
+code and text are kept only to explain a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ROOT, SimHandle, running_sim
+
+PLAYBOOKS = os.path.join(ROOT, "playbooks")
+SPECS = os.path.join(ROOT, "tests", "integration", "specs")
+ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
+RECORD = ("kube-system", "cloudstack-cks-rollout")
+# What the sim journals for one VM going down and coming back (see tests/sim/README.md).
+DOWN_EVENTS = ("stop_requested",)
+UP_EVENTS = ("started",)
+
+
+# --- running playbooks --------------------------------------------------------------------------
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    stdout: str
+    stderr: str
+    report: Optional[dict[str, Any]]
+
+    def explain(self) -> str:
+        return f"rc={self.rc}\n--- stdout (end)\n{self.stdout[-6000:]}\n--- stderr (end)\n{self.stderr[-2000:]}"
+
+
+def playbook_env(sim: SimHandle, work: str) -> dict[str, str]:
+    """What an AWX CloudStack credential would set; the kubeconfig is fetched from CloudStack."""
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS,
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_LOCAL_TEMP": os.path.join(work, "tmp"),
+        "ANSIBLE_HOME": os.path.join(work, "home"),
+        "ANSIBLE_DEPRECATION_WARNINGS": "0",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+        "ANSIBLE_PIPELINING": "1",
+        "ANSIBLE_PYTHON_INTERPRETER": PYTHON,
+        "PATH": os.path.dirname(ANSIBLE_PLAYBOOK) + os.pathsep + os.environ.get("PATH", ""),
+        "CLOUDSTACK_ENDPOINT": sim.env["cloudstack_endpoint"],
+        "CLOUDSTACK_KEY": sim.env["cloudstack_key"],
+        "CLOUDSTACK_SECRET": sim.env["cloudstack_secret"],
+        "K8S_AUTH_SSL_CA_CERT": sim.env["kube_ca"],
+    })
+    env.pop("K8S_AUTH_KUBECONFIG", None)
+    return env
+
+
+def rollout_vars(sim: SimHandle, **overrides: Any) -> dict[str, Any]:
+    """The rollout's variables for this sim, polling fast (the sim runs 50-100x faster than a cloud)."""
+    etcd = sim.env.get("etcd") or {}
+    variables: dict[str, Any] = {
+        "rollout_cluster": sim.env["cluster_name"],
+        "rollout_poll_interval": 0.2,
+        "rollout_eviction_retry_interval": 0.3,
+        "rollout_delete_emptydir_data": True,
+        "rollout_batch_timeout": 300,
+        "rollout_etcd_endpoints": [m["client_url"] for m in etcd.get("members", [])],
+    }
+    if etcd.get("mode") == "stacked":
+        variables.update(rollout_etcd_ca_cert=etcd["ca_cert"], rollout_etcd_client_cert=etcd["client_cert"],
+                         rollout_etcd_client_key=etcd["client_key"])
+    variables.update(overrides)
+    return variables
+
+
+class PlaybookProcess:
+    """ansible-playbook started in its own process group (so a test can SIGKILL the whole controller)."""
+
+    def __init__(self, sim: SimHandle, playbook: str, variables: dict[str, Any]) -> None:
+        self.work = tempfile.mkdtemp(prefix="cks-rollout-")
+        self.report_path = os.path.join(self.work, "report.json")
+        variables = dict(variables)
+        if "rollout_report_path" not in variables and playbook == "rollout.yml":
+            variables["rollout_report_path"] = self.report_path
+        self.report_path = variables.get("rollout_report_path", self.report_path)
+        vars_path = os.path.join(self.work, "vars.json")
+        with open(vars_path, "w", encoding="utf-8") as fh:
+            json.dump(variables, fh)
+        self.stdout_path = os.path.join(self.work, "stdout")
+        self.stderr_path = os.path.join(self.work, "stderr")
+        self._out = open(self.stdout_path, "w", encoding="utf-8")
+        self._err = open(self.stderr_path, "w", encoding="utf-8")
+        self.proc = subprocess.Popen([ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, playbook), "-e", f"@{vars_path}"],
+                                     env=playbook_env(sim, self.work), cwd=self.work, stdout=self._out,
+                                     stderr=self._err, start_new_session=True)
+
+    def output(self) -> str:
+        self._out.flush()
+        with open(self.stdout_path, encoding="utf-8") as fh:
+            return fh.read()
+
+    def wait(self, timeout: float = 900) -> PlaybookRun:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = -9
+        self._out.close()
+        self._err.close()
+        with open(self.stdout_path, encoding="utf-8") as fh:
+            stdout = fh.read()
+        with open(self.stderr_path, encoding="utf-8") as fh:
+            stderr = fh.read()
+        report = None
+        if os.path.exists(self.report_path):
+            with open(self.report_path, encoding="utf-8") as fh:
+                report = json.load(fh)
+        shutil.rmtree(self.work, ignore_errors=True)
+        return PlaybookRun(rc, stdout, stderr, report)
+
+    def kill(self) -> None:
+        """SIGKILL the controller: ansible-playbook and its workers and modules (its process group only)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def run_playbook(sim: SimHandle, playbook: str, variables: dict[str, Any], timeout: float = 900) -> PlaybookRun:
+    return PlaybookProcess(sim, playbook, variables).wait(timeout=timeout)
+
+
+# --- reading the simulator ----------------------------------------------------------------------------
+
+def vms(sim: SimHandle, cluster: int = 0) -> dict[str, dict[str, Any]]:
+    """The cluster's VMs from GET /state, by lowercase name."""
+    return {vm["name"].lower(): vm for vm in sim.state()["cloud"]["clusters"][cluster]["vms"]}
+
+
+def cluster_state(sim: SimHandle, cluster: int = 0) -> str:
+    return sim.state()["cloud"]["clusters"][cluster]["state"]
+
+
+def kube_nodes(sim: SimHandle) -> dict[str, dict[str, Any]]:
+    """The first cluster's Kubernetes nodes from GET /state, by name."""
+    kube = sim.state()["kube"]
+    return {node["name"]: node for node in kube[sim.env["cluster_id"]]["nodes"]}
+
+
+def names(sim: SimHandle, node_type: str) -> list[str]:
+    """The nodes of a type in creation order (the sim lists VMs in that order)."""
+    return [name for name, vm in vms(sim).items() if vm["node_type"] == node_type]
+
+
+def timeline(sim: SimHandle, since: float = 0.0) -> list[dict[str, Any]]:
+    answer = sim.admin("GET", "/timeline")
+    items = answer.get("timeline", []) if isinstance(answer, dict) else answer
+    return [item for item in items if item.get("t", 0) >= since]
+
+
+def invariants(sim: SimHandle) -> list[dict[str, Any]]:
+    answer = sim.admin("GET", "/invariants")
+    return answer.get("violations", []) if isinstance(answer, dict) else answer
+
+
+def sim_time(sim: SimHandle) -> float:
+    """The simulator's clock (the timestamps of its journals)."""
+    return float(sim.state()["time"])
+
+
+def events(items: list[dict[str, Any]], event: str, node: Optional[str] = None) -> list[dict[str, Any]]:
+    return [i for i in items if i.get("event") == event and (node is None or i.get("node") == node)]
+
+
+def restarted(items: list[dict[str, Any]]) -> list[str]:
+    """The nodes stopped by a stop request, in the order of their first stop request."""
+    seen: list[str] = []
+    for item in items:
+        if item.get("event") == "stop_requested" and item["node"] not in seen:
+            seen.append(item["node"])
+    return seen
+
+
+def max_down_at_once(items: list[dict[str, Any]], nodes: list[str]) -> int:
+    """The most of ``nodes`` whose VM was down (stop requested .. started) at the same time."""
+    down: set[str] = set()
+    most = 0
+    for item in sorted(items, key=lambda i: i["t"]):
+        if item.get("node") not in nodes:
+            continue
+        if item.get("event") in DOWN_EVENTS:
+            down.add(item["node"])
+            most = max(most, len(down))
+        elif item.get("event") in UP_EVENTS:
+            down.discard(item["node"])
+    return most
+
+
+def down_intervals(items: list[dict[str, Any]], node: str) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    start: Optional[float] = None
+    for item in sorted(items, key=lambda i: i["t"]):
+        if item.get("node") != node:
+            continue
+        if item.get("event") in DOWN_EVENTS and start is None:
+            start = item["t"]
+        elif item.get("event") in UP_EVENTS and start is not None:
+            out.append((start, item["t"]))
+            start = None
+    if start is not None:
+        out.append((start, float("inf")))
+    return out
+
+
+def mutating_calls(sim: SimHandle, since: float = 0.0) -> list[dict[str, Any]]:
+    """CloudStack calls that change something, and Kubernetes writes (not reads), since ``since``."""
+    reads = ("list", "get", "query")
+    out = []
+    for call in sim.calls(since=since):
+        if call.get("api") == "cloudstack":
+            if not str(call.get("command", "")).lower().startswith(reads):
+                out.append(call)
+        elif str(call.get("verb", "get")).lower() not in ("get", "list", "watch"):
+            out.append(call)
+    return out
+
+
+class ClusterRecord:
+    """The rollout record (ConfigMap) and lock (Lease), read with the real Kubernetes client."""
+
+    def __init__(self, sim: SimHandle) -> None:
+        self.sim = sim
+
+    def _read(self, what: str) -> Optional[dict[str, Any]]:
+        kube = self.sim.kube_client()
+        try:
+            return kube.get_configmap(*RECORD) if what == "configmap" else kube.get_lease(*RECORD)
+        finally:
+            kube.close()
+
+    def data(self) -> dict[str, Any]:
+        configmap = self._read("configmap")
+        return dict((configmap or {}).get("data") or {})
+
+    def settings(self) -> dict[str, Any]:
+        return json.loads(self.data().get("settings") or "{}")
+
+    def lease(self) -> dict[str, Any]:
+        return dict(((self._read("lease") or {}).get("spec")) or {})
+
+    def holder(self) -> Optional[str]:
+        return self.lease().get("holderIdentity") or None
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def node_settled(sim: SimHandle, node: dict[str, Any]) -> bool:
+    """A Kubernetes node that is Ready, schedulable and carries no rollout annotation."""
+    annotations = node.get("annotations") or {}
+    return (node.get("ready") == "True" and not node.get("unschedulable")
+            and ANNOTATION not in annotations and "cloudstack.apache.org/rollout-stop-sent" not in annotations)
+
+
+@contextlib.contextmanager
+def rollout_sim(spec: str, max_unavailable: Optional[dict[str, int]] = None) -> Iterator[SimHandle]:
+    """cks-sim for one of tests/integration/specs/rollout_*.yml; ``max_unavailable`` tells its
+    invariant checker how many nodes of a type the rollout may take down at once."""
+    with running_sim(spec) as sim:
+        if max_unavailable:
+            sim.action(action="set_config", max_unavailable=max_unavailable)
+        yield sim
+
+
+def assert_no_invariant_broken(sim: SimHandle) -> None:
+    broken = invariants(sim)
+    assert broken == [], f"the simulator saw invariants broken: {broken}"
