@@ -155,3 +155,173 @@ def cycle_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
     for server, handle in started:
         handle.close()
         server.stop()
+
+
+# --- rollout_sim: the whole playbooks/rollout.yml through ansible-playbook ----------------------
+#
+#     def test_x(rollout_sim):
+#         sim = rollout_sim("small.yml")                 # in-process cks-sim, real etcd, fast timings
+#         run = sim.rollout(rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2)
+#         assert run.rc == 0, run.output
+#         sim.assert_converged()                         # up to date, schedulable, unannotated, lock free
+#
+# The playbook runs as an operator runs it (demo.py's way: CLOUDSTACK_* and K8S_AUTH_* in the
+# environment, variables in an -e @file), against the in-process sim's HTTP APIs.
+
+ANSIBLE_PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
+ROLLOUT_PLAYBOOK = os.path.join(ROOT, "playbooks", "rollout.yml")
+ANNOTATIONS = ("cloudstack.apache.org/rollout-boot-id", "cloudstack.apache.org/rollout-stop-sent")
+
+
+class RolloutRun:
+    """One ansible-playbook run: exit code, output, the report it wrote (if any)."""
+
+    def __init__(self, rc: int, stdout: str, stderr: str, report: Optional[dict[str, Any]]) -> None:
+        self.rc = rc
+        self.stdout = stdout
+        self.stderr = stderr
+        self.report = report
+
+    @property
+    def output(self) -> str:
+        return f"--- rc {self.rc}\n--- stdout\n{self.stdout[-12000:]}\n--- stderr\n{self.stderr[-4000:]}"
+
+
+class RolloutSim(CycleSim):
+    """A CycleSim that also runs the rollout playbook and judges the cluster after it."""
+
+    def __init__(self, server: Any, work_dir: str) -> None:
+        super().__init__(server)
+        self.work_dir = work_dir
+        self.runs = 0
+
+    def base_vars(self) -> dict[str, Any]:
+        etcd = self.env.get("etcd") or {}
+        variables: dict[str, Any] = {
+            "rollout_cluster": self.env["cluster_name"],
+            # The sim runs ~100x faster than a cloud: poll and retry evictions accordingly.
+            "rollout_poll_interval": 0.2,
+            "rollout_eviction_retry_interval": 0.3,
+            "rollout_delete_emptydir_data": True,
+        }
+        if etcd.get("members"):
+            variables["rollout_etcd_endpoints"] = [m["client_url"] for m in etcd["members"]]
+            if etcd.get("mode") == "stacked":
+                variables.update(rollout_etcd_ca_cert=etcd["ca_cert"], rollout_etcd_client_cert=etcd["client_cert"],
+                                 rollout_etcd_client_key=etcd["client_key"])
+        return variables
+
+    def ansible_env(self, **extra: str) -> dict[str, str]:
+        home = os.path.join(self.work_dir, "ansible-home")
+        environment = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "CLOUDSTACK_", "K8S_AUTH_"))}
+        environment.update(
+            ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".venv", "collections"),
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_RETRY_FILES_ENABLED="0",
+            ANSIBLE_HOME=home,
+            ANSIBLE_LOCAL_TEMP=os.path.join(home, "tmp"),
+            ANSIBLE_DEPRECATION_WARNINGS="0",
+            ANSIBLE_PIPELINING="1",
+            PATH=os.path.dirname(ANSIBLE_PLAYBOOK) + os.pathsep + os.environ.get("PATH", ""),
+            CLOUDSTACK_ENDPOINT=self.env["cloudstack_endpoint"],
+            CLOUDSTACK_KEY=self.env["cloudstack_key"],
+            CLOUDSTACK_SECRET=self.env["cloudstack_secret"],
+            K8S_AUTH_KUBECONFIG=self.env["kubeconfig"],
+            K8S_AUTH_SSL_CA_CERT=self.env["kube_ca"],
+        )
+        environment.update(extra)
+        return environment
+
+    def rollout(self, env: Optional[dict[str, str]] = None, args: tuple[str, ...] = (), timeout: float = 600,
+                drop_env: tuple[str, ...] = (), playbook: str = ROLLOUT_PLAYBOOK, **variables: Any) -> RolloutRun:
+        """Run the rollout playbook once with the base variables plus ``variables``."""
+        import subprocess
+        import json as _json
+
+        self.runs += 1
+        report_path = os.path.join(self.work_dir, f"report-{self.runs}.json")
+        merged = dict(self.base_vars(), rollout_report_path=report_path)
+        merged.update(variables)
+        vars_path = os.path.join(self.work_dir, f"vars-{self.runs}.json")
+        with open(vars_path, "w", encoding="utf-8") as fh:
+            _json.dump(merged, fh)
+        environment = self.ansible_env(**(env or {}))
+        for name in drop_env:
+            environment.pop(name, None)
+        inventory = os.path.join(self.work_dir, "inventory.ini")
+        with open(inventory, "w", encoding="utf-8") as fh:
+            fh.write(f"localhost ansible_connection=local ansible_python_interpreter={os.path.join(ROOT, '.venv', 'bin', 'python')}\n")
+        cmd = [ANSIBLE_PLAYBOOK, "-i", inventory, playbook, "-e", f"@{vars_path}", *args]
+        proc = subprocess.run(cmd, env=environment, capture_output=True, text=True, timeout=timeout, cwd=self.work_dir)
+        report = None
+        if os.path.exists(report_path):
+            with open(report_path, encoding="utf-8") as fh:
+                report = _json.load(fh)
+        return RolloutRun(proc.returncode, proc.stdout, proc.stderr, report)
+
+    # -- judging --------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        return self.admin("GET", "/state")
+
+    def status(self) -> dict[str, Any]:
+        """What cks_node_outdated would return now (read in-process with the collection's code)."""
+        from ansible_collections.cloudstack.cks.plugins.module_utils import outdated
+        from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock, RecordStore
+
+        return outdated.report(self.view(), RecordStore(self.kube).read(), Lock(self.kube).read())
+
+    def lease(self) -> Optional[dict[str, Any]]:
+        return self.kube.get_lease("kube-system", "cloudstack-cks-rollout")
+
+    def assert_converged(self, allowed: Callable[[dict[str, Any]], bool] = lambda violation: False) -> dict[str, Any]:
+        """Every node up to date, Running, Ready, schedulable, unannotated; lock free; no invariant broken.
+
+        ``allowed`` excuses violations a test caused itself (e.g. the quorum an injected etcd kill lost).
+        """
+        status = self.status()
+        assert status["out_of_date"] == [], status["out_of_date"]
+        assert status["lock_holder"] is None, status["lock"]
+        for node in status["nodes"]:
+            assert node["vm_state"] == "Running", node
+            if node["node_type"] != "etcd":
+                assert node["ready"] and not node["cordoned"] and not node["annotated"], node
+        for raw in self.kube.list_nodes():
+            annotations = (raw.get("metadata") or {}).get("annotations") or {}
+            assert not set(ANNOTATIONS) & set(annotations), raw["metadata"]["name"]
+        assert [v for v in self.invariants() if not allowed(v)] == []
+        return status
+
+
+def _rollout_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RolloutSim]]:
+    from cks_sim.server import SimServer
+    from cks_sim.spec import normalize
+
+    started: list[tuple[Any, RolloutSim]] = []
+
+    def start(spec: Union[str, dict[str, Any]] = "small.yml", etcd: bool = True, time_scale: float = 0.01,
+              **overrides: Any) -> RolloutSim:
+        raw = load_raw_spec(spec, time_scale) if isinstance(spec, str) else copy.deepcopy(spec)
+        raw.update(copy.deepcopy(overrides))
+        server = SimServer(normalize(raw), str(tmp_path_factory.mktemp("rollout-sim")), with_etcd=etcd)
+        server.start()
+        handle = RolloutSim(server, str(tmp_path_factory.mktemp("rollout-run")))
+        started.append((server, handle))
+        return handle
+
+    yield start
+    for server, handle in started:
+        handle.close()
+        server.stop()
+
+
+@pytest.fixture
+def rollout_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RolloutSim]]:
+    """A factory: ``rollout_sim(spec="small.yml", etcd=True, time_scale=0.01, **top_level)`` -> RolloutSim."""
+    yield from _rollout_sims(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def module_rollout_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RolloutSim]]:
+    """``rollout_sim`` shared by the tests of one module (for tests that must leave the sim unchanged)."""
+    yield from _rollout_sims(tmp_path_factory)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from werkzeug.wrappers import Request, Response
 
+from . import rbac
 from .core import drop_connection
 from .kube import RESOURCES, ApiError, KubeWorld, Resource
 from .tls import client_identity, make_tls, read_pem
@@ -535,11 +536,16 @@ class KubeApp:
         if mode is not None:
             err = ApiError(503, "the server is currently unable to handle the request", "ServiceUnavailable")
             return self._finish(log, _status_response(err))
-        if not self._authenticated(request, world):
+        user = self._restricted_user(request)
+        if user is None and not self._authenticated(request, world):
             return self._finish(log, _status_response(ApiError(401, "Unauthorized", "Unauthorized")))
         if early_error is not None:
             return self._finish(log, _status_response(early_error))
         assert route is not None
+        if user is not None:
+            denied = self._forbidden(user, route, verb, "/" + "/".join(parts[2:]))
+            if denied is not None:
+                return self._finish(dict(log, user=user.name), _status_response(denied))
         fault = self.sim.faults.take("kube_error", cluster=cluster_id, verb=verb, resource=log["resource"],
                                      name=route.name, namespace=route.namespace)
         if fault is not None:
@@ -566,6 +572,24 @@ class KubeApp:
     def _finish(self, log: dict[str, Any], response: Response) -> Response:
         self.sim.calls.add(**log, status=response.status_code)
         return response
+
+    def _restricted_user(self, request: Request) -> Optional[rbac.User]:
+        """The spec's restricted user (kube.users, see rbac.py) whose bearer token this is, if any."""
+        header = request.headers.get("Authorization", "")
+        if not header.startswith("Bearer "):
+            return None
+        return rbac.find_user(rbac.users_from_spec(getattr(self.sim, "spec", None) or {}), header[7:].strip())
+
+    @staticmethod
+    def _forbidden(user: rbac.User, route: Route, verb: str, path: str) -> Optional[ApiError]:
+        if route.kind in ("discovery", "root"):
+            return None  # system:discovery: every authenticated user
+        if route.kind != "resource" or route.res is None:
+            return None if rbac.allows_path(user, verb, path) else rbac.forbidden_path(user, verb, path)
+        res, label = route.res, route.resource_label
+        if rbac.allows_resource(user, verb, res.group, label, route.namespace, route.name):
+            return None
+        return rbac.forbidden_resource(user, verb, res.group, label, res.kind, route.namespace, route.name)
 
     @staticmethod
     def _authenticated(request: Request, world: KubeWorld) -> bool:

@@ -1,0 +1,96 @@
+"""RBAC for restricted users of the simulated Kubernetes API (the admin identity may do anything).
+
+A spec may add users with a bearer token and RBAC rules, as a Role/ClusterRole bound to them:
+
+    kube:
+      users:
+        - name: cks-rollout
+          token: "a-token"
+          rules:                       # PolicyRules; `namespace` null/absent = cluster-wide
+            - {apiGroups: [""], resources: [nodes], verbs: [get, list, patch]}
+            - {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, create], namespace: kube-system}
+            - {nonResourceURLs: [/readyz, /readyz/*], verbs: [get]}
+
+Every authenticated user may read the discovery documents (``/api``, ``/apis``..., the
+``system:discovery`` ClusterRole). The health and version paths are NOT given for free (stricter
+than a default cluster's ``system:public-info-viewer``), so a test proves the rules name them.
+Outside the rules the answer is 403 with the API server's ``Forbidden`` Status wording.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hmac
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .kube import ApiError
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    token: str
+    rules: tuple[dict[str, Any], ...]
+
+
+def users_from_spec(spec: dict[str, Any]) -> list[User]:
+    users = ((spec.get("kube") or {}).get("users")) or []
+    return [User(str(u["name"]), str(u["token"]), tuple(u.get("rules") or ())) for u in users]
+
+
+def find_user(users: list[User], token: str) -> Optional[User]:
+    for user in users:
+        if hmac.compare_digest(token.encode(), user.token.encode()):
+            return user
+    return None
+
+
+def _has(values: Any, wanted: str) -> bool:
+    values = list(values or [])
+    return "*" in values or wanted in values
+
+
+def allows_resource(user: User, verb: str, group: str, resource: str, namespace: Optional[str],
+                    name: Optional[str]) -> bool:
+    for rule in user.rules:
+        if "nonResourceURLs" in rule:
+            continue
+        if not (_has(rule.get("verbs"), verb) and _has(rule.get("apiGroups"), group)
+                and _has(rule.get("resources"), resource)):
+            continue
+        scope = rule.get("namespace")
+        if scope is not None and scope != namespace:
+            continue
+        names = rule.get("resourceNames")
+        if names and name not in names:
+            continue
+        return True
+    return False
+
+
+def allows_path(user: User, verb: str, path: str) -> bool:
+    for rule in user.rules:
+        if not _has(rule.get("verbs"), verb):
+            continue
+        for pattern in rule.get("nonResourceURLs") or ():
+            # RBAC: an exact path or a prefix ending in "*".
+            if pattern == path or (pattern.endswith("*") and fnmatch.fnmatchcase(path, pattern)):
+                return True
+    return False
+
+
+def forbidden_resource(user: User, verb: str, group: str, resource: str, kind: str, namespace: Optional[str],
+                       name: Optional[str]) -> ApiError:
+    what = f'{resource} "{name}"' if name else resource
+    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    message = (f'{what} is forbidden: User "{user.name}" cannot {verb} resource "{resource}" in API group '
+               f'"{group}"{where}')
+    details: dict[str, Any] = {"group": group, "kind": resource.split("/")[0]}
+    if name:
+        details["name"] = name
+    return ApiError(403, message, "Forbidden", details)
+
+
+def forbidden_path(user: User, verb: str, path: str) -> ApiError:
+    return ApiError(403, f'forbidden: User "{user.name}" cannot {verb} path "{path}"', "Forbidden", {})
