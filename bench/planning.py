@@ -1,0 +1,110 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""Planning at scale: cks_node_outdated on large simulated clusters, run as Ansible runs a module
+(its own Python process with the arguments in a file), timed from spawn to exit, with its peak
+memory (max RSS from wait4) and the calls it made (the simulator's call log)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Optional
+
+from simproc import ROOT, SimProcess, bench_spec
+
+MODULE = "ansible_collections.cloudstack.cks.plugins.modules.cks_node_outdated"
+COLLECTIONS = os.path.join(ROOT, ".venv", "collections")
+PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+
+
+def run_module(sim: SimProcess, args: dict[str, Any], profile: Optional[str] = None) -> dict[str, Any]:
+    """One module run: {"wall", "max_rss_mb", "calls": {"cloudstack": n, "kubernetes": n}, "result"}."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump({"ANSIBLE_MODULE_ARGS": args}, fh)
+        args_path = fh.name
+    env = dict(os.environ, PYTHONPATH=COLLECTIONS, **sim.connection_env())
+    cmd = [PYTHON, "-m", MODULE, args_path]
+    if profile:
+        cmd = [PYTHON, "-m", "cProfile", "-o", profile, "-m", MODULE, args_path]
+    try:
+        started = time.time()
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # pylint: disable=consider-using-with
+        out, err = proc.communicate()
+        ended = time.time()
+        # communicate() has reaped nothing yet on some platforms; rusage of the finished child:
+        _, _, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, 0, None)
+    finally:
+        os.unlink(args_path)
+    if usage is None:
+        usage = _child_usage()
+    try:
+        result = json.loads(out.decode())
+    except json.JSONDecodeError:
+        raise RuntimeError(f"{MODULE} did not answer JSON: {out.decode()[-500:]} {err.decode()[-2000:]}") from None
+    if result.get("failed"):
+        raise RuntimeError(f"{MODULE} failed: {result.get('msg')}")
+    calls = [c for c in sim.calls(started) if c["t"] <= ended]
+    by_api: dict[str, int] = {}
+    commands: dict[str, int] = {}
+    for call in calls:
+        by_api[call["api"]] = by_api.get(call["api"], 0) + 1
+        key = call.get("command") or f"{call.get('verb')} {call.get('resource')}"
+        commands[f"{call['api']}:{key}"] = commands.get(f"{call['api']}:{key}", 0) + 1
+    return {"wall": ended - started, "max_rss_mb": usage, "calls": by_api, "commands": commands, "result": result}
+
+
+_LAST_MAXRSS = [0.0]
+
+
+def _child_usage() -> float:
+    """Peak RSS in MB of the children so far: the module is the one that raised it (the
+    benchmark's other children, ansible-playbook and cks-sim, are not waited for here)."""
+    import resource  # pylint: disable=import-outside-toplevel
+
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+
+
+def measure(sim: SimProcess, repeats: int = 3) -> dict[str, Any]:
+    args = {"cluster": sim.env["cluster_name"], "max_unavailable": 10}
+    runs = [run_module(sim, args) for _ in range(repeats)]
+    walls = [r["wall"] for r in runs]
+    nodes = len(runs[0]["result"].get("nodes") or [])
+    return {
+        "nodes": nodes,
+        "wall_median": statistics.median(walls),
+        "wall_all": [round(w, 3) for w in walls],
+        "max_rss_mb": max(r["max_rss_mb"] for r in runs),
+        "calls": runs[-1]["calls"],
+        "commands": runs[-1]["commands"],
+        "batches": len(runs[-1]["result"].get("plan") or []),
+    }
+
+
+def planning_scale(sizes: tuple[int, ...], time_scale: float, repeats: int = 3,
+                   log: Any = print) -> list[dict[str, Any]]:
+    """Each size is a cluster of 3 control nodes + N-3 workers, its own simulator (no etcd:
+    planning never asks etcd)."""
+    rows = []
+    for size in sizes:
+        spec = bench_spec(workers=size - 3, time_scale=time_scale, max_unavailable=10)
+        started = time.monotonic()
+        with SimProcess.start(spec, etcd=False, timeout=600) as sim:
+            log(f"  planning {size} nodes: cks-sim up in {time.monotonic() - started:.1f}s")
+            row = measure(sim, repeats)
+            row["sim_startup"] = round(sim.startup_seconds, 1)
+            rows.append(row)
+            log(f"  planning {size} nodes: {row['wall_median']:.2f}s, {row['calls']}, {row['max_rss_mb']:.0f} MB")
+    return rows
+
+
+if __name__ == "__main__":  # python bench/planning.py SIZE [PROFILE_OUT]
+    size = int(sys.argv[1])
+    with SimProcess.start(bench_spec(size - 3), etcd=False, timeout=600) as s:
+        print("startup", round(s.startup_seconds, 1))
+        r = run_module(s, {"cluster": s.env["cluster_name"]}, profile=sys.argv[2] if len(sys.argv) > 2 else None)
+        print(round(r["wall"], 3), r["calls"], r["commands"], r["max_rss_mb"])

@@ -1,0 +1,291 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""`make bench`: roll simulated clusters with playbooks/rollout.yml and measure the overhead against
+the simulator's critical path, batch concurrency, polling cost and planning at scale.
+
+    .venv/bin/python bench/run.py                # everything (under 10 minutes on 2 cores)
+    .venv/bin/python bench/run.py --smoke        # a tiny run of the same machinery (the smoke test)
+
+Writes bench/results/latest.json, latest.md and timeline.svg (the 3 control + 10 worker rollout,
+maxunavailable 5) and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import analysis  # noqa: E402
+import timeline as timeline_svg  # noqa: E402
+from planning import planning_scale  # noqa: E402
+from rollout import RolloutRun, run_rollout  # noqa: E402
+from simproc import TIMINGS, SimProcess, bench_spec  # noqa: E402
+
+# 0.05: a node's critical path (5 + 10 + 2 + 15 + 30 = 62 simulated seconds) takes 3.1 real
+# seconds. Real time (1.0) would make the 31 batches alone take 32 minutes; see README.
+DEFAULT_TIME_SCALE = 0.05
+TARGETS = {"ratio": 1.05, "concurrency": 1.1, "detection": 1.0, "plan_1000_seconds": 3.0,
+           "plan_1000_cloudstack": 10, "plan_1000_kubernetes": 5}
+
+
+@dataclass
+class Config:
+    time_scale: float
+    small_workers: int
+    small_max_unavailable: tuple[int, ...]
+    large_workers: int
+    large_max_unavailable: int
+    batch_sizes: tuple[int, ...]
+    forks: tuple[int, ...]
+    plan_sizes: tuple[int, ...]
+    plan_repeats: int
+    control_nodes: int = 3
+
+
+FULL = Config(DEFAULT_TIME_SCALE, 10, (1, 5), 100, 10, (1, 5, 10, 20), (1, 5), (100, 1000, 3000), 3)
+SMOKE = Config(0.01, 2, (1,), 0, 0, (2,), (1,), (20,), 1, control_nodes=1)
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def analyse(run: RolloutRun) -> dict[str, Any]:
+    paths = analysis.node_paths(run.timeline, run.timings, run.time_scale)
+    batches = analysis.batches_of(run.report, run.tasks, paths, run.ended)
+    rolled = sum(len(b.nodes) for b in batches)
+    rollout_calls = [c for c in run.calls if run.started <= c["t"] <= run.ended]
+    return {
+        "name": run.name,
+        "rc": run.rc,
+        "outcome": (run.report.get("release") or {}).get("outcome"),
+        "forks": run.forks,
+        "nodes_rolled": rolled,
+        "invariant_violations": len(run.invariants),
+        "overhead": analysis.overhead(run.wall, batches, run.started, run.ended),
+        "cycle_task": analysis.cycle_breakdown(batches),
+        "tasks": analysis.task_costs(run.tasks, run.ended, batches)[:12],
+        "batches": [{
+            "number": b.number, "node_type": b.node_type, "nodes": len(b.nodes),
+            "wall": round(b.wall, 3), "ideal": round(b.ideal, 3), "cycle_task": round(b.cycle_wall, 3),
+            "steps_span": round(b.steps_span, 3), "slowest_node": round(b.slowest_node, 3),
+            **analysis.concurrency(b)} for b in batches],
+        "ideal_segments_mean": {s: round(sum(p.seconds(s) for p in paths.values()) / max(1, len(paths)), 3)
+                                for s in analysis.SEGMENTS},
+        "calls": analysis.calls_per_node(rollout_calls, rolled),
+        "list_calls_per_batch": analysis.list_calls_per_batch(rollout_calls, batches),
+        "detection_latency": analysis.detection_latency(rollout_calls, run.timeline, run.vm_ids),
+    }
+
+
+def rollout_runs(cfg: Config, out: str, raw: dict[str, Any], pictures: dict[str, RolloutRun]) -> list[dict[str, Any]]:
+    results = []
+    sizes = [(cfg.small_workers, cfg.small_max_unavailable)]
+    if cfg.large_workers:
+        sizes.append((cfg.large_workers, (cfg.large_max_unavailable,)))
+    disk = 20
+    for workers, limits in sizes:
+        spec = bench_spec(workers, control_nodes=cfg.control_nodes, time_scale=cfg.time_scale,
+                          max_unavailable=max(limits))
+        started = time.monotonic()
+        with SimProcess.start(spec, etcd=True) as sim:
+            log(f"cks-sim {cfg.control_nodes} control + {workers} workers up in {time.monotonic() - started:.1f}s")
+            for index, limit in enumerate(limits):
+                disk += 1
+                offering = "cks-large" if index % 2 == 0 else "cks-medium"
+                sim.set_config(max_unavailable={"worker": limit})
+                name = f"c{cfg.control_nodes}-w{workers}-mu{limit}"
+                # A single control node cannot go down (etcd quorum): then only the workers change.
+                types = ("control", "worker") if cfg.control_nodes >= 3 else ("worker",)
+                run = run_rollout(sim, name, out, forks=5, rollout_max_unavailable=limit,
+                                  rollout_node_offerings={t: offering for t in types},
+                                  rollout_node_root_disk_sizes={t: disk for t in types})
+                row = analyse(run)
+                results.append(row)
+                pictures[name] = run
+                raw[name] = {"calls": len(run.calls), "timeline": len(run.timeline)}
+                o = row["overhead"]
+                log(f"  {name}: rc {run.rc}, {o['batches']} batches, wall {o['wall']:.1f}s, ideal {o['ideal']:.1f}s, "
+                    f"ratio {o['ratio']}, {o['overhead_per_batch']:.2f}s/batch")
+                if run.rc != 0:
+                    log(f"  {name} failed; see {run.log_path}")
+    return results
+
+
+def concurrency_runs(cfg: Config, out: str) -> list[dict[str, Any]]:
+    workers = max(cfg.batch_sizes) + 1
+    spec = bench_spec(workers, control_nodes=1, time_scale=cfg.time_scale, max_unavailable=max(cfg.batch_sizes))
+    rows = []
+    with SimProcess.start(spec, etcd=False) as sim:
+        log(f"cks-sim 1 control + {workers} workers up (batch concurrency)")
+        disk = 20
+        for k in cfg.batch_sizes:
+            for forks in cfg.forks:
+                disk += 1
+                name = f"batch-k{k}-forks{forks}"
+                # Only the root disk grows, so every worker is out of date; select picks k of them.
+                run = run_rollout(sim, name, out, forks=forks, rollout_max_unavailable=k,
+                                  rollout_node_root_disk_sizes={"worker": disk},
+                                  rollout_select=f"[?node_type=='worker'].name | [:{k}]")
+                row = analyse(run)
+                batch = row["batches"][0] if row["batches"] else {}
+                rows.append({"k": k, "forks": forks, "rc": run.rc, "nodes": batch.get("nodes"),
+                             "cycle_task": batch.get("cycle_task"), "steps_span": batch.get("steps_span"),
+                             "slowest_node": batch.get("slowest_node"), "ideal": batch.get("ideal"),
+                             "task_ratio": batch.get("task_ratio"), "steps_ratio": batch.get("steps_ratio"),
+                             "pass_wall": batch.get("wall")})
+                log(f"  k={k} forks={forks}: rc {run.rc}, cycle task {batch.get('cycle_task')}s, "
+                    f"slowest node {batch.get('slowest_node')}s, ratio {batch.get('task_ratio')}")
+    return rows
+
+
+def verdicts(result: dict[str, Any]) -> dict[str, Any]:
+    rollouts = result["rollouts"]
+    ratios = [r["overhead"]["ratio"] for r in rollouts if r["overhead"]["ratio"]]
+    conc = [r["task_ratio"] for r in result["concurrency"] if r.get("task_ratio")]
+    detect = [r["detection_latency"].get("all", {}).get("p95") for r in rollouts if r["detection_latency"].get("all")]
+    plan = next((p for p in result["planning"] if p["nodes"] == 1000), None)
+    lists = [r["list_calls_per_batch"] for r in rollouts if r["list_calls_per_batch"]]
+    out: dict[str, Any] = {
+        "ratio_le_1.05": bool(ratios) and max(ratios) <= TARGETS["ratio"],
+        "concurrency_le_1.1": bool(conc) and max(conc) <= TARGETS["concurrency"],
+        "detection_p95_le_1s": bool(detect) and max(detect) <= TARGETS["detection"],
+        "list_calls_per_batch_bounded": bool(lists) and len({max(x) for x in lists}) == 1,
+    }
+    if plan:
+        out["plan_1000_le_3s"] = plan["wall_median"] <= TARGETS["plan_1000_seconds"]
+        out["plan_1000_calls"] = (plan["calls"].get("cloudstack", 0) <= TARGETS["plan_1000_cloudstack"]
+                                  and plan["calls"].get("kubernetes", 0) <= TARGETS["plan_1000_kubernetes"])
+        rows = sorted(result["planning"], key=lambda p: p["nodes"])
+        if len(rows) >= 3:
+            a, b, c = rows[0], rows[1], rows[2]
+            first = (b["wall_median"] - a["wall_median"]) / (b["nodes"] - a["nodes"])
+            second = (c["wall_median"] - b["wall_median"]) / (c["nodes"] - b["nodes"])
+            out["plan_linear"] = second <= max(first, 1e-6) * 1.5
+            result["planning_marginal_ms_per_node"] = [round(first * 1000, 3), round(second * 1000, 3)]
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="a tiny run of the same machinery")
+    parser.add_argument("--time-scale", type=float, default=None, help=f"default {DEFAULT_TIME_SCALE}")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"), help="where latest.json/.md and the SVG go")
+    parser.add_argument("--skip", action="append", default=[], choices=["rollout", "concurrency", "planning"])
+    args = parser.parse_args(argv)
+    cfg = SMOKE if args.smoke else FULL
+    if args.time_scale:
+        cfg.time_scale = args.time_scale
+    os.makedirs(args.out, exist_ok=True)
+    work = os.path.join(args.out, "runs")
+    begun = time.monotonic()
+    result: dict[str, Any] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_at_start": os.getloadavg()[0]},
+        "time_scale": cfg.time_scale, "timings_simulated": TIMINGS,
+        "node_ideal_simulated": TIMINGS["pod_termination"] + TIMINGS["stop"] + TIMINGS["resize"] + TIMINGS["start"] + TIMINGS["boot_to_ready"],
+        "smoke": args.smoke, "rollouts": [], "concurrency": [], "planning": [],
+    }
+    raw: dict[str, Any] = {}
+    pictures: dict[str, RolloutRun] = {}
+    if "rollout" not in args.skip:
+        result["rollouts"] = rollout_runs(cfg, work, raw, pictures)
+    if "concurrency" not in args.skip:
+        result["concurrency"] = concurrency_runs(cfg, work)
+    if "planning" not in args.skip:
+        log("planning scale")
+        result["planning"] = planning_scale(cfg.plan_sizes, cfg.time_scale, cfg.plan_repeats, log=log)
+    result["verdicts"] = verdicts(result)
+    result["elapsed"] = round(time.monotonic() - begun, 1)
+    result["machine"]["load_at_end"] = os.getloadavg()[0]
+    pictures_written = []
+    for name, run in pictures.items():
+        svg = os.path.join(args.out, f"timeline-{name}.svg")
+        timeline_svg.write_svg(timeline_svg.from_sim(run.timeline, run.report, run.timings, run.time_scale,
+                                                     title=f"{name}: rollout against the simulator's critical path"), svg)
+        pictures_written.append(svg)
+    main_picture = next((p for p in pictures_written if "mu5" in p), pictures_written[0] if pictures_written else None)
+    if main_picture:
+        with open(main_picture, encoding="utf-8") as src, open(os.path.join(args.out, "timeline.svg"), "w", encoding="utf-8") as dst:
+            dst.write(src.read())
+        result["timeline_svg"] = os.path.relpath(os.path.join(args.out, "timeline.svg"), os.path.dirname(HERE))
+    with open(os.path.join(args.out, "latest.json"), "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2)
+        fh.write("\n")
+    table = markdown(result)
+    with open(os.path.join(args.out, "latest.md"), "w", encoding="utf-8") as fh:
+        fh.write(table)
+    print(table)
+    print(f"Wrote {os.path.join(args.out, 'latest.json')}, latest.md and timeline.svg in {result['elapsed']}s")
+    failed = [r["name"] for r in result["rollouts"] if r["rc"] != 0] + [f"k{r['k']}" for r in result["concurrency"] if r["rc"] != 0]
+    return 1 if failed else 0
+
+
+def _yes(value: Optional[bool]) -> str:
+    return "met" if value else "not met"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    ts = result["time_scale"]
+    lines = [f"Benchmarks ({result['when']}, {result['machine']['cpus']} CPUs, load {result['machine']['load_at_start']:.1f}; "
+             f"time_scale {ts}: a node's critical path is {result['node_ideal_simulated']:g} simulated s = "
+             f"{result['node_ideal_simulated'] * ts:.2f} real s; {result['elapsed']} s in all)", ""]
+    v = result["verdicts"]
+    if result["rollouts"]:
+        lines += ["| rollout | batches | wall s | ideal s | wall / ideal | overhead s / batch | of it: before, per batch pass, after | "
+                  "detection p50 / p95 s | CS, k8s calls / node | list calls / batch |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- | --- |"]
+        for r in result["rollouts"]:
+            o, d, c = r["overhead"], r["detection_latency"].get("all", {}), r["calls"]
+            lists = r["list_calls_per_batch"]
+            lines.append(f"| {r['name']} | {o['batches']} | {o['wall']:.1f} | {o['ideal']:.1f} | {o['ratio']} | {o['overhead_per_batch']:.2f} | "
+                         f"{o['before_batches']:.1f}, {o['in_batches_per_batch']:.2f}, {o['after_batches']:.1f} | "
+                         f"{d.get('p50', '-')} / {d.get('p95', '-')} | {c['cloudstack_per_node']}, {c['kubernetes_per_node']} | "
+                         f"{min(lists) if lists else '-'}–{max(lists) if lists else '-'} |")
+        lines += ["", f"Overhead ratio ≤ {TARGETS['ratio']}: {_yes(v.get('ratio_le_1.05'))}. "
+                  f"Detection latency ≤ 1 s (p95): {_yes(v.get('detection_p95_le_1s'))}. "
+                  f"List calls per batch bounded (same across sizes): {_yes(v.get('list_calls_per_batch_bounded'))}.", ""]
+        big = max(result["rollouts"], key=lambda r: r["overhead"]["batches"])
+        lines += [f"Where a batch's time goes ({big['name']}, seconds per run of each task):", "",
+                  "| task | runs | s per run | s total |", "| --- | ---: | ---: | ---: |"]
+        for t in big["tasks"][:8]:
+            lines.append(f"| {t['task']} | {t['runs']} | {t['per_run']:.2f} | {t['seconds']:.1f} |")
+        cb = big["cycle_task"]
+        if cb:
+            lines += ["", f"Inside the cks_node_cycle task (mean per batch): {cb['cycle_task']:.2f} s = "
+                      f"{cb['outside_steps']:.2f} s before the first / after the last step (module start-up, record, cluster read, preflight) "
+                      f"+ {cb['steps_span']:.2f} s of steps, which is {cb['steps_above_ideal']:.2f} s above the ideal {cb['ideal']:.2f} s "
+                      "(polling slack and the API calls between the simulated steps).", ""]
+    if result["concurrency"]:
+        lines += ["| batch k | forks | cks_node_cycle task s | steps span s | slowest node s | task / slowest | steps / slowest |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in result["concurrency"]:
+            lines.append(f"| {r['k']} | {r['forks']} | {r['cycle_task']} | {r['steps_span']} | {r['slowest_node']} | "
+                         f"{r['task_ratio']} | {r['steps_ratio']} |")
+        lines += ["", f"Batch ≤ 1.1 × slowest node (the whole task): {_yes(v.get('concurrency_le_1.1'))}.", ""]
+    if result["planning"]:
+        lines += ["| planning (cks_node_outdated) | wall s (median) | CloudStack calls | Kubernetes calls | peak RSS MB | batches |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for p in result["planning"]:
+            lines.append(f"| {p['nodes']} nodes | {p['wall_median']:.2f} | {p['calls'].get('cloudstack', 0)} | "
+                         f"{p['calls'].get('kubernetes', 0)} | {p['max_rss_mb']:.0f} | {p['batches']} |")
+        marginal = result.get("planning_marginal_ms_per_node")
+        lines += ["", f"1,000 nodes ≤ 3 s: {_yes(v.get('plan_1000_le_3s'))}; ≤ 10 CloudStack and ≤ 5 Kubernetes calls: "
+                  f"{_yes(v.get('plan_1000_calls'))}; linear or better: {_yes(v.get('plan_linear'))}"
+                  + (f" (marginal {marginal[0]} then {marginal[1]} ms per node)." if marginal else "."), ""]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
