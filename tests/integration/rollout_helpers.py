@@ -207,6 +207,21 @@ def max_down_at_once(items: list[dict[str, Any]], nodes: list[str]) -> int:
     return most
 
 
+def max_cordoned_at_once(items: list[dict[str, Any]], nodes: list[str]) -> int:
+    """The most of ``nodes`` out of service (cordoned .. uncordoned) at the same time."""
+    out: set[str] = set()
+    most = 0
+    for item in sorted(items, key=lambda i: i["t"]):
+        if item.get("node") not in nodes:
+            continue
+        if item.get("event") == "cordoned":
+            out.add(item["node"])
+            most = max(most, len(out))
+        elif item.get("event") == "uncordoned":
+            out.discard(item["node"])
+    return most
+
+
 def down_intervals(items: list[dict[str, Any]], node: str) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
     start: Optional[float] = None
