@@ -543,9 +543,10 @@ class KubeApp:
             return self._finish(log, _status_response(early_error))
         assert route is not None
         if user is not None:
+            log["user"] = user.name  # who the call log shows, for the RBAC tests
             denied = self._forbidden(user, route, verb, "/" + "/".join(parts[2:]))
             if denied is not None:
-                return self._finish(dict(log, user=user.name), _status_response(denied))
+                return self._finish(log, _status_response(denied))
         fault = self.sim.faults.take("kube_error", cluster=cluster_id, verb=verb, resource=log["resource"],
                                      name=route.name, namespace=route.namespace)
         if fault is not None:
