@@ -18,7 +18,7 @@ KUBE_OLDEST := kubernetes==35.0.0
 VENV_K35 := .venv-k35
 
 .PHONY: all setup demo test unit sim-test integration lint sanity ansible-lint client-ends \
-	core-2.21 etcd-installed shellcheck-installed clean
+	core-2.21 etcd-installed shellcheck-installed clean bench bench-smoke
 
 all: test
 
@@ -52,6 +52,14 @@ setup: $(BIN)/.installed etcd-installed
 
 demo: setup
 	$(BIN)/python tests/demo.py
+
+# Rollout benchmarks against cks-sim: bench/results/latest.json, latest.md, timeline.svg.
+bench: setup
+	$(BIN)/python bench/run.py
+
+# The same machinery, tiny (what tests/integration/test_bench_smoke.py checks).
+bench-smoke: setup
+	$(BIN)/python bench/run.py --smoke --out out/bench-smoke
 
 test: setup unit sim-test integration lint client-ends core-2.21
 

@@ -18,19 +18,21 @@ from typing import Any, Optional
 from simproc import ROOT, SimProcess, bench_spec
 
 MODULE = "ansible_collections.cloudstack.cks.plugins.modules.cks_node_outdated"
+SETTINGS_MODULE = "ansible_collections.cloudstack.cks.plugins.modules.cks_node_settings"
 COLLECTIONS = os.path.join(ROOT, ".venv", "collections")
 PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 
 
-def run_module(sim: SimProcess, args: dict[str, Any], profile: Optional[str] = None) -> dict[str, Any]:
+def run_module(sim: SimProcess, args: dict[str, Any], profile: Optional[str] = None,
+               module: str = MODULE) -> dict[str, Any]:
     """One module run: {"wall", "max_rss_mb", "calls": {"cloudstack": n, "kubernetes": n}, "result"}."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump({"ANSIBLE_MODULE_ARGS": args}, fh)
         args_path = fh.name
     env = dict(os.environ, PYTHONPATH=COLLECTIONS, **sim.connection_env())
-    cmd = [PYTHON, "-m", MODULE, args_path]
+    cmd = [PYTHON, "-m", module, args_path]
     if profile:
-        cmd = [PYTHON, "-m", "cProfile", "-o", profile, "-m", MODULE, args_path]
+        cmd = [PYTHON, "-m", "cProfile", "-o", profile, "-m", module, args_path]
     try:
         started = time.time()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # pylint: disable=consider-using-with
@@ -45,9 +47,9 @@ def run_module(sim: SimProcess, args: dict[str, Any], profile: Optional[str] = N
     try:
         result = json.loads(out.decode())
     except json.JSONDecodeError:
-        raise RuntimeError(f"{MODULE} did not answer JSON: {out.decode()[-500:]} {err.decode()[-2000:]}") from None
+        raise RuntimeError(f"{module} did not answer JSON: {out.decode()[-500:]} {err.decode()[-2000:]}") from None
     if result.get("failed"):
-        raise RuntimeError(f"{MODULE} failed: {result.get('msg')}")
+        raise RuntimeError(f"{module} failed: {result.get('msg')}")
     calls = [c for c in sim.calls(started) if c["t"] <= ended]
     by_api: dict[str, int] = {}
     commands: dict[str, int] = {}
@@ -70,6 +72,10 @@ def _child_usage() -> float:
 
 
 def measure(sim: SimProcess, repeats: int = 3) -> dict[str, Any]:
+    # Store new worker settings first (not timed), so that every worker is out of date and the
+    # plan has its full number of batches.
+    run_module(sim, {"cluster": sim.env["cluster_name"], "node_offerings": {"worker": "cks-large"},
+                     "rollout": False}, module=SETTINGS_MODULE)
     args = {"cluster": sim.env["cluster_name"], "max_unavailable": 10}
     runs = [run_module(sim, args) for _ in range(repeats)]
     walls = [r["wall"] for r in runs]
@@ -82,6 +88,7 @@ def measure(sim: SimProcess, repeats: int = 3) -> dict[str, Any]:
         "calls": runs[-1]["calls"],
         "commands": runs[-1]["commands"],
         "batches": len(runs[-1]["result"].get("plan") or []),
+        "out_of_date": len(runs[-1]["result"].get("out_of_date") or []),
     }
 
 

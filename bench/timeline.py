@@ -4,7 +4,7 @@
 boundaries, and the ideal beside the actual. Plain SVG written by hand, no plotting library.
 
     python bench/timeline.py REPORT.json -o timeline.svg              # a real cloud's rollout report
-    python bench/timeline.py REPORT.json --sim-timeline TL.json -o x.svg  # with cks-sim's GET /timeline
+    python bench/timeline.py REPORT.json --sim-timeline TL.json -o x.svg  # with cks-sim's timeline
 
 From the report alone (the JSON report's per-node steps with their start and end times) each row
 shows the steps as the collection ran them, and the ideal lane puts the batches back to back,
@@ -244,20 +244,25 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Draw a rollout report as an SVG timeline")
     parser.add_argument("report", help="the rollout's JSON report (rollout_report_path)")
     parser.add_argument("-o", "--output", default=None, help="the SVG to write (default: REPORT with .svg)")
-    parser.add_argument("--sim-timeline", help="cks-sim's GET /timeline as JSON (with --time-scale): draw the simulator's ideal")
-    parser.add_argument("--time-scale", type=float, default=None, help="the simulator's time_scale (with --sim-timeline)")
+    parser.add_argument("--sim-timeline", help="cks-sim's GET /timeline as JSON, or {timeline, timings, time_scale}: "
+                                               "draw the simulator's own work and its ideal")
+    parser.add_argument("--time-scale", type=float, default=None, help="the simulator's time_scale, if the file has none")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     with open(args.report, encoding="utf-8") as fh:
         report = json.load(fh)
     if args.sim_timeline:
         with open(args.sim_timeline, encoding="utf-8") as fh:
-            events = json.load(fh)
+            data = json.load(fh)
         bench = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, bench)
         from simproc import TIMINGS  # pylint: disable=import-outside-toplevel
 
-        chart = from_sim(events, report, TIMINGS, args.time_scale or 1.0, title=args.title)
+        # Either GET /timeline's list, or {"timeline": [...], "timings": GET /state's, "time_scale": ...}.
+        events = data if isinstance(data, list) else data.get("timeline") or []
+        timings = dict(TIMINGS, **(data.get("timings") or {})) if isinstance(data, dict) else dict(TIMINGS)
+        scale = args.time_scale or (data.get("time_scale") if isinstance(data, dict) else None) or 1.0
+        chart = from_sim(events, report, timings, float(scale), title=args.title)
     else:
         chart = from_report(report, title=args.title)
     output = args.output or os.path.splitext(args.report)[0] + ".svg"
