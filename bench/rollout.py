@@ -101,6 +101,12 @@ def run_rollout(sim: SimProcess, name: str, out_dir: str, forks: int = 5, **over
     if os.path.exists(timer_path):
         with open(timer_path, encoding="utf-8") as fh:
             tasks = [json.loads(line) for line in fh if line.strip()]
+    calls = [c for c in sim.calls(started) if c["t"] <= ended + 1]
+    events = [e for e in sim.timeline(started) if e["t"] <= ended + 1]
+    with open(os.path.join(out_dir, f"{name}-sim.json"), "w", encoding="utf-8") as fh:
+        # Kept for re-analysis and re-drawing: python bench/timeline.py REPORT --sim-timeline this.
+        json.dump({"timeline": events, "calls": calls, "timings": state["timings"], "time_scale": state["time_scale"],
+                   "vm_ids": sim.vm_ids, "started": started, "ended": ended}, fh)
     cycles = [e for e in tasks if e["event"] == "cycle"]
     if cycles:
         # The batches and steps as cks_node_cycle returned them (Unix times, full precision).
@@ -110,8 +116,7 @@ def run_rollout(sim: SimProcess, name: str, out_dir: str, forks: int = 5, **over
                       nodes=[n for c in cycles for n in c["nodes"]])
     return RolloutRun(
         name=name, rc=rc, started=started, ended=ended, report=report, tasks=tasks,
-        calls=[c for c in sim.calls(started) if c["t"] <= ended + 1],
-        timeline=[e for e in sim.timeline(started) if e["t"] <= ended + 1],
+        calls=calls, timeline=events,
         invariants=sim.invariants(started), vm_ids=dict(sim.vm_ids),
         timings={k: float(v) for k, v in state["timings"].items()}, time_scale=float(state["time_scale"]),
         forks=forks, log_path=log_path, variables=variables)

@@ -226,9 +226,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     pictures: dict[str, RolloutRun] = {}
     if "rollout" not in args.skip:
         result["rollouts"] = rollout_runs(cfg, work, raw, pictures)
+    _partial(args.out, result)
     if "concurrency" not in args.skip and cfg.batch_runs:
         result["concurrency"] = concurrency_runs(cfg, work)
     result["concurrency"] = sorted(harvested(result["rollouts"]) + result["concurrency"], key=lambda r: (r["k"], r["forks"]))
+    _partial(args.out, result)
     if "planning" not in args.skip:
         log("planning scale")
         result["planning"] = planning_scale(cfg.plan_sizes, cfg.time_scale, cfg.plan_repeats, log=log)
@@ -257,6 +259,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"Wrote {os.path.join(args.out, 'latest.json')}, latest.md and timeline.svg in {result['elapsed']}s")
     failed = [r["name"] for r in result["rollouts"] if r["rc"] != 0] + [f"k{r['k']}" for r in result["concurrency"] if r["rc"] != 0]
     return 1 if failed else 0
+
+
+def _partial(out: str, result: dict[str, Any]) -> None:
+    """What is measured so far, in case a long run is stopped before the end."""
+    with open(os.path.join(out, "partial.json"), "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2)
 
 
 def _yes(value: Optional[bool]) -> str:

@@ -79,6 +79,11 @@ def _time(value: Any) -> Optional[float]:
     return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
 
 
+def _cluster_name(report: dict[str, Any]) -> str:
+    cluster = report.get("cluster", "?")
+    return str(cluster.get("name") or cluster.get("id") or "?") if isinstance(cluster, dict) else str(cluster)
+
+
 def _rows(report: dict[str, Any]) -> tuple[list[Row], list[float]]:
     results = {n["name"]: n for n in report.get("nodes") or []}
     rows: list[Row] = []
@@ -120,7 +125,7 @@ def from_report(report: dict[str, Any], title: Optional[str] = None, origin: Opt
             if sum(s for _, s in lane) > sum(s for _, s in best):
                 best = lane
         ideal.append(best)
-    return _chart(title or f"Rollout of {report.get('cluster', '?')}", rows, starts, ideal,
+    return _chart(title or f"Rollout of {_cluster_name(report)}", rows, starts, ideal,
                   "ideal: batches back to back, each its slowest node's drain + stop + change + start + verify", origin, end)
 
 
@@ -144,7 +149,7 @@ def from_sim(timeline: Sequence[dict[str, Any]], report: dict[str, Any], timings
         members = [paths[r.node] for r in rows if r.batch == number and r.node in paths]
         slowest = max(members, key=lambda p: p.ideal, default=None)
         ideal.append([(k, slowest.seconds(k)) for k in analysis.SEGMENTS if slowest and slowest.seconds(k) > 0])
-    return _chart(title or f"Rollout of {report.get('cluster', '?')}", rows, starts, ideal,
+    return _chart(title or f"Rollout of {_cluster_name(report)}", rows, starts, ideal,
                   "ideal: batches back to back, each its slowest node's critical path as the simulator timed it",
                   origin, end)
 

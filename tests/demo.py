@@ -72,6 +72,16 @@ def demo_vars(env: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def draw_timeline(env: dict[str, Any], report_path: str) -> None:
+    """The rollout as an SVG timeline next to the report (bench/timeline.py), beside the simulator's ideal."""
+    state = admin(env, "/state")
+    sim_path = os.path.join(OUT, "sim-timeline.json")
+    with open(sim_path, "w") as f:
+        json.dump({"timeline": admin(env, "/timeline"), "timings": state["timings"], "time_scale": state["time_scale"]}, f)
+    subprocess.call([sys.executable, os.path.join(ROOT, "bench", "timeline.py"), report_path,
+                     "--sim-timeline", sim_path, "-o", os.path.join(OUT, "timeline.svg")], cwd=ROOT)
+
+
 def main() -> int:
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
@@ -109,6 +119,8 @@ def main() -> int:
         print(f"Simulator invariants violated: {len(invariants)}")
         for violation in invariants:
             print(f"  {violation}")
+        if os.path.exists(report_path):
+            draw_timeline(env, report_path)
         return rc
     finally:
         os.killpg(sim.pid, signal.SIGTERM)
