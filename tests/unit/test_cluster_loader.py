@@ -47,7 +47,7 @@ class FakeCloud:
         raise AssertionError(f"unexpected call {command}")
 
     def commands(self) -> list[str]:
-        return [c for c, _ in self.calls]
+        return [c for c, _params in self.calls]
 
 
 class FakeKube:
@@ -80,7 +80,7 @@ def test_call_budget_whatever_the_cluster_size(workers: int) -> None:
 
 def test_vms_are_asked_by_id_in_chunks_scoped_to_the_owner() -> None:
     f = ClusterFactory(control=3, workers=247)  # 250 VMs: 3 chunks of at most 100
-    loader, cloud, _ = loader_for(f)
+    loader, cloud, _kube = loader_for(f)
     loader.load("demo")
     vm_calls = [p for c, p in cloud.calls if c == "listVirtualMachines"]
     assert [len(p["ids"].split(",")) for p in vm_calls] == [100, 100, 50]
@@ -92,7 +92,7 @@ def test_vms_are_asked_by_id_in_chunks_scoped_to_the_owner() -> None:
 
 def test_a_very_large_cluster_lists_the_owners_vms_once_and_keeps_its_own() -> None:
     f = ClusterFactory(control=3, workers=500)
-    loader, cloud, _ = loader_for(f)
+    loader, cloud, _kube = loader_for(f)
     view = loader.load("demo")
     vm_calls = [p for c, p in cloud.calls if c == "listVirtualMachines"]
     assert len(vm_calls) == 1 and "ids" not in vm_calls[0]
@@ -101,7 +101,7 @@ def test_a_very_large_cluster_lists_the_owners_vms_once_and_keeps_its_own() -> N
 
 def test_the_calls_made() -> None:
     f = ClusterFactory(control=1, workers=2)
-    loader, cloud, _ = loader_for(f)
+    loader, cloud, _kube = loader_for(f)
     loader.load("demo")
     assert cloud.commands() == ["listKubernetesClusters", "listVirtualMachines", "listVolumes",
                                 "listServiceOfferings", "listDiskOfferings", "listAffinityGroups"]
@@ -113,7 +113,7 @@ def test_the_calls_made() -> None:
 
 def test_project_clusters_are_listed_in_their_project() -> None:
     f = ClusterFactory(control=1, workers=1, project=True)
-    loader, cloud, _ = loader_for(f)
+    loader, cloud, _kube = loader_for(f)
     loader.load("demo", project_id="project-1")
     for command, params in cloud.calls:
         if command not in ("listServiceOfferings", "listDiskOfferings"):
@@ -124,7 +124,7 @@ def test_project_clusters_are_listed_in_their_project() -> None:
 def test_resolve_by_id() -> None:
     f = ClusterFactory(control=1, workers=1)
     cluster = dict(f.raw_cluster(), id=UUID)
-    loader, cloud, _ = loader_for(f, [cluster])
+    loader, cloud, _kube = loader_for(f, [cluster])
     assert loader.load(UUID).id == UUID
     assert cloud.calls[0] == ("listKubernetesClusters", {"id": UUID, "listall": True})
 
@@ -132,7 +132,7 @@ def test_resolve_by_id() -> None:
 def test_a_uuid_shaped_name_falls_back_to_the_name() -> None:
     f = ClusterFactory(control=1, workers=1)
     cluster = dict(f.raw_cluster(), name=UUID)
-    loader, cloud, _ = loader_for(f, [cluster])
+    loader, cloud, _kube = loader_for(f, [cluster])
     assert loader.load(UUID).name == UUID
     assert cloud.commands()[:2] == ["listKubernetesClusters", "listKubernetesClusters"]
 
@@ -142,11 +142,11 @@ def test_name_must_match_exactly_and_be_unique() -> None:
     one = f.raw_cluster()
     two = dict(one, id="cluster-other", account="bob")
     near = dict(one, id="cluster-near", name="demo2")
-    loader, _, _ = loader_for(f, [one, two, near])
+    loader, _cloud, _kube = loader_for(f, [one, two, near])
     with pytest.raises(InvalidInput) as err:
         loader.load("demo")
     assert "cluster-demo" in err.value.msg and "cluster-other" in err.value.msg and "give the id" in err.value.msg
-    loader, _, _ = loader_for(f, [near])
+    loader, _cloud, _kube = loader_for(f, [near])
     with pytest.raises(InvalidInput) as err:
         loader.load("demo")
     assert "no CKS cluster" in err.value.msg
@@ -161,7 +161,7 @@ def test_without_a_kubernetes_client_nodes_have_no_kubernetes_side() -> None:
 
 def test_refresh_reads_the_cluster_again() -> None:
     f = ClusterFactory(control=1, workers=1)
-    loader, _, _ = loader_for(f)
+    loader, _cloud, _kube = loader_for(f)
     view = loader.load("demo")
     f.stop(f.w(1))
     assert loader.refresh(view).node(f.w(1)).vm_state == "Stopped"

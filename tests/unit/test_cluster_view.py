@@ -101,7 +101,7 @@ def test_destroyed_root_volume_is_not_the_root_disk() -> None:
     ("medium", "compute-only", False, 0),
 ])
 def test_root_disk_strictness_and_offering_root_size(offering: str, root_offering: str, strict: bool,
-                                                    offering_root: int) -> None:
+                                                     offering_root: int) -> None:
     f = ClusterFactory(control=1, workers=1)
     f.set(f.w(1), offering=offering, root_offering=root_offering)
     w1 = f.view().node(f.w(1))

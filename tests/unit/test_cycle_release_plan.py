@@ -19,16 +19,16 @@ def k8s(name: str, boot: str, ready: bool = True, unschedulable: bool = False,
 
 def view(*nodes: tuple[str, str, dict[str, Any]]) -> Any:
     cluster = {"id": "c1", "name": "demo", "state": "Running",
-               "virtualmachines": [{"id": f"vm-{n}", "name": n} for n, _, _ in nodes]}
-    vms = [{"id": f"vm-{n}", "name": n, "state": state} for n, state, _ in nodes]
-    return build_view(cluster, vms, [], [], [], [], [k for _, _, k in nodes])
+               "virtualmachines": [{"id": f"vm-{n}", "name": n} for n, _state, _k8s in nodes]}
+    vms = [{"id": f"vm-{n}", "name": n, "state": state} for n, state, _k8s in nodes]
+    return build_view(cluster, vms, [], [], [], [], [k for _name, _state, k in nodes])
 
 
 def test_back_with_a_new_boot_id_is_uncordoned() -> None:
     v = view(("demo-node-1", "Running", k8s("demo-node-1", "b2", unschedulable=True,
                                             annotations={ROLLOUT_ANNOTATION: "b1", STOP_ANNOTATION: "t"})))
     uncordon, leave = release_plan(v)
-    assert [n for n, _ in uncordon] == ["demo-node-1"] and leave == []
+    assert [n for n, _why in uncordon] == ["demo-node-1"] and leave == []
 
 
 def test_never_went_down_is_uncordoned() -> None:
@@ -56,7 +56,7 @@ def test_stopped_vm_stays_cordoned() -> None:
 def test_stopped_vm_without_stop_mark_is_not_taken_for_up() -> None:
     v = view(("demo-node-1", "Stopped", k8s("demo-node-1", "b1", unschedulable=True,
                                             annotations={ROLLOUT_ANNOTATION: "b1"})))
-    uncordon, _ = release_plan(v)
+    uncordon, _leave = release_plan(v)
     assert uncordon == []
 
 

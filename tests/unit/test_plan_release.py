@@ -110,7 +110,7 @@ def test_release_uncordons_only_annotated_nodes_that_are_back() -> None:
         (f.w(4), "Kubernetes node not Ready"),
     ]
     # w5 has no Kubernetes node (so no annotation to read) and w6 is someone else's: untouched
-    assert all(name not in (f.w(5), f.w(6)) for name, _ in leave)
+    assert all(name not in (f.w(5), f.w(6)) for name, _why in leave)
 
 
 def test_release_is_idempotent_on_its_own_result() -> None:
