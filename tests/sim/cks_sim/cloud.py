@@ -872,7 +872,8 @@ class CloudWorld:
             if current.disksizestrictness and current.size != new_offering.size:
                 raise param_error(f"Resize of volume {volume.id} is not allowed, since disk size is strictly fixed as per the disk offering")
             if volume.type == "ROOT" and service.diskofferingstrictness:
-                raise param_error(f"Cannot resize ROOT volume [{volume.id}] with new disk offering since existing disk offering is strictly assigned to the ROOT volume.")
+                raise param_error(f"Cannot resize ROOT volume [{volume.id}] with new disk offering since existing disk offering"
+                                  " is strictly assigned to the ROOT volume.")
             if new_offering.compute_only:
                 raise self.invalid_uuid("diskofferingid", new_offering.id)
             if new_offering.iscustomized:
@@ -1446,4 +1447,3 @@ class CloudWorld:
         if etcd:
             return etcd, "external"
         return [vm.name for vm in self.cluster_vms(cluster) if vm.node_type == "control"], "stacked"
-

@@ -70,7 +70,7 @@ class Scheduler:
                     self._cv.wait(timeout)
                 if self._stopping:
                     return
-                _, handle, fn, args = heapq.heappop(self._heap)
+                _when, handle, fn, args = heapq.heappop(self._heap)
                 if handle in self._cancelled:
                     self._cancelled.discard(handle)
                     continue

@@ -34,7 +34,7 @@ def test_alert_stays_while_a_node_is_not_ready(sim):
     sim.wait_for(lambda: world.ready_node_count() == 6)  # after the node-monitor grace period
     sim.admin("POST", "/faults", {"kind": "never_ready", "node": vm["name"].lower()})
     cs.startVirtualMachine(id=vm["id"], fetch_result=True)
-    for _ in range(3):  # every VM runs, but the Ready count is short: the scanner keeps Alert
+    for _scan in range(3):  # every VM runs, but the Ready count is short: the scanner keeps Alert
         assert sim.admin("POST", "/actions", {"action": "scan"})["clusters"][sim.env["cluster_id"]] == "Alert"
     sim.admin("DELETE", "/faults")
     cs.stopVirtualMachine(id=vm["id"], fetch_result=True)
