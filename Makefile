@@ -18,7 +18,7 @@ KUBE_OLDEST := kubernetes==35.0.0
 VENV_K35 := .venv-k35
 
 .PHONY: all setup demo test unit sim-test integration lint sanity ansible-lint client-ends \
-	core-2.21 etcd-installed shellcheck-installed clean bench bench-smoke
+	core-2.21 etcd-installed shellcheck-installed clean bench bench-smoke molecule chaos chaos-smoke
 
 all: test
 
@@ -61,7 +61,7 @@ bench: setup
 bench-smoke: setup
 	$(BIN)/python bench/run.py --smoke --out out/bench-smoke
 
-test: setup unit sim-test integration lint client-ends core-2.21
+test: setup unit sim-test integration lint client-ends core-2.21 molecule chaos-smoke
 
 unit: setup
 	$(call pytest,$(BIN)/python,unit,tests/unit)
@@ -86,6 +86,21 @@ sanity: setup shellcheck-installed
 
 ansible-lint: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-lint --profile production
+
+# Every Molecule scenario (extensions/molecule: default, resume, cancel, external_etcd), each
+# against its own cks-sim on localhost.
+molecule: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/molecule test --all
+
+# Kill anywhere: N seeded trials, each SIGKILLs a rollout at a random moment and reruns it
+# (`make chaos N=50 SEED=2`); out/chaos/trials.jsonl and summary.json. chaos-smoke: 2 trials.
+N ?= 3
+SEED ?= 1
+chaos: setup
+	$(BIN)/python tests/chaos/run.py --trials $(N) --seed $(SEED) --out out/chaos
+
+chaos-smoke: setup
+	$(call pytest,$(BIN)/python,chaos-smoke,tests/chaos)
 
 # The kube tests again with the oldest allowed kubernetes client.
 $(VENV_K35)/.installed: requirements-test.txt
