@@ -121,7 +121,7 @@ def run_module(module_name: str, args: dict[str, Any], env: Optional[dict[str, s
             cmd.append("--check")
         if diff:
             cmd.append("--diff")
-        proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout, cwd=work)
+        proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout, cwd=work, check=False)
         if not os.path.exists(out_path):
             raise ModuleRunError(
                 f"ansible-playbook exited {proc.returncode} without a result\n"

@@ -133,7 +133,7 @@ def test_release_after_an_early_exception_twice(cycle_sim: Callable[..., CycleSi
     assert state["last_error"] == f"the plan could not be made: boom; {skipped[0]}"
     assert state["outcome"] == "Running" and state["lock_holder"] is None
     assert first.lock_released and not second.lock_released and not second.changed
-    assert all(not cordoned for cordoned, _, _ in state["nodes"].values())
+    assert all(not cordoned for cordoned, _boot_id, _stop_sent in state["nodes"].values())
     assert sim.invariants() == []
 
 
