@@ -102,8 +102,12 @@ class Run:
         os.killpg(proc.pid, signal.SIGKILL)
         elapsed = time.monotonic() - self.started
         proc.wait()
-        # Whatever escaped the process group (a module that called setsid) dies too.
-        strays = simctl.processes_under(self.dir)
+        # SIGKILL is delivered asynchronously: let the group die, then kill whatever escaped it
+        # (a module that called setsid), so the kill is total.
+        deadline = time.monotonic() + 10
+        while simctl.group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        strays = simctl.processes_under(self.dir, proc.pid)
         for pid in strays:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -135,18 +135,38 @@ def playbook_command(vars_path: str) -> list[str]:
     return [os.path.join(VENV_BIN, "ansible-playbook"), PLAYBOOK, "-e", f"@{vars_path}"]
 
 
-def processes_under(marker: str) -> list[int]:
-    """PIDs of processes whose command line mentions ``marker`` (a run's private temp dir)."""
+def _stat(pid: int) -> Optional[tuple[str, int]]:
+    """(state, process group) of a process, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[2])
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (not zombie) process is still in process group ``pgid``."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) and stat[1] == pgid and stat[0] != "Z":
+            return True
+    return False
+
+
+def processes_under(marker: str, killed_group: int) -> list[int]:
+    """Live processes outside ``killed_group`` whose command line mentions ``marker`` (a run's
+    private temp dir): module processes that escaped the kill of the playbook's process group."""
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read().decode("utf-8", "replace")
         except OSError:
             continue
-        if marker in cmdline and int(entry) != os.getpid():
+        stat = _stat(int(entry))
+        if marker in cmdline and stat and stat[0] != "Z" and stat[1] != killed_group:
             found.append(int(entry))
     return found
 
