@@ -131,10 +131,39 @@ class PlaybookProcess:
         return PlaybookRun(rc, stdout, stderr, report)
 
     def kill(self) -> None:
-        """SIGKILL the controller: ansible-playbook and its workers and modules (its process group only)."""
+        """SIGKILL the controller as a crash would: ansible-playbook, its workers and the modules they
+        run. Ansible starts each module in a session of its own, so the process group is not enough:
+        every descendant of our ansible-playbook is killed too (and nothing else)."""
+        victims = [self.proc.pid] + descendants(self.proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
+
+
+def descendants(root: int) -> list[int]:
+    """The pids below ``root`` in the process tree (read from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def run_playbook(sim: SimHandle, playbook: str, variables: dict[str, Any], timeout: float = 900) -> PlaybookRun:
