@@ -366,7 +366,7 @@ class KubeWorld:
 
     def _suffix(self, n: int = 5) -> str:
         # The API server's generateName alphabet (no vowels, no confusable digits).
-        return "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
+        return "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _char in range(n))
 
     def next_rv(self) -> str:
         self._rv += 1
@@ -1142,7 +1142,7 @@ class KubeWorld:
             pods = self._pods_of(wl)
             if wl.kind == "Deployment":
                 active = [p for p in pods if "deletionTimestamp" not in p["metadata"]]
-                for _ in range(wl.replicas - len(active)):
+                for _replica in range(wl.replicas - len(active)):
                     self._new_pod(wl, f"{wl.rs_name}-{self._suffix()}", None)
             elif wl.kind == "StatefulSet":
                 names = {p["metadata"]["name"] for p in pods}
@@ -1247,7 +1247,7 @@ class KubeWorld:
 
     def _pdb_pods(self, pdb: dict[str, Any]) -> list[dict[str, Any]]:
         ns = pdb["metadata"]["namespace"]
-        return [p for (pns, _), p in self._objects["pods"].items()
+        return [p for (pns, _pod_name), p in self._objects["pods"].items()
                 if pns == ns and selector_matches(pdb["spec"].get("selector"), p["metadata"].get("labels") or {})]
 
     def _expected_pods(self, pdb: dict[str, Any], pods: list[dict[str, Any]]) -> int:
@@ -1406,7 +1406,7 @@ class KubeWorld:
     def create(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         res = RESOURCES[plural]
         if not isinstance(body, dict):
-            raise ApiError(400, f"the body of the request was in an unknown format", "BadRequest")
+            raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {}) or {}
         obj["metadata"] = meta

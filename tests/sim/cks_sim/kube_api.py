@@ -485,7 +485,7 @@ def _encode_continue(rv: str, key: tuple[str, str]) -> str:
 def _decode_continue(token: str) -> tuple[str, str]:
     try:
         raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode())
-        ns, _, name = raw["start"].rstrip("\x00").partition("/")
+        ns, _slash, name = raw["start"].rstrip("\x00").partition("/")
         return ns, name
     except (ValueError, KeyError, TypeError, AttributeError):
         raise ApiError(400, "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
@@ -601,7 +601,7 @@ class KubeApp:
         if pem:
             # The TLS handshake already verified the certificate against the sim CA.
             try:
-                _, orgs = client_identity(pem)
+                _common_name, orgs = client_identity(pem)
             except ValueError:
                 return False
             return "system:masters" in orgs

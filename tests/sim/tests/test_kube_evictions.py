@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from test_kube_support import (  # noqa: F401  (fixtures)
+from test_kube_support import (  # pylint: disable=unused-import  # noqa: F401 (fixtures)
     CONTROL, WORKERS, KubeEnv, assert_known_fields, kube_env, make_kube_env, wait_until,
 )
 
@@ -142,8 +142,8 @@ def test_eviction_accepted_then_pod_replaced_with_new_uid(make_kube_env: Any) ->
     # The ReplicaSet does not wait: a replacement exists at once, away from the cordoned node.
     web = _pods(kube_env, "default", "app=web")
     fresh = [p for p in web if p.metadata.deletion_timestamp is None]
-    assert len(fresh) == 4 and victim.spec.node_name not in {p.spec.node_name for p in fresh
-                                                            if p.metadata.uid not in {victim.metadata.uid}}
+    fresh_nodes = {p.spec.node_name for p in fresh if p.metadata.uid != victim.metadata.uid}
+    assert len(fresh) == 4 and victim.spec.node_name not in fresh_nodes
 
     def gone() -> bool:
         try:
@@ -236,8 +236,9 @@ def test_unprotected_and_daemonset_pods_evict_and_come_back(kube_env: KubeEnv) -
     wait_until(lambda: len([p for p in _pods(kube_env, "default", "app=cache") if _ready(p)]) == 2)
     proxy = _pods(kube_env, "kube-system", "app=kube-proxy")[0]
     kube_env.core.delete_namespaced_pod(proxy.metadata.name, "kube-system")
-    node_proxies = lambda: [p for p in _pods(kube_env, "kube-system", "app=kube-proxy")  # noqa: E731
-                            if p.spec.node_name == proxy.spec.node_name]
+    def node_proxies() -> list[Any]:
+        return [p for p in _pods(kube_env, "kube-system", "app=kube-proxy") if p.spec.node_name == proxy.spec.node_name]
+
     wait_until(lambda: [p.metadata.uid for p in node_proxies()] not in ([], [proxy.metadata.uid]))
 
 

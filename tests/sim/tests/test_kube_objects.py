@@ -10,7 +10,7 @@ import pytest
 import urllib3
 from kubernetes import client as k8s
 
-from test_kube_support import (  # noqa: F401  (fixtures)
+from test_kube_support import (  # pylint: disable=unused-import  # noqa: F401 (fixtures)
     CLUSTER_ID, WORKERS, KubeEnv, assert_known_fields, kube_env, wait_until,
     merge_patch_kwargs,
 )

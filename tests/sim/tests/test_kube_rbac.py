@@ -12,7 +12,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from conftest import small_spec
+from simkit import small_spec
 
 TOKEN = "restricted-token-1234"
 USERS = [{"name": "reader", "token": TOKEN, "rules": [

@@ -172,7 +172,7 @@ def assert_known_fields(data: Any, type_name: str, path: str = "$", _top: bool =
     35.x checks required fields; this walks the generated models' openapi_types so an invented
     field fails a test, then deserializes the document the way the client does.
     """
-    import kubernetes.client.models as models
+    from kubernetes.client import models
 
     if data is None:
         return
@@ -287,7 +287,7 @@ def test_no_credentials_is_401(kube_env: KubeEnv) -> None:
     status, body = kube_env.raw("GET", "/api/v1/nodes", token=None)
     assert status == 401
     assert body["kind"] == "Status" and body["reason"] == "Unauthorized" and body["code"] == 401
-    status, _ = kube_env.raw("GET", "/api/v1/nodes", token="not-the-token")
+    status, _body = kube_env.raw("GET", "/api/v1/nodes", token="not-the-token")
     assert status == 401
     # The client with a kubeconfig lacking credentials gets ApiException 401.
     cfg = copy.deepcopy(kube_env.kubeconfig)
