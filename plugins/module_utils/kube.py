@@ -187,6 +187,17 @@ def eviction_result(status_code: int, status: Mapping[str, Any]) -> EvictionResu
     return EvictionResult("failed", status_code, message)
 
 
+if HAS_KUBERNETES:
+    class _DroppedConnectionRetry(urllib3.util.Retry):
+        """urllib3's Retry that gives up at once on a read timeout (the caller's timeout holds)."""
+
+        def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+            if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+                raise urllib3.exceptions.MaxRetryError(_pool, url, error)
+            return super().increment(method=method, url=url, response=response, error=error,
+                                     _pool=_pool, _stacktrace=_stacktrace)
+
+
 class KubeClient:
     """One cluster's API. Use ``KubeClient.connect``; call ``close`` when done."""
 
@@ -241,9 +252,13 @@ class KubeClient:
                 configuration.verify_ssl = bool(options.validate_certs)
             if options.ca_cert:
                 configuration.ssl_ca_cert = options.ca_cert
-            # One attempt per request: urllib3's default would retry reads and multiply the
-            # timeout by four; callers with deadlines decide about retrying.
-            configuration.retries = urllib3.util.Retry(total=0, redirect=False)
+            # urllib3's default would retry reads three times and multiply the timeout by four.
+            # Here a GET is tried once more only when the connection was dropped under it
+            # (a kept-alive connection the server had closed); a timeout is never retried by
+            # the transport, and writes are never resent (callers decide on what they read back).
+            configuration.retries = _DroppedConnectionRetry(total=1, connect=1, read=1, status=0, other=0,
+                                                            allowed_methods=frozenset({"GET"}),
+                                                            backoff_factor=0.1, redirect=False)
             api_client = k8s_client.ApiClient(configuration=configuration)
         except BaseException:
             _remove_temp_dir(temp_dir)

@@ -126,7 +126,8 @@ def test_connect_keeps_embedded_certificates_private_and_removes_them(tmp_path: 
     temp_dir = os.path.dirname(ca)
     assert os.stat(temp_dir).st_mode & 0o777 == 0o700
     assert os.stat(ca).st_mode & 0o777 == 0o600
-    assert client.api_client.configuration.retries.total == 0
+    retries = client.api_client.configuration.retries
+    assert (retries.total, retries.status, tuple(retries.allowed_methods)) == (1, 0, ("GET",))
     client.close()
     assert not os.path.exists(temp_dir)
     # The client library caches temp files by content: a second client must get a live file.
@@ -243,3 +244,20 @@ def test_run_reports_unexpected_errors_without_query_strings() -> None:
     failed = module.result["fail"]
     assert failed["msg"].startswith("unexpected RuntimeError") and "SIG" not in failed["msg"]
     assert "SIG" not in failed["exception"]
+
+
+def test_a_read_timeout_is_never_retried_but_a_dropped_get_is_once() -> None:
+    import urllib3
+
+    client = kube.KubeClient.connect(kube.KubeOptions(kubeconfig=json.loads(json.dumps(KUBECONFIG))))
+    retries = client.api_client.configuration.retries
+    client.close()
+    timeout = urllib3.exceptions.ReadTimeoutError(None, "/api/v1/nodes", "read timed out")
+    with pytest.raises(urllib3.exceptions.MaxRetryError):
+        retries.increment(method="GET", url="/api/v1/nodes", error=timeout)
+    dropped = urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError())
+    again = retries.increment(method="GET", url="/api/v1/nodes", error=dropped)
+    with pytest.raises(urllib3.exceptions.MaxRetryError):
+        again.increment(method="GET", url="/api/v1/nodes", error=dropped)
+    with pytest.raises(urllib3.exceptions.ProtocolError):
+        retries.increment(method="POST", url="/api/v1/namespaces/default/pods/web/eviction", error=dropped)
