@@ -355,6 +355,10 @@ class BatchCycle:
                 result.error = failures[0] if len(failures) == 1 else StepFailed(
                     ", ".join(f.node for f in failures), "/".join(sorted({f.step for f in failures})),
                     "; ".join(f.msg for f in failures))
+            elif renewer.error:
+                # The batch finished its nodes, but another rollout may own the cluster now: fail
+                # so that no further batch of this one runs.
+                result.error = StepFailed(", ".join(self.names), "lock", renewer.error, lock_lost=True)
         except StepFailed as exc:
             result.error = exc
         except CksError as exc:
@@ -775,7 +779,8 @@ def node_cycle(params: dict[str, Any], cloud: Any, kube: Any, check_mode: bool =
     settings = settings_from(params.get("settings"), record)
     if record is not None and record.cancel:
         raise StepFailed(", ".join(nodes) or "-", "preflight",
-                         "the rollout was cancelled (the record's cancel flag is set): no further batch starts")
+                         "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
+                         cancelled=True)
     batch = BatchCycle(cloud, kube, ClusterLoader(cloud, kube), str(params["cluster"]), settings, nodes,
                        options=cycle_options(params, check_mode), etcd_check=etcd_check_for(params),
                        lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
