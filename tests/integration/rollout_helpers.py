@@ -43,8 +43,9 @@ class PlaybookRun:
         return f"rc={self.rc}\n--- stdout (end)\n{self.stdout[-6000:]}\n--- stderr (end)\n{self.stderr[-2000:]}"
 
 
-def playbook_env(sim: SimHandle, work: str) -> dict[str, str]:
-    """What an AWX CloudStack credential would set; the kubeconfig is fetched from CloudStack."""
+def playbook_env(sim: SimHandle, work: str, credential: bool = True) -> dict[str, str]:
+    """What an AWX CloudStack credential would set (without ``credential``: no CLOUDSTACK_* at all);
+    the kubeconfig is fetched from CloudStack."""
     env = dict(os.environ)
     env.update({
         "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS,
@@ -64,6 +65,9 @@ def playbook_env(sim: SimHandle, work: str) -> dict[str, str]:
         "K8S_AUTH_SSL_CA_CERT": sim.env["kube_ca"],
     })
     env.pop("K8S_AUTH_KUBECONFIG", None)
+    if not credential:
+        for name in ("CLOUDSTACK_ENDPOINT", "CLOUDSTACK_KEY", "CLOUDSTACK_SECRET"):
+            env.pop(name)
     return env
 
 
@@ -88,7 +92,7 @@ def rollout_vars(sim: SimHandle, **overrides: Any) -> dict[str, Any]:
 class PlaybookProcess:
     """ansible-playbook started in its own process group (so a test can SIGKILL the whole controller)."""
 
-    def __init__(self, sim: SimHandle, playbook: str, variables: dict[str, Any]) -> None:
+    def __init__(self, sim: SimHandle, playbook: str, variables: dict[str, Any], credential: bool = True) -> None:
         self.work = tempfile.mkdtemp(prefix="cks-rollout-")
         self.report_path = os.path.join(self.work, "report.json")
         variables = dict(variables)
@@ -103,7 +107,7 @@ class PlaybookProcess:
         self._out = open(self.stdout_path, "w", encoding="utf-8")
         self._err = open(self.stderr_path, "w", encoding="utf-8")
         self.proc = subprocess.Popen([ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, playbook), "-e", f"@{vars_path}"],
-                                     env=playbook_env(sim, self.work), cwd=self.work, stdout=self._out,
+                                     env=playbook_env(sim, self.work, credential), cwd=self.work, stdout=self._out,
                                      stderr=self._err, start_new_session=True)
 
     def output(self) -> str:
@@ -141,6 +145,15 @@ class PlaybookProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
+
+
+def command_lines(pids: list[int]) -> list[str]:
+    out = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                out.append(fh.read().replace(b"\0", b" ").decode(errors="replace"))
+    return out
 
 
 def descendants(root: int) -> list[int]:

@@ -103,6 +103,24 @@ def test_settings_only_store_and_restart_nothing(sim: SimHandle) -> None:
     assert status.rc == 0 and "worker 3" in status.stdout, status.explain()
 
 
+def test_connection_from_variables_never_on_a_command_line(sim: SimHandle) -> None:
+    """rollout_api_* variables instead of a credential: the modules get them as arguments, and the
+    secret shows up in no process's command line while the playbook runs."""
+    secret = sim.env["cloudstack_secret"]
+    status = rh.PlaybookProcess(sim, "status.yml", {
+        "rollout_cluster": sim.env["cluster_name"], "rollout_api_url": sim.env["cloudstack_endpoint"],
+        "rollout_api_key": sim.env["cloudstack_key"], "rollout_api_secret": secret}, credential=False)
+    seen: list[str] = []
+    while status.proc.poll() is None:
+        seen.extend(line for line in rh.command_lines(rh.descendants(status.proc.pid)) if secret in line)
+        time.sleep(0.05)
+    run = status.wait()
+    assert run.rc == 0, run.explain()
+    assert "Cluster " + sim.env["cluster_name"] in run.stdout
+    assert seen == []
+    assert secret not in run.stdout
+
+
 def test_failed_store_gives_the_lock_back_and_keeps_the_error(sim: SimHandle) -> None:
     """Storing the settings fails after the lock was taken: the lock is released, the failure is
     kept as the last error, and a later refused rollout leaves that error as it is."""
