@@ -34,16 +34,19 @@ def run_module(sim: SimProcess, args: dict[str, Any], profile: Optional[str] = N
     if profile:
         cmd = [PYTHON, "-m", "cProfile", "-o", profile, "-m", module, args_path]
     try:
-        started = time.time()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # pylint: disable=consider-using-with
-        out, err = proc.communicate()
-        ended = time.time()
-        # communicate() has reaped nothing yet on some platforms; rusage of the finished child:
-        _, _, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, 0, None)
+        with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+            started = time.time()
+            proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr)  # pylint: disable=consider-using-with
+            # wait4, not wait(): the module's own peak RSS, not the largest of all children so far.
+            _, _, usage = os.wait4(proc.pid, 0)
+            ended = time.time()
+            proc.returncode = 0
+            stdout.seek(0)
+            stderr.seek(0)
+            out, err = stdout.read(), stderr.read()
     finally:
         os.unlink(args_path)
-    if usage is None:
-        usage = _child_usage()
+    max_rss_mb = usage.ru_maxrss / 1024.0
     try:
         result = json.loads(out.decode())
     except json.JSONDecodeError:
@@ -57,18 +60,7 @@ def run_module(sim: SimProcess, args: dict[str, Any], profile: Optional[str] = N
         by_api[call["api"]] = by_api.get(call["api"], 0) + 1
         key = call.get("command") or f"{call.get('verb')} {call.get('resource')}"
         commands[f"{call['api']}:{key}"] = commands.get(f"{call['api']}:{key}", 0) + 1
-    return {"wall": ended - started, "max_rss_mb": usage, "calls": by_api, "commands": commands, "result": result}
-
-
-_LAST_MAXRSS = [0.0]
-
-
-def _child_usage() -> float:
-    """Peak RSS in MB of the children so far: the module is the one that raised it (the
-    benchmark's other children, ansible-playbook and cks-sim, are not waited for here)."""
-    import resource  # pylint: disable=import-outside-toplevel
-
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    return {"wall": ended - started, "max_rss_mb": max_rss_mb, "calls": by_api, "commands": commands, "result": result}
 
 
 def measure(sim: SimProcess, repeats: int = 3) -> dict[str, Any]:

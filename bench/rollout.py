@@ -38,6 +38,7 @@ class RolloutRun:
     time_scale: float
     forks: int
     log_path: str
+    cluster_nodes: int = 0
     variables: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -119,7 +120,7 @@ def run_rollout(sim: SimProcess, name: str, out_dir: str, forks: int = 5, **over
         calls=calls, timeline=events,
         invariants=sim.invariants(started), vm_ids=dict(sim.vm_ids),
         timings={k: float(v) for k, v in state["timings"].items()}, time_scale=float(state["time_scale"]),
-        forks=forks, log_path=log_path, variables=variables)
+        forks=forks, log_path=log_path, cluster_nodes=len(sim.vm_ids), variables=variables)
 
 
 def tail(path: str, lines: int = 30) -> str:
