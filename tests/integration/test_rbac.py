@@ -1,0 +1,91 @@
+"""A whole rollout with exactly the Kubernetes access docs/rbac.yml grants, and no more.
+
+cks-sim enforces RBAC for a restricted bearer token (spec ``kube.users``, cks_sim/rbac.py): the
+ClusterRole's rules apply cluster-wide, the Role's in kube-system only, and anything else is 403
+Forbidden. The rules are read from docs/rbac.yml itself, so the document cannot drift from what
+the collection needs.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RBAC_YML = os.path.join(ROOT, "docs", "rbac.yml")
+TOKEN = "rollout-sa-token-5c1b2f0e9a7d4e3b"
+USER = "system:serviceaccount:kube-system:cloudstack-cks-rollout"
+WORKERS_LARGER: dict[str, Any] = {"rollout_node_offerings": {"worker": "cks-large"}, "rollout_max_unavailable": 2}
+
+
+def documented_rules() -> list[dict[str, Any]]:
+    """docs/rbac.yml as the sim's rules: ClusterRole rules cluster-wide, Role rules in their namespace."""
+    with open(RBAC_YML, encoding="utf-8") as fh:
+        documents = [d for d in yaml.safe_load_all(fh) if d]
+    rules: list[dict[str, Any]] = []
+    for doc in documents:
+        if doc["kind"] == "ClusterRole":
+            rules += [dict(r) for r in doc["rules"]]
+        elif doc["kind"] == "Role":
+            rules += [dict(r, namespace=doc["metadata"]["namespace"]) for r in doc["rules"]]
+    bindings = {(d["kind"], d["roleRef"]["name"]) for d in documents if d["kind"].endswith("Binding")}
+    assert bindings == {("ClusterRoleBinding", "cloudstack-cks-rollout"), ("RoleBinding", "cloudstack-cks-rollout")}
+    return rules
+
+
+def restricted_kubeconfig(sim: Any) -> str:
+    with open(sim.env["kubeconfig"], encoding="utf-8") as fh:
+        config = yaml.safe_load(fh)
+    config["users"] = [{"name": "cks-rollout", "user": {"token": TOKEN}}]
+    for context in config["contexts"]:
+        context["context"]["user"] = "cks-rollout"
+    path = os.path.join(sim.work_dir, "restricted.kubeconfig")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(config, fh)
+    return path
+
+
+def start(rollout_sim: Any, rules: list[dict[str, Any]]) -> Any:
+    return rollout_sim("faults_small.yml", etcd=False, kube={"users": [{"name": USER, "token": TOKEN, "rules": rules}]})
+
+
+def test_rollout_with_exactly_the_documented_rbac(rollout_sim: Any) -> None:
+    sim = start(rollout_sim, documented_rules())
+    run = sim.rollout(env={"K8S_AUTH_KUBECONFIG": restricted_kubeconfig(sim)}, **WORKERS_LARGER)
+    assert run.rc == 0, run.output
+    sim.assert_converged()
+    kube_calls = [c for c in sim.calls() if c.get("api") == "kubernetes"]
+    restricted = [c for c in kube_calls if c.get("user") == USER]
+    # Every kind of access was used with the restricted token, and nothing was refused.
+    assert {c["verb"] for c in restricted} >= {"get", "list", "patch", "create", "update"}
+    # (poddisruptionbudgets: listed only to name the budgets behind a failed drain.)
+    assert {c["resource"] for c in restricted} >= {"nodes", "pods", "pods/eviction", "daemonsets", "leases",
+                                                   "configmaps"}
+    assert any(c["path"].endswith("/readyz/etcd") or "/readyz" in c["path"] for c in restricted) or not any(
+        "/readyz" in c["path"] for c in kube_calls)
+    assert [c for c in kube_calls if c.get("status") in (401, 403)] == []
+
+
+@pytest.mark.parametrize("taken_away", ["pods/eviction"])
+def test_a_missing_permission_stops_cleanly_with_forbidden(rollout_sim: Any, taken_away: str) -> None:
+    rules = copy.deepcopy(documented_rules())
+    for rule in rules:
+        if taken_away in rule.get("resources", []):
+            rule["resources"] = [r for r in rule["resources"] if r != taken_away]
+    sim = start(rollout_sim, [r for r in rules if r.get("resources") or r.get("nonResourceURLs")])
+    run = sim.rollout(env={"K8S_AUTH_KUBECONFIG": restricted_kubeconfig(sim)}, **WORKERS_LARGER)
+    assert run.rc != 0, run.output
+    last_error = sim.status()["last_error"]
+    assert "403" in last_error or "forbidden" in last_error.lower(), last_error
+    assert taken_away in last_error, last_error
+    # Nothing was stopped, nothing is left cordoned, the lock is free.
+    assert not [e for e in sim.timeline() if e.get("event") == "stop_requested"]
+    status = sim.status()
+    assert status["lock_holder"] is None
+    assert all(n["vm_state"] == "Running" and not n["cordoned"] for n in status["nodes"]), status["nodes"]
+    assert sim.invariants() == []
