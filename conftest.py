@@ -8,7 +8,10 @@ COLLECTIONS = os.path.join(ROOT, ".venv", "collections")
 _link = os.path.join(COLLECTIONS, "ansible_collections", "cloudstack", "cks")
 if not os.path.islink(_link):
     os.makedirs(os.path.dirname(_link), exist_ok=True)
-    os.symlink(ROOT, _link)
+    try:
+        os.symlink(ROOT, _link)
+    except FileExistsError:  # another pytest worker made it first
+        pass
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)
