@@ -43,15 +43,6 @@ class Case:
     bug: Optional[str] = None  # a known bug elsewhere: the row is a strict xfail until it is fixed
 
 
-LATE_VALIDATION = (
-    "roles/rollout/meta/argument_specs.yml: the 'plan' entry point does not declare rollout_batch_timeout "
-    "(nor rollout_poll_interval, rollout_eviction_retry_interval, rollout_grace_period, rollout_force, "
-    "rollout_delete_emptydir_data, rollout_etcd_*), so a bad value is only refused by the 'main' entry point "
-    "in the rolling play, after tasks/plan.yml stored the settings and took the lock; that failure is outside "
-    "the role's block/rescue, max_fail_percentage 0 ends the playbook, the release play never runs and the "
-    "lock stays held (until it expires) by a run that has exited")
-
-
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -154,9 +145,8 @@ CASES = [
     Case("kube-unreachable", WORKERS, ("127.0.0.1",),
          env=lambda sim: {"K8S_AUTH_KUBECONFIG": _kubeconfig_variant(sim, "unreachable", _unreachable_kube)}),
     Case("kube-wrong-ca", WORKERS, ("certificate verify failed",), env=_other_ca),
-    # timeouts (last: the bug below leaves settings stored for the rows after it)
-    Case("batch-timeout-text", dict(WORKERS, rollout_batch_timeout="soon"), ("rollout_batch_timeout", "float"),
-         bug=LATE_VALIDATION),
+    # batch options are validated by the plan entry point too, before the lock is taken
+    Case("batch-timeout-text", dict(WORKERS, rollout_batch_timeout="soon"), ("rollout_batch_timeout", "float")),
 ]
 
 
