@@ -144,8 +144,8 @@ class Release:
             if self.record_store is not None:
                 result.changed |= bool(self._record(result))
             if self.lock is not None:
+                # Giving the lock back is reported (lock_released), not counted as a change.
                 result.lock_released = bool(self._release_lock())
-                result.changed |= result.lock_released
         result.ended = time.time()
         return result
 

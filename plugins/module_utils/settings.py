@@ -383,18 +383,23 @@ class NodeSettingsService:
         settings_changed = not recorded or not same_settings(current, requested) or new_mu != stored_mu
 
         lock_after = lock_before
+        # Taking the lock is bookkeeping of the run, not a change of the cluster: a rerun of a
+        # rollout with nothing to store reports no change (Molecule's idempotence check).
+        stored = False
         if not self.check_mode:
             if request.rollout:
                 lock_after = lock.acquire()
                 try:
                     if settings_changed or lock_after.taken_over_from or (record is not None and record.cancel):
                         record = self._store(record, current if recorded else None, requested, new_mu, lock_after)
+                        stored = True
                 except CksError as exc:
                     raise self._give_back(lock, exc, release=not ours)
             elif settings_changed:
                 record = self._store(record, current if recorded else None, requested, new_mu, None)
+                stored = True
 
-        changed = settings_changed or request.rollout
+        changed = stored or (self.check_mode and settings_changed)
         result = self._result(request, record, current, requested, recorded, new_mu, lock_after, changed)
         return result
 
