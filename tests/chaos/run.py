@@ -315,7 +315,7 @@ def summarise(records: list[dict[str, Any]], calibration: dict[str, Any], opts: 
 
 
 def parse(argv: list[str]) -> Options:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--spec", default=simctl.SMALL_SPEC)

@@ -223,8 +223,6 @@ def read_lease(env: dict[str, Any]) -> Optional[dict[str, Any]]:
             "duration": spec.lease_duration_seconds}
 
 
-
-
 def clock_skew_seconds() -> float:
     """How long after renewTime + leaseDurationSeconds the collection counts a lease as expired."""
     collections = os.path.join(ROOT, ".venv", "collections")

@@ -252,7 +252,8 @@ class RolloutSim(CycleSim):
         with open(inventory, "w", encoding="utf-8") as fh:
             fh.write(f"localhost ansible_connection=local ansible_python_interpreter={os.path.join(ROOT, '.venv', 'bin', 'python')}\n")
         cmd = [ANSIBLE_PLAYBOOK, "-i", inventory, playbook, "-e", f"@{vars_path}", *args]
-        proc = subprocess.run(cmd, env=environment, capture_output=True, text=True, timeout=timeout, cwd=self.work_dir)
+        proc = subprocess.run(cmd, env=environment, capture_output=True, text=True, timeout=timeout, cwd=self.work_dir,
+                              check=False)
         report = None
         if os.path.exists(report_path):
             with open(report_path, encoding="utf-8") as fh:

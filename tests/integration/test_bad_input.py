@@ -98,7 +98,7 @@ def _lock_held(sim: Any) -> Callable[[], None]:
 
     lock = Lock(sim.kube, "rollout-of-someone-else", duration_seconds=600)
     lock.acquire()
-    return lambda: lock.release()
+    return lock.release
 
 
 WORKERS = {"rollout_node_offerings": {"worker": "cks-large"}}

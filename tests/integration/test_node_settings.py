@@ -116,7 +116,7 @@ def test_the_same_settings_twice_change_nothing_the_second_time(sim: SimHandle) 
     assert settings(sim, **args)["changed"] is True
     version = read_record(sim).resource_version
 
-    again = settings(sim, **dict(args, node_affinity_groups={"worker": ["workers-spread", "workers-soft"]}))
+    again = settings(sim, **{**args, "node_affinity_groups": {"worker": ["workers-spread", "workers-soft"]}})
     assert again["changed"] is False, again
     assert again["first_use"] is False
     assert read_record(sim).resource_version == version

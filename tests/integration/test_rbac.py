@@ -25,7 +25,7 @@ WORKERS_LARGER: dict[str, Any] = {"rollout_node_offerings": {"worker": "cks-larg
 def documented_rules() -> list[dict[str, Any]]:
     """docs/rbac.yml as the sim's rules: ClusterRole rules cluster-wide, Role rules in their namespace."""
     with open(RBAC_YML, encoding="utf-8") as fh:
-        documents = [d for d in yaml.safe_load_all(fh) if d]
+        documents = yaml.safe_load(fh)["items"]
     rules: list[dict[str, Any]] = []
     for doc in documents:
         if doc["kind"] == "ClusterRole":

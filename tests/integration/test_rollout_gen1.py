@@ -62,8 +62,8 @@ def test_gen1_cluster_rolls_its_workers_four_at_a_time() -> None:
         assert run.report["out_of_date_before"]["worker"] == {"nodes": 5, "out_of_date": 5}
         assert run.report["out_of_date_after"]["worker"] == {"nodes": 5, "out_of_date": 0}
         # Within a batch the nodes go in parallel: compare each batch as a set.
-        assert [sorted(b["nodes"]) for b in run.report["batches"]] == [sorted(rh.restarted(items)[:4]),
-                                                                         rh.restarted(items)[4:]]
+        expected = [sorted(rh.restarted(items)[:4]), rh.restarted(items)[4:]]
+        assert [sorted(b["nodes"]) for b in run.report["batches"]] == expected
         node = run.report["nodes"][0]
         assert node["outcome"] == "done" and node["changes"]["offering"] == {
             "from": "cks-medium", "to": "cks-large", "from_id": node["changes"]["offering"]["from_id"],

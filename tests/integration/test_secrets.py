@@ -116,7 +116,6 @@ def test_no_secret_in_output_report_record_or_calls_at_vvv_with_debug(rollout_si
     assert glob.glob(str(watched / "cks-kubeconfig-*")) == []
 
 
-
 def _module_env(sim: Any, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in sim.ansible_env().items() if k.startswith(("CLOUDSTACK_", "K8S_AUTH_"))}
     env.update(extra)

@@ -236,6 +236,7 @@ def test_unprotected_and_daemonset_pods_evict_and_come_back(kube_env: KubeEnv) -
     wait_until(lambda: len([p for p in _pods(kube_env, "default", "app=cache") if _ready(p)]) == 2)
     proxy = _pods(kube_env, "kube-system", "app=kube-proxy")[0]
     kube_env.core.delete_namespaced_pod(proxy.metadata.name, "kube-system")
+
     def node_proxies() -> list[Any]:
         return [p for p in _pods(kube_env, "kube-system", "app=kube-proxy") if p.spec.node_name == proxy.spec.node_name]
 
