@@ -455,11 +455,15 @@ class CloudWorld:
             f"Invalid parameter {name} value={value} due to incorrect long value format, or entity does not exist"
             " or due to incorrect parameter annotation for the field in api cmd class.")
 
+    def _existing(self, table: dict[str, Any], uuid: str, param: str) -> Any:
+        """The object with that uuid, or the 431 CloudStack gives for an unknown one."""
+        found = table.get(uuid)
+        if found is None:
+            raise self.invalid_uuid(param, uuid)
+        return found
+
     def get_vm(self, vm_id: str, param: str = "id") -> VM:
-        vm = self.vms.get(vm_id)
-        if vm is None:
-            raise self.invalid_uuid(param, vm_id)
-        return vm
+        return self._existing(self.vms, vm_id, param)
 
     def find_vm(self, name_or_id: str) -> VM:
         vm = self.vms.get(name_or_id) or self.vm_by_name.get(name_or_id)
@@ -471,28 +475,16 @@ class CloudWorld:
         return vm
 
     def get_service_offering(self, offering_id: str, param: str = "serviceofferingid") -> ServiceOffering:
-        offering = self.service_offerings.get(offering_id)
-        if offering is None:
-            raise self.invalid_uuid(param, offering_id)
-        return offering
+        return self._existing(self.service_offerings, offering_id, param)
 
     def get_disk_offering(self, offering_id: str, param: str = "diskofferingid") -> DiskOffering:
-        offering = self.disk_offerings.get(offering_id)
-        if offering is None:
-            raise self.invalid_uuid(param, offering_id)
-        return offering
+        return self._existing(self.disk_offerings, offering_id, param)
 
     def get_volume(self, volume_id: str, param: str = "id") -> Volume:
-        volume = self.volumes.get(volume_id)
-        if volume is None:
-            raise self.invalid_uuid(param, volume_id)
-        return volume
+        return self._existing(self.volumes, volume_id, param)
 
     def get_cluster(self, cluster_id: str, param: str = "id") -> Cluster:
-        cluster = self.clusters.get(cluster_id)
-        if cluster is None:
-            raise self.invalid_uuid(param, cluster_id)
-        return cluster
+        return self._existing(self.clusters, cluster_id, param)
 
     def vm_cpu_memory(self, vm: VM) -> tuple[int, int]:
         offering = self.service_offerings[vm.service_offering_id]
