@@ -59,6 +59,14 @@ def cloudstack_argument_spec() -> dict[str, dict[str, Any]]:
     }
 
 
+def cluster_argument_spec() -> dict[str, dict[str, Any]]:
+    """The options naming the CKS cluster (doc fragment ``cloudstack.cks.cluster``)."""
+    return {
+        "cluster": {"type": "str", "required": True},
+        "project_id": {"type": "str"},
+    }
+
+
 def kubernetes_argument_spec() -> dict[str, dict[str, Any]]:
     """The Kubernetes connection options (kubernetes.core's names and K8S_AUTH_* variables).
 

@@ -53,6 +53,7 @@ description:
 author:
   - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:
+  - cloudstack.cks.cluster
   - cloudstack.cks.cloudstack
   - cloudstack.cks.kubernetes
 attributes:
@@ -66,15 +67,6 @@ attributes:
     support: none
     description: The changes of each node are in RV(nodes[].changes) instead, with their before and after values.
 options:
-  cluster:
-    description:
-      - The CKS cluster, by id or by exact name.
-    type: str
-    required: true
-  project_id:
-    description:
-      - The id of the project the cluster belongs to, if it is in one.
-    type: str
   mode:
     description:
       - V(cycle) restarts the nodes of O(nodes); V(release) ends the rollout (see the description).
@@ -327,9 +319,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.release import node
 def argument_spec() -> dict[str, dict[str, Any]]:
     spec = glue.cloudstack_argument_spec()
     spec.update(glue.kubernetes_argument_spec())
+    spec.update(glue.cluster_argument_spec())
     spec.update({
-        "cluster": {"type": "str", "required": True},
-        "project_id": {"type": "str"},
         "mode": {"type": "str", "choices": ["cycle", "release"], "default": "cycle"},
         "nodes": {"type": "list", "elements": "str"},
         "settings": {"type": "dict"},

@@ -33,6 +33,7 @@ description:
 author:
   - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:
+  - cloudstack.cks.cluster
   - cloudstack.cks.cloudstack
   - cloudstack.cks.kubernetes
 attributes:
@@ -46,15 +47,6 @@ attributes:
     support: full
     description: It never changes anything.
 options:
-  cluster:
-    description:
-      - The CKS cluster, by id or by exact name.
-    type: str
-    required: true
-  project_id:
-    description:
-      - The id of the project the cluster belongs to, if it is in one.
-    type: str
   max_unavailable:
     description:
       - How many workers to restart at a time (before the clamp).
@@ -341,13 +333,12 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.outdated import nod
 
 def argument_spec() -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "cluster": {"type": "str", "required": True},
-        "project_id": {"type": "str"},
         "max_unavailable": {"type": "int"},
         "select": {"type": "str"},
     }
     spec.update(glue.cloudstack_argument_spec())
     spec.update(glue.kubernetes_argument_spec())
+    spec.update(glue.cluster_argument_spec())
     return spec
 
 

@@ -36,6 +36,7 @@ description:
 author:
   - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:
+  - cloudstack.cks.cluster
   - cloudstack.cks.cloudstack
   - cloudstack.cks.kubernetes
 attributes:
@@ -49,15 +50,6 @@ attributes:
     support: full
     description: Storing the same settings again reports no change (O(rollout=true) always takes the lock).
 options:
-  cluster:
-    description:
-      - The CKS cluster, by id or by exact name.
-    type: str
-    required: true
-  project_id:
-    description:
-      - The id of the project the cluster belongs to, if it is in one.
-    type: str
   node_offerings:
     description:
       - The service offering of each node type, by name or id, keyed by node type (V(control), V(worker), V(etcd)).
@@ -350,8 +342,6 @@ _PER_TYPE = ("control", "worker", "etcd")
 
 def argument_spec() -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "cluster": {"type": "str", "required": True},
-        "project_id": {"type": "str"},
         "node_offerings": {"type": "dict", "options": {t: {"type": "str"} for t in _PER_TYPE}},
         "node_root_disk_sizes": {"type": "dict", "options": {t: {"type": "int"} for t in _PER_TYPE}},
         "node_affinity_groups": {"type": "dict",
@@ -364,6 +354,7 @@ def argument_spec() -> dict[str, Any]:
     }
     spec.update(glue.cloudstack_argument_spec())
     spec.update(glue.kubernetes_argument_spec())
+    spec.update(glue.cluster_argument_spec())
     return spec
 
 
