@@ -67,6 +67,15 @@ def cluster_argument_spec() -> dict[str, dict[str, Any]]:
     }
 
 
+def cluster_module_argument_spec(own: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A cluster module's options: its ``own`` plus the cluster and both connection option sets."""
+    spec = dict(own)
+    spec.update(cloudstack_argument_spec())
+    spec.update(kubernetes_argument_spec())
+    spec.update(cluster_argument_spec())
+    return spec
+
+
 def kubernetes_argument_spec() -> dict[str, dict[str, Any]]:
     """The Kubernetes connection options (kubernetes.core's names and K8S_AUTH_* variables).
 

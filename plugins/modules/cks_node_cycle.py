@@ -317,10 +317,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.release import node
 
 
 def argument_spec() -> dict[str, dict[str, Any]]:
-    spec = glue.cloudstack_argument_spec()
-    spec.update(glue.kubernetes_argument_spec())
-    spec.update(glue.cluster_argument_spec())
-    spec.update({
+    return glue.cluster_module_argument_spec({
         "mode": {"type": "str", "choices": ["cycle", "release"], "default": "cycle"},
         "nodes": {"type": "list", "elements": "str"},
         "settings": {"type": "dict"},
@@ -341,7 +338,6 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "last_error": {"type": "str"},
         "skipped": {"type": "list", "elements": "str", "default": []},
     })
-    return spec
 
 
 def main() -> None:

@@ -336,10 +336,7 @@ def argument_spec() -> dict[str, Any]:
         "max_unavailable": {"type": "int"},
         "select": {"type": "str"},
     }
-    spec.update(glue.cloudstack_argument_spec())
-    spec.update(glue.kubernetes_argument_spec())
-    spec.update(glue.cluster_argument_spec())
-    return spec
+    return glue.cluster_module_argument_spec(spec)
 
 
 def main() -> None:

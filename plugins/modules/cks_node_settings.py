@@ -352,10 +352,7 @@ def argument_spec() -> dict[str, Any]:
         "lock_holder": {"type": "str"},
         "lock_duration": {"type": "int"},
     }
-    spec.update(glue.cloudstack_argument_spec())
-    spec.update(glue.kubernetes_argument_spec())
-    spec.update(glue.cluster_argument_spec())
-    return spec
+    return glue.cluster_module_argument_spec(spec)
 
 
 def main() -> None:

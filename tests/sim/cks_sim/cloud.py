@@ -486,6 +486,12 @@ class CloudWorld:
     def get_cluster(self, cluster_id: str, param: str = "id") -> Cluster:
         return self._existing(self.clusters, cluster_id, param)
 
+    def _powered_on(self, vm: VM) -> None:
+        """Tell the node model a cluster VM booted, with the cpu and memory of its current offering."""
+        if vm.cluster_id:
+            cpu, memory = self.vm_cpu_memory(vm)
+            self.sim.vm_powered_on(vm.cluster_id, vm.name, cpu, memory)
+
     def vm_cpu_memory(self, vm: VM) -> tuple[int, int]:
         offering = self.service_offerings[vm.service_offering_id]
         return (vm.custom_cpu or offering.cpu, vm.custom_memory or offering.memory)
@@ -609,9 +615,7 @@ class CloudWorld:
                     vm.last_host_id = vm.host_id
                     self._set_state(vm, "Running")
                     self._timeline(vm, "started", host=host.name)
-                    if vm.cluster_id:
-                        cpu, memory = self.vm_cpu_memory(vm)
-                        self.sim.vm_powered_on(vm.cluster_id, vm.name, cpu, memory)
+                    self._powered_on(vm)
                     self._complete(job, {"virtualmachine": self.vm_view(vm)})
                 done()
 
@@ -630,9 +634,7 @@ class CloudWorld:
                 self.sim.vm_powered_off(vm.cluster_id, vm.name)
 
             def finish() -> None:
-                if vm.cluster_id:
-                    cpu, memory = self.vm_cpu_memory(vm)
-                    self.sim.vm_powered_on(vm.cluster_id, vm.name, cpu, memory)
+                self._powered_on(vm)
                 self._complete(job, {"virtualmachine": self.vm_view(vm)})
                 done()
 
@@ -650,9 +652,7 @@ class CloudWorld:
                 raise ValueError(f"no host can take {vm.name}")
             vm.host_id = vm.last_host_id = host.id
             self._set_state(vm, "Running")
-            if vm.cluster_id:
-                cpu, memory = self.vm_cpu_memory(vm)
-                self.sim.vm_powered_on(vm.cluster_id, vm.name, cpu, memory)
+            self._powered_on(vm)
         elif state in ("Stopped", "Error") and vm.state != state:
             was_on = vm.state in ("Running", "Stopping", "Starting")
             vm.host_id = None
