@@ -1,12 +1,13 @@
-"""release after success, a drain failure, a start failure and an early exception: each run
-twice, the same end state both times (nodes, record, lock)."""
+"""release after success, a drain failure, a start failure, a cancel and an early exception: each
+run twice, the same end state both times (nodes, record, lock)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import STOP_ANNOTATION, node_cycle
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock, RecordStore
 
@@ -117,6 +118,42 @@ def test_release_after_a_start_failure_twice(cycle_sim: Callable[..., CycleSim])
     cleared = sim.release(lock=lock)
     assert cleared.outcome == "Running" and cleared.last_error is None
     assert end_state(sim)["nodes"][node] == (False, None, False)
+    assert sim.invariants() == []
+
+
+def test_release_after_a_cancel_twice(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    lock = taken_lock(sim)
+    first_worker, second_worker = sim.names("worker")[:2]
+    assert sim.cycle([first_worker], large(sim), lock=lock).error is None
+    RecordStore(sim.kube).set_cancel()
+
+    # The next batch, as cks_node_cycle runs it, refuses to start once the flag is set.
+    params = {"cluster": sim.cluster_id, "nodes": [second_worker], "settings": large(sim).to_dict(),
+              "lock_holder": "run-1", "poll_interval": 0.05}
+    try:
+        node_cycle(params, sim.cloud, sim.kube)
+        raise AssertionError("a batch started after the cancel")
+    except StepFailed as exc:
+        assert exc.details.get("cancelled") is True and "cancel" in exc.msg
+    cancelled = "cancelled by the operator (cancel_rollout) before batch 2; run the rollout again to resume"
+
+    first = sim.release(last_error=cancelled, lock=lock)
+    state = end_state(sim)
+    second = sim.release(last_error=cancelled, lock=lock)
+
+    assert end_state(sim) == state
+    assert first.outcome == second.outcome == "Running" and state["outcome"] == "Running"
+    assert state["last_error"] == cancelled
+    assert first.lock_released and not second.lock_released and state["lock_holder"] is None
+    assert first.uncordoned == [] == first.left_cordoned and not second.changed
+    assert all(not cordoned and boot_id is None for cordoned, boot_id, _stop in state["nodes"].values())
+    # The batch that never started left its node as it was: still out of date, for the rerun.
+    view = sim.view()
+    assert view.node(first_worker).offering_id == sim.offering_id("cks-large")
+    assert view.node(second_worker).offering_id != sim.offering_id("cks-large")
+    assert not [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"
+                and c.get("params", {}).get("id") == view.node(second_worker).vm_id]
     assert sim.invariants() == []
 
 

@@ -1,6 +1,7 @@
 """What a rollout restarts and in which order: each out-of-date reason (explicit dedication groups
-kept), starting from Alert, external etcd first, then control one at a time, then workers; and a
-type that can not lose a node (2 etcd nodes) refused, while no-op settings are accepted."""
+kept), starting from Alert, external etcd first, then control one at a time, then workers; a
+type that can not lose a node (2 etcd nodes) refused, while no-op settings are accepted; and etcd
+and control both skipped (out of date from stored settings) while the workers still roll."""
 
 from __future__ import annotations
 
@@ -92,5 +93,37 @@ def test_two_etcd_nodes_refused_but_noop_settings_accepted() -> None:
         assert run.rc == 0, run.explain()
         assert rh.events(rh.timeline(sim, since), "stop_requested") == []
         assert rh.ClusterRecord(sim).settings()["etcd"]["offering_id"]
+        assert rh.ClusterRecord(sim).holder() is None
+        rh.assert_no_invariant_broken(sim)
+
+
+def test_etcd_and_control_both_skipped_while_the_workers_roll() -> None:
+    with rh.rollout_sim("rollout_skipped.yml") as sim:
+        control, etcd, workers = rh.names(sim, "control"), rh.names(sim, "etcd"), rh.names(sim, "worker")
+        assert len(control) == 1 and len(etcd) == 2
+        # Stored without a rollout (accepted for any type): every node is out of date now.
+        stored = rh.run_playbook(sim, "settings.yml", {
+            "rollout_cluster": sim.env["cluster_name"],
+            "rollout_node_offerings": {"control": "cks-large", "etcd": "cks-large", "worker": "cks-large"}})
+        assert stored.rc == 0, stored.explain()
+
+        since = time.time()
+        run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(sim))
+        assert run.rc == 0, run.explain()
+        items = rh.timeline(sim, since)
+        assert sorted(rh.restarted(items)) == workers
+        for node in control + etcd:
+            assert rh.events(items, "stop_requested", node) == []
+        vms = rh.vms(sim)
+        assert {vms[w]["offering"] for w in workers} == {"cks-large"}
+        assert {vms[n]["offering"] for n in control + etcd} == {"cks-medium"}
+
+        # Both types are reported, each with its nodes and why, in the record and the report.
+        error = rh.ClusterRecord(sim).data()["lastError"]
+        for node in control + etcd:
+            assert node in error, error
+        assert "single control node" in error and "2 etcd nodes" in error, error
+        assert run.report is not None
+        assert sorted(run.report["not_rolled"]) == ["control", "etcd"]
         assert rh.ClusterRecord(sim).holder() is None
         rh.assert_no_invariant_broken(sim)
