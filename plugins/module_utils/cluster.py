@@ -26,6 +26,9 @@ ETCD = "etcd"
 NODE_TYPES: tuple[str, ...] = (ETCD, CONTROL, WORKER)
 
 ROLLOUT_ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
+#: Set (value: the time) right before the cycle sends stopVirtualMachine; removed with the boot-ID
+#: one. Release tells by it a node that never went down from one whose Ready may be stale.
+STOP_ANNOTATION = "cloudstack.apache.org/rollout-stop-sent"
 DEDICATION = "ExplicitDedication"
 
 _UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})

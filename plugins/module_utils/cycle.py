@@ -25,6 +25,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
     CONTROL,
     ETCD,
     ROLLOUT_ANNOTATION,
+    STOP_ANNOTATION,
     AffinityGroup,
     ClusterView,
     Node,
@@ -36,10 +37,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.errors import (
     DeadlineExceeded,
     StepFailed,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils.release import UNCORDON_PATCH, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
-
-#: Set (value: the time) right before stopVirtualMachine is sent; removed with the boot-ID one.
-STOP_ANNOTATION = "cloudstack.apache.org/rollout-stop-sent"
 
 UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
 DEFAULT_BATCH_TIMEOUT = 1800.0
@@ -246,6 +245,7 @@ class BatchResult:
     nodes: list[str]
     preflight: dict[str, Any] = field(default_factory=dict)
     results: list[NodeResult] = field(default_factory=list)
+    uncordoned: list[dict[str, str]] = field(default_factory=list)  # back from a stopped rollout
     error: Optional[StepFailed] = None
     check_mode: bool = False
     started: float = 0.0
@@ -257,7 +257,7 @@ class BatchResult:
 
     @property
     def changed(self) -> bool:
-        return any(r.changed for r in self.results)
+        return bool(self.uncordoned and not self.check_mode) or any(r.changed for r in self.results)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -265,6 +265,7 @@ class BatchResult:
             "preflight": dict(self.preflight),
             "nodes": [r.to_dict() for r in self.results],
             "failed_nodes": [r.name for r in self.results if r.outcome == "failed"],
+            "uncordoned": [dict(u) for u in self.uncordoned],
             "started": self.started,
             "ended": self.ended,
             "check_mode": self.check_mode,
@@ -331,6 +332,7 @@ class BatchCycle:
                 self.lock.renew()
             view = self.loader.load(self.cluster, self.project_id)
             members = [view.node(name) for name in self.names]
+            result.uncordoned = self.return_nodes_that_are_back(view)
             result.preflight = self.preflight(view, members)
             cycles = [NodeCycle(self, view, node, deadline) for node in members]
             if self.options.check_mode:
@@ -367,6 +369,18 @@ class BatchCycle:
         finally:
             result.ended = time.time()
         return result
+
+    def return_nodes_that_are_back(self, view: ClusterView) -> list[dict[str, str]]:
+        """Uncordon the nodes a stopped rollout left cordoned that are back since (or never went down).
+
+        A rerun must do this before it drains anything: the pods this batch evicts need those
+        nodes, and with them still cordoned a PodDisruptionBudget can block the drain for good.
+        """
+        back = [{"node": name, "why": why} for name, why in release_plan(view)[0] if name not in self.names]
+        if not self.options.check_mode:
+            for item in back:
+                self.kube.patch_node(item["node"], UNCORDON_PATCH)
+        return back
 
     # -- preflight --------------------------------------------------------------------------
 
@@ -672,10 +686,7 @@ class NodeCycle:
         if not self._ours:
             self._skip("uncordon", "cordoned by someone else before the rollout: left cordoned")
             return
-        self._step("uncordon", lambda: self._patch(
-            {"spec": {"unschedulable": None},
-             "metadata": {"annotations": {ROLLOUT_ANNOTATION: None, STOP_ANNOTATION: None}}},
-            "uncordoned, annotation removed"))
+        self._step("uncordon", lambda: self._patch(UNCORDON_PATCH, "uncordoned, annotation removed"))
 
 
 def _answer(exc: CksError) -> dict[str, Any]:

@@ -20,8 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import plan as planning
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION, ClusterView, Node
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
+    ROLLOUT_ANNOTATION,
+    STOP_ANNOTATION,
+    ClusterView,
+    Node,
+)
 
 UNCORDON_PATCH: dict[str, Any] = {
     "spec": {"unschedulable": None},

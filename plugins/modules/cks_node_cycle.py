@@ -12,6 +12,9 @@ description:
   - With O(mode=cycle), restarts the nodes of one batch (O(nodes)) of a CloudStack Kubernetes Service
     cluster with the settings of their node type - service offering, root disk size, affinity groups.
     The nodes of the batch are cycled at the same time, each through these steps.
+  - First, the nodes that a rollout which stopped left cordoned and that are back since (Ready with a new
+    boot ID, or never taken down) are uncordoned and their annotation removed, without a restart - before
+    this batch drains, so that the pods it evicts have somewhere to go.
   - B(Preflight), for the whole batch before anything changes. Every other VM of the cluster must be
     Running and every other Kubernetes node Ready, and the cluster must be in CKS state V(Running) or
     V(Alert). For a control node with stacked etcd or an external etcd node, a quorum of the other etcd
@@ -268,6 +271,14 @@ failed_nodes:
   returned: mode=cycle
   type: list
   elements: str
+uncordoned:
+  description:
+    - Nodes outside the batch that a rollout which stopped had left cordoned and that are back, uncordoned
+      before the batch started (in check mode, those it would uncordon), each with C(node) and C(why).
+  returned: mode=cycle
+  type: list
+  elements: dict
+  sample: [{node: prod-node-2a1f, why: Ready with a new boot ID}]
 release:
   description: What release did.
   returned: mode=release

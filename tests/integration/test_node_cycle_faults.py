@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils.drain import DrainOptions, Drainer
 from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
 
-from conftest import CycleSim
+from conftest import CycleSim, load_raw_spec
 
 
 def node_events(sim: CycleSim, node: str) -> list[dict[str, Any]]:
@@ -137,4 +139,42 @@ def test_a_rerun_after_a_failed_start_resumes_the_stopped_node(cycle_sim: Callab
     assert after.running and after.ready and not after.unschedulable and not after.annotated
     assert after.boot_id != before.boot_id and after.offering_name == "cks-large"
     assert ROLLOUT_ANNOTATION not in after.annotations
+    assert sim.invariants() == []
+
+
+def test_a_rerun_first_uncordons_the_nodes_that_came_back(cycle_sim: Callable[..., CycleSim]) -> None:
+    """A killed rollout left two restarted workers cordoned. The rerun's next batch takes the other
+    two: unless the two that are back go into service first, the pods it evicts have nowhere to go
+    and the PodDisruptionBudgets block the drain until the deadline (found by the kill-anywhere trials)."""
+    raw = load_raw_spec("small.yml")
+    raw["invariants"] = {"max_unavailable": {"control": 1, "etcd": 1, "worker": 2}}
+    sim = cycle_sim(raw)
+    w0, w1, w2, w3 = sim.names("worker")
+    for node in (w0, w1):
+        # As the killed run left them: annotated with the boot ID from before their restart,
+        # cordoned, and drained (their pods now run on the other two).
+        sim.kube.patch_node(node, {"metadata": {"annotations": {ROLLOUT_ANNOTATION: "boot-id-before-the-restart",
+                                                                STOP_ANNOTATION: "2026-12-01T00:00:00Z"}},
+                                   "spec": {"unschedulable": True}})
+    drainer = Drainer(sim.kube, DrainOptions(delete_emptydir_data=True, eviction_retry_interval=0.05,
+                                             poll_interval=0.05))
+    for node in (w0, w1):
+        drainer.drain(node, Deadline(60))
+    setup_calls = len(sim.calls())
+
+    result = sim.cycle([w2, w3], large(sim), batch_timeout=60)
+
+    assert result.error is None, result.error
+    assert [u["node"] for u in result.uncordoned] == [w0, w1]
+    assert all("new boot ID" in u["why"] for u in result.uncordoned)
+    view = sim.view()
+    for node in (w0, w1):
+        assert not view.node(node).unschedulable and not view.node(node).annotated
+        assert STOP_ANNOTATION not in view.node(node).annotations
+        assert not [e for e in node_events(sim, node) if e.get("event") == "stop_requested"]
+    # Back into service before the first eviction of the batch.
+    calls = sim.calls()[setup_calls:]
+    first_eviction = index(calls, verb="create", resource="pods/eviction")
+    uncordons = [i for i, c in enumerate(calls) if c.get("verb") == "patch" and c.get("name") in (w0, w1)]
+    assert len(uncordons) == 2 and max(uncordons) < first_eviction
     assert sim.invariants() == []

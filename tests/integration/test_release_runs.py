@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import STOP_ANNOTATION, node_cycle
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION, STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import node_cycle
 from ansible_collections.cloudstack.cks.plugins.module_utils.errors import StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock, RecordStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION, build_view
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import STOP_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils.release import compose_last_error, release_plan
 
 
