@@ -83,7 +83,7 @@ def test_a_pod_two_budgets_select_fails_the_drain() -> None:
     (pod("bare", owner=None), {}, REASON_UNMANAGED),
 ])
 def test_pods_that_stop_the_drain_as_kubectl_does(blocked: dict[str, Any], options: dict[str, Any],
-                                                   reason: str) -> None:
+                                                  reason: str) -> None:
     found = check([blocked, pod("web-1")], [pdb("web", 1)], **options)
     assert found.stopping == ((reason, (f"default/{blocked['metadata']['name']}",)),)
     assert found.messages[0].startswith("stops before any eviction: " + reason)
