@@ -17,7 +17,7 @@ endif
 KUBE_OLDEST := kubernetes==35.0.0
 VENV_K35 := .venv-k35
 
-.PHONY: all setup demo test unit sim-test integration lint sanity ansible-lint client-ends \
+.PHONY: all setup demo demo-check test unit sim-test integration lint sanity ansible-lint client-ends \
 	core-2.21 etcd-installed shellcheck-installed clean bench bench-smoke molecule molecule-default chaos chaos-smoke
 
 all: test
@@ -52,6 +52,10 @@ setup: $(BIN)/.installed etcd-installed
 
 demo: setup
 	$(BIN)/python tests/demo.py
+
+# The demo's rollout as a dry run (--check): the plan and what would block each drain; nothing changes.
+demo-check: setup
+	$(BIN)/python tests/demo.py --check
 
 # Rollout benchmarks against cks-sim: bench/results/latest.json, latest.md, timeline.svg.
 bench: setup

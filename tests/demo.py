@@ -7,6 +7,9 @@ group and grows every root disk, exactly as an operator would ask for it on a re
     ansible-playbook cloudstack.cks.rollout -e @demo-vars.yml
 
 Everything the demo writes goes to out/demo/ (the simulator's state, the variables, the report).
+
+`python tests/demo.py --check` (`make demo-check`) runs the same playbook as a dry run instead: it prints
+the plan and what would block each drain, and changes nothing.
 """
 
 from __future__ import annotations
@@ -82,7 +85,8 @@ def draw_timeline(env: dict[str, Any], report_path: str) -> None:
                      "--sim-timeline", sim_path, "-o", os.path.join(OUT, "timeline.svg")], cwd=ROOT)
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     state_dir = os.path.join(OUT, "sim")
@@ -107,11 +111,17 @@ def main() -> int:
             # The simulated API server's certificate is signed by the simulator's own CA.
             K8S_AUTH_SSL_CA_CERT=env["kube_ca"],
         )
-        print(f"Rolling cluster {env['cluster_name']}: workers to cks-large with host anti-affinity, "
-              "root disks to 30 GB\n", flush=True)
+        print(f"{'Dry run of rolling' if check else 'Rolling'} cluster {env['cluster_name']}: workers to cks-large "
+              "with host anti-affinity, root disks to 30 GB\n", flush=True)
         cmd = [os.path.join(VENV_BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "rollout.yml"),
-               "-e", f"@{vars_path}"]
+               "-e", f"@{vars_path}"] + (["--check"] if check else [])
+        calls_before = len(admin(env, "/calls"))
         rc = subprocess.call(cmd, env=environment, cwd=ROOT)
+        if check:
+            writes = [c for c in admin(env, "/calls")[calls_before:]
+                      if not str(c.get("command") or c.get("verb")).lower().startswith(("list", "get", "query"))]
+            print(f"\nCalls that changed something (the simulator's call log): {len(writes)}")
+            return rc
         report_path = os.path.join(OUT, "report.json")
         if os.path.exists(report_path):
             print(f"\nReport: {os.path.relpath(report_path, ROOT)}")
@@ -128,4 +138,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

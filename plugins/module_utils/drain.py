@@ -212,6 +212,156 @@ def pdbs_for_pod(pod: dict[str, Any], pdbs: list[dict[str, Any]]) -> list[str]:
     return found
 
 
+# ---------------------------------------------------------------------------------------------
+# What would block a drain, from one read of the pods and PDBs (the dry run's drain check)
+
+# The Eviction API deletes these without looking at any PodDisruptionBudget.
+_BUDGET_FREE_PHASES = ("Pending", "Succeeded", "Failed")
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    for condition in (_get(pod, "status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def _budget_checked(pod: dict[str, Any]) -> bool:
+    """Whether an eviction of this pod is judged by its PodDisruptionBudget at all."""
+    if (_get(pod, "status") or {}).get("phase") in _BUDGET_FREE_PHASES:
+        return False
+    return not _get(_get(pod, "metadata"), "deletionTimestamp", "deletion_timestamp")
+
+
+def _status_int(status: dict[str, Any], *names: str) -> Optional[int]:
+    value = _get(status, *names)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def budget_refuses(pdb: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """Whether the API server would answer an eviction of ``pod`` (which ``pdb`` alone selects)
+    with 429 now, from the PDB's status as last written by the disruption controller.
+
+    A running pod that is not Ready is let go while the budget is met (``IfHealthyBudget``, the
+    default) or always (``AlwaysAllow``); any other pod needs ``disruptionsAllowed`` of 1 or more.
+    """
+    status = _get(pdb, "status") or {}
+    allowed = _status_int(status, "disruptionsAllowed", "disruptions_allowed") or 0
+    if not is_ready(pod):
+        policy = _get(_get(pdb, "spec"), "unhealthyPodEvictionPolicy", "unhealthy_pod_eviction_policy")
+        if policy == "AlwaysAllow":
+            return False
+        current = _status_int(status, "currentHealthy", "current_healthy")
+        desired = _status_int(status, "desiredHealthy", "desired_healthy")
+        if current is not None and desired is not None and current >= desired:
+            return False
+    return allowed < 1
+
+
+@dataclass(frozen=True)
+class BudgetBlock:
+    """A PodDisruptionBudget that allows no disruption now, and the node's pods it covers."""
+
+    pdb: str  # namespace/name
+    disruptions_allowed: int
+    current_healthy: Optional[int]
+    desired_healthy: Optional[int]
+    pods: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        health = ""
+        if self.current_healthy is not None and self.desired_healthy is not None:
+            health = f" ({self.current_healthy} healthy, {self.desired_healthy} needed)"
+        return (f"PodDisruptionBudget {self.pdb} allows {self.disruptions_allowed} disruptions{health}: "
+                f"pods {', '.join(self.pods)} cannot be evicted until it allows one")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pdb": self.pdb, "disruptions_allowed": self.disruptions_allowed,
+                "current_healthy": self.current_healthy, "desired_healthy": self.desired_healthy,
+                "pods": list(self.pods), "message": self.message}
+
+
+@dataclass(frozen=True)
+class NodeDrainBlockers:
+    """What would hold up or stop the drain of one node, as far as one read of the cluster tells.
+
+    ``budgets``: PDBs that allow no disruption now (the drain retries their 429s until the
+    batch's deadline). ``multiple_budgets``: pods that several PDBs select (the Eviction API
+    answers 500, the drain fails). ``stopping``: pods the filter chain refuses, per reason
+    (the drain stops before it evicts anything, as ``kubectl drain`` does).
+    """
+
+    node: str
+    budgets: tuple[BudgetBlock, ...] = ()
+    multiple_budgets: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    stopping: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.budgets or self.multiple_budgets or self.stopping)
+
+    @property
+    def messages(self) -> list[str]:
+        # The worst first: a stop before any eviction, a failing eviction, then the waits.
+        lines = [f"stops before any eviction: {reason}: {', '.join(pods)}" for reason, pods in self.stopping]
+        lines += [f"pod {pod} is selected by {len(pdbs)} PodDisruptionBudgets ({', '.join(pdbs)}): the Eviction "
+                  "API refuses its eviction (500) and the drain fails" for pod, pdbs in self.multiple_budgets]
+        lines += [b.message for b in self.budgets]
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "pdbs": [b.to_dict() for b in self.budgets],
+            "multiple_pdbs": [{"pod": pod, "pdbs": list(pdbs)} for pod, pdbs in self.multiple_budgets],
+            "pods": [{"reason": reason, "pods": list(pods)} for reason, pods in self.stopping],
+            "messages": self.messages,
+        }
+
+
+def drain_blockers(
+    node: str,
+    pods: list[dict[str, Any]],
+    pdbs: list[dict[str, Any]],
+    options: DrainOptions,
+    daemonset_exists: Callable[[str, str], bool],
+    now: Optional[float] = None,
+) -> NodeDrainBlockers:
+    """What would block draining ``node`` (whose pods are ``pods``) now. No I/O of its own.
+
+    The same filter chain as the drain itself (``classify_pod``); of the pods it would evict,
+    the ones the Eviction API would refuse: covered by more than one PDB, or by one that allows
+    no disruption now (``budget_refuses``).
+    """
+    stopping: dict[str, list[str]] = {}
+    refused: dict[str, list[str]] = {}
+    several: list[tuple[str, tuple[str, ...]]] = []
+    by_key = {f"{(_get(p, 'metadata') or {}).get('namespace')}/{(_get(p, 'metadata') or {}).get('name')}": p
+              for p in pdbs}
+    for pod in sorted(pods, key=pod_key):
+        verdict = classify_pod(pod, options, daemonset_exists, now=now)
+        if verdict.action == "block":
+            stopping.setdefault(verdict.reason, []).append(pod_key(pod))
+            continue
+        if verdict.action != "evict" or not _budget_checked(pod):
+            continue
+        covering = pdbs_for_pod(pod, pdbs)
+        if len(covering) > 1:
+            several.append((pod_key(pod), tuple(sorted(covering))))
+        elif covering and budget_refuses(by_key[covering[0]], pod):
+            refused.setdefault(covering[0], []).append(pod_key(pod))
+    budgets = []
+    for key in sorted(refused):
+        status = _get(by_key[key], "status") or {}
+        budgets.append(BudgetBlock(
+            pdb=key, disruptions_allowed=_status_int(status, "disruptionsAllowed", "disruptions_allowed") or 0,
+            current_healthy=_status_int(status, "currentHealthy", "current_healthy"),
+            desired_healthy=_status_int(status, "desiredHealthy", "desired_healthy"), pods=tuple(refused[key])))
+    return NodeDrainBlockers(node=node, budgets=tuple(budgets), multiple_budgets=tuple(several),
+                             stopping=tuple((reason, tuple(keys)) for reason, keys in stopping.items()))
+
+
 def _eviction_kind(result: Any) -> str:
     """kube.evict's EvictionResult.outcome as evicted | blocked | multiple_pdbs | gone | failed."""
     outcome = str(getattr(result, "outcome", "failed"))

@@ -333,6 +333,10 @@ class KubeClient:
         return self._paged(f"list pods on node {node_name}", self._core.list_pod_for_all_namespaces,
                            field_selector=f"spec.nodeName={node_name}")
 
+    def list_all_pods(self) -> list[dict[str, Any]]:
+        """Every pod of the cluster, paged: one listing instead of one per node (the dry run's drain check)."""
+        return self._paged("list pods", self._core.list_pod_for_all_namespaces)
+
     def read_pod(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
         return self._read_or_none(f"read pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace)
 

@@ -6,17 +6,23 @@ Read-only. The decisions are ``plan.py``'s; this file reads the record and the l
 record per node for the operator (and for ``select``), and lays the plan out the way a playbook
 consumes it: the batches, the ``serial`` list, the hosts in order, the nodes to release and the
 node types that cannot be rolled, with a message ready to be kept as the last error.
+
+For a dry run it also judges the nodes against settings given with the call (as a rollout would
+store them), and, with ``drain_check``, what would block the drain of each planned node: one
+listing of the pods and one of the PodDisruptionBudgets, judged by ``drain.drain_blockers``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils import drain as drains
 from ansible_collections.cloudstack.cks.plugins.module_utils import plan as plans
 from ansible_collections.cloudstack.cks.plugins.module_utils import record as records
 from ansible_collections.cloudstack.cks.plugins.module_utils import settings as node_settings
 from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import NODE_TYPES, ClusterView, Node
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError, InvalidInput
 
 try:
     import jmespath
@@ -105,17 +111,78 @@ def node_type_summary(view: ClusterView, rollout_plan: plans.Plan) -> dict[str, 
     return summary
 
 
+@dataclass(frozen=True)
+class DrainCheck:
+    """What the drain check judges, read once: every pod, every PDB, which DaemonSets exist."""
+
+    pods: Sequence[Mapping[str, Any]]
+    pdbs: Sequence[Mapping[str, Any]]
+    daemonsets: frozenset[tuple[str, str]] = frozenset()
+    options: drains.DrainOptions = field(default_factory=drains.DrainOptions)
+
+    def daemonset_exists(self, namespace: str, name: str) -> bool:
+        return (namespace, name) in self.daemonsets
+
+
+def daemonset_owners(pods: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The DaemonSets (namespace, name) that control some of ``pods``: the only ones the filter
+    chain may ask about (to tell an orphaned DaemonSet pod)."""
+    found: dict[tuple[str, str], None] = {}
+    for pod in pods:
+        owner = drains.controller_of(dict(pod))
+        if owner is not None and owner.get("kind") == "DaemonSet":
+            found.setdefault((str((pod.get("metadata") or {}).get("namespace")), str(owner.get("name"))), None)
+    return list(found)
+
+
+def drain_blockers(view: ClusterView, rollout_plan: plans.Plan, check: DrainCheck) -> list[dict[str, Any]]:
+    """Per planned Kubernetes node, in plan order, what would block its drain now; nodes with
+    nothing in the way are left out. Pure: ``check`` holds what was read."""
+    by_node: dict[str, list[dict[str, Any]]] = {}
+    for pod in check.pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if node_name:
+            by_node.setdefault(str(node_name).lower(), []).append(dict(pod))
+    pdbs = [dict(p) for p in check.pdbs]
+    found: list[dict[str, Any]] = []
+    for index, batch in enumerate(rollout_plan.batches, start=1):
+        for name in batch.nodes:
+            node = view.find_node(name)
+            if node is None or not node.is_kubernetes_node:
+                continue  # external etcd nodes run no pods: nothing to drain
+            blockers = drains.drain_blockers(name, by_node.get(name, []), pdbs, check.options,
+                                             check.daemonset_exists)
+            if not blockers.empty:
+                found.append(dict(blockers.to_dict(), batch=index, node_type=batch.node_type))
+    return found
+
+
+def requested_settings(view: ClusterView, current: plans.Settings,
+                       changes: Optional[node_settings.SettingsRequest]) -> plans.Settings:
+    """``current`` with the given changes, as a rollout would store them; refused as it would be."""
+    if changes is None or not changes.changes_settings:
+        return current
+    requested = node_settings.resolve(view, current, changes)
+    refusals = plans.validate(view, current, requested, rollout=True)
+    if refusals:
+        raise node_settings.refused(refusals, changes)
+    return requested
+
+
 def report(view: ClusterView, record: Optional[records.Record], lock: Optional[records.LockInfo],
-           max_unavailable: Optional[int] = None, select: Optional[str] = None) -> dict[str, Any]:
+           max_unavailable: Optional[int] = None, select: Optional[str] = None,
+           changes: Optional[node_settings.SettingsRequest] = None, canary: bool = False,
+           drain_check: Optional[DrainCheck] = None) -> dict[str, Any]:
     """Everything cks_node_outdated returns, from what was read. Pure."""
     if max_unavailable is not None and (isinstance(max_unavailable, bool) or max_unavailable < 1):
         raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
-    settings, recorded = node_settings.effective_settings(view, record)
+    stored, recorded = node_settings.effective_settings(view, record)
+    settings = requested_settings(view, stored, changes)
     stored_mu = node_settings.stored_max_unavailable(record)
     mu = max_unavailable or stored_mu or 1
     nodes = [node_record(view, n, settings[n.node_type]) for n in view.nodes]
     selected = select_nodes(select, nodes) if select else None
-    rollout_plan = plans.plan(view, settings, mu, selected=selected)
+    rollout_plan = plans.plan(view, settings, mu, selected=selected, canary=canary)
     laid_out = rollout_plan.to_dict()
     result: dict[str, Any] = {
         "changed": False,
@@ -136,6 +203,9 @@ def report(view: ClusterView, record: Optional[records.Record], lock: Optional[r
         "selected": selected,
         "settings": node_settings.describe(view, settings),
         "settings_recorded": recorded,
+        "settings_given": changes is not None and changes.changes_settings,
+        "canary": canary,
+        "not_selected": laid_out["not_selected"],
         "lock": node_settings.lock_dict(lock),
         "lock_holder": lock.holder if lock is not None and lock.held else None,
         "last_error": record.last_error if record is not None else None,
@@ -144,9 +214,27 @@ def report(view: ClusterView, record: Optional[records.Record], lock: Optional[r
         "cancel_requested": bool(record.cancel) if record is not None else False,
         "previous_holder_stopped": record.previous_holder_stopped if record is not None else None,
     }
+    if drain_check is not None:
+        result["drain_blockers"] = drain_blockers(view, rollout_plan, drain_check)
     for t in NODE_TYPES:
         result[plans.OUT_OF_DATE_KEYS[t]] = laid_out[plans.OUT_OF_DATE_KEYS[t]]
     return result
+
+
+def read_drain_check(kube: Any, options: drains.DrainOptions) -> DrainCheck:
+    """The reads behind the drain check, bounded whatever the plan: the pods and the PDBs listed
+    once (paged), and one GET per DaemonSet that controls a pod."""
+    pods = kube.list_all_pods()
+    pdbs = kube.list_pdbs()
+    existing = set()
+    for namespace, name in daemonset_owners(pods):
+        try:
+            if kube.read_daemonset(namespace, name) is not None:
+                existing.add((namespace, name))
+        except CksError as exc:
+            if getattr(exc, "status", None) != 404:
+                raise
+    return DrainCheck(pods=pods, pdbs=pdbs, daemonsets=frozenset(existing), options=options)
 
 
 def node_outdated(cloud: Any, connect_kube: node_settings.KubeConnector, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,10 +242,19 @@ def node_outdated(cloud: Any, connect_kube: node_settings.KubeConnector, params:
     max_unavailable = params.get("max_unavailable")
     if max_unavailable is not None and max_unavailable < 1:
         raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
+    # Only the settings options: the rest of a settings request (rollout, lock, cancel) is not ours.
+    changes = node_settings.SettingsRequest.from_params({
+        key: params.get(key) for key in (plans.PARAM_OFFERINGS, plans.PARAM_ROOT_DISKS, plans.PARAM_AFFINITY)})
     with node_settings.OpenCluster(cloud, connect_kube, str(params["cluster"]), params.get("project_id")) as opened:
         record = opened.store.read()
         lock = opened.lock().read()
-        return report(opened.view, record, lock, max_unavailable=max_unavailable, select=params.get("select"))
+        check = None
+        if params.get("drain_check"):
+            check = read_drain_check(opened.kube, drains.DrainOptions(
+                delete_emptydir_data=bool(params.get("delete_emptydir_data")), force=bool(params.get("force"))))
+        return report(opened.view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
+                      changes=changes, canary=bool(params.get("canary")), drain_check=check)
 
 
-__all__ = ["HAS_JMESPATH", "node_outdated", "node_record", "report", "select_nodes"]
+__all__ = ["HAS_JMESPATH", "DrainCheck", "daemonset_owners", "drain_blockers", "node_outdated", "node_record",
+           "read_drain_check", "report", "requested_settings", "select_nodes"]

@@ -612,9 +612,12 @@ class PlannedNode:
 class Batch:
     node_type: str
     nodes: tuple[str, ...]
+    #: The first worker batch of a canary plan: one worker alone, so that a bad offering or group
+    #: fails on one node before the workers go ``worker_batch_size`` at a time.
+    canary: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node_type": self.node_type, "nodes": list(self.nodes)}
+        return {"node_type": self.node_type, "nodes": list(self.nodes), "canary": self.canary}
 
 
 @dataclass(frozen=True)
@@ -625,6 +628,8 @@ class Plan:
     skipped: Mapping[str, str]  # node type -> why its nodes are not restarted
     to_release: tuple[str, ...]  # annotated, back and up to date: uncordon, no restart
     worker_batch_size: int
+    #: Nodes with work left that ``selected`` leaves out (they stay out of date); not the held ones.
+    not_selected: tuple[str, ...] = ()
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -648,6 +653,7 @@ class Plan:
             "to_release": list(self.to_release),
             "worker_batch_size": self.worker_batch_size,
             "last_error": self.last_error,
+            "not_selected": list(self.not_selected),
         }
         for t in NODE_TYPES:
             result[OUT_OF_DATE_KEYS[t]] = self.out_of_date.get(t, 0)
@@ -659,9 +665,10 @@ def _order_key(planned: PlannedNode) -> tuple[int, str]:
 
 
 def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
-         selected: Optional[Iterable[str]] = None) -> Plan:
+         selected: Optional[Iterable[str]] = None, canary: bool = False) -> Plan:
     """The nodes to restart, in batches: external etcd nodes one at a time, then control nodes
-    one at a time, then workers ``worker_batch_size`` at a time.
+    one at a time, then workers ``worker_batch_size`` at a time (with ``canary``, the first
+    worker alone first, then the others ``worker_batch_size`` at a time).
 
     The work left is derived from the nodes alone: nodes that differ from their type's
     settings, whose VM is not Running, or that still carry the annotation of a rollout that
@@ -685,6 +692,7 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
     out_of_date: dict[str, int] = {}
     skipped: dict[str, str] = {}
     to_release: list[str] = []
+    not_selected: list[str] = []
     workers = len(view.nodes_of(WORKER))
     size = worker_batch_size(max_unavailable, workers)
 
@@ -708,12 +716,20 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
         held_names = {p.name for p in held}
         names = [p.name for p in planned if p.name not in held_names
                  and (chosen is None or p.name in chosen)]
+        not_selected += [p.name for p in planned if p.name not in held_names and p.name not in names]
         step = size if t == WORKER else 1
-        for start in range(0, len(names), step):
+        first = 0
+        if canary and t == WORKER and names:
+            # The canary is simply the first worker in plan order: the order (stopped and
+            # annotated first, then by name) and the hosts stay what they are without it.
+            batches.append(Batch(t, (names[0],), canary=True))
+            first = 1
+        for start in range(first, len(names), step):
             batches.append(Batch(t, tuple(names[start:start + step])))
 
     return Plan(batches=tuple(batches), nodes=tuple(planned_all), out_of_date=out_of_date,
-                skipped=skipped, to_release=tuple(to_release), worker_batch_size=size)
+                skipped=skipped, to_release=tuple(to_release), worker_batch_size=size,
+                not_selected=tuple(not_selected))
 
 
 def serial_list(rollout_plan: Plan) -> list[int]:

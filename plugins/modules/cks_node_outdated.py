@@ -30,6 +30,11 @@ description:
     outside CloudStack can update them - so a later CKS scale-up creates nodes with the old settings. Such nodes
     show up here as out of date, and the next rollout fixes them.
   - The module only reads. It makes a fixed number of list calls whatever the size of the cluster.
+  - 'For a dry run (the rollout playbook''s C(--check)): O(node_offerings), O(node_root_disk_sizes) and
+    O(node_affinity_groups) judge the nodes against settings as M(cloudstack.cks.cks_node_settings) would store
+    them with O(cloudstack.cks.cks_node_settings#module:rollout=true) (refused as it would refuse them), and
+    O(drain_check) tells what would block the drain of each planned node now: PodDisruptionBudgets that allow no
+    disruption, pods that several budgets select, pods the drain would refuse to evict.'
 author:
   - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:
@@ -58,7 +63,88 @@ options:
         it gives (records or names). The counts and reasons still cover every node.
       - For example V([?node_type=='worker']) or V([?contains(name, 'node-18f')].name).
       - Needs the C(jmespath) Python library.
+      - The order, the clamp (the whole cluster's workers minus one) and the quorum rules still apply to the nodes
+        picked. The nodes left out that have work left are in RV(not_selected), and still counted as out of date.
     type: str
+  canary:
+    description:
+      - Restart the first worker of the plan alone, before the workers go O(max_unavailable) (clamped) at a time.
+      - A rollout stops at a failed batch, so a canary that fails stops it with no other worker touched.
+      - The canary batch is marked in RV(plan); control and etcd nodes go one at a time anyway.
+    type: bool
+    default: false
+  node_offerings:
+    description:
+      - Judge the nodes against this service offering per node type (name or id) instead of the stored one, as
+        M(cloudstack.cks.cks_node_settings) would store it with O(cloudstack.cks.cks_node_settings#module:rollout=true).
+        Nothing is stored. A type left out keeps the stored offering.
+      - Refused as a rollout would refuse it (unknown, ambiguous, custom or too small offerings; a type that cannot
+        lose a node).
+    type: dict
+    suboptions:
+      control:
+        description: The control nodes' offering.
+        type: str
+      worker:
+        description: The workers' offering.
+        type: str
+      etcd:
+        description: The external etcd nodes' offering.
+        type: str
+  node_root_disk_sizes:
+    description:
+      - Judge the nodes against this root disk size in GB per node type instead of the stored one (see
+        O(node_offerings)). A size that would shrink a node, or resize a disk whose offering fixes its size, is refused.
+    type: dict
+    suboptions:
+      control:
+        description: The control nodes' root disk size in GB.
+        type: int
+      worker:
+        description: The workers' root disk size in GB.
+        type: int
+      etcd:
+        description: The external etcd nodes' root disk size in GB.
+        type: int
+  node_affinity_groups:
+    description:
+      - Judge the nodes against these affinity groups (names or ids) per node type instead of the stored ones (see
+        O(node_offerings)). ExplicitDedication groups are refused (never compared, always kept).
+    type: dict
+    suboptions:
+      control:
+        description: The control nodes' affinity groups.
+        type: list
+        elements: str
+      worker:
+        description: The workers' affinity groups.
+        type: list
+        elements: str
+      etcd:
+        description: The external etcd nodes' affinity groups.
+        type: list
+        elements: str
+  drain_check:
+    description:
+      - Also tell, for each planned Kubernetes node, what would block its drain now (RV(drain_blockers)), as
+        information for a dry run; a rollout's drain still retries an eviction a budget refuses (429) until the
+        batch's deadline.
+      - 'Reads the pods and the PodDisruptionBudgets once (paged, all namespaces) and each DaemonSet that controls
+        a pod once: the same access a rollout''s drain needs.'
+    type: bool
+    default: false
+  delete_emptydir_data:
+    description:
+      - With O(drain_check), whether the drain would evict pods with emptyDir volumes (as the rollout's
+        C(delete_emptydir_data)); without it such pods stop the drain.
+    type: bool
+    default: false
+  force:
+    description:
+      - With O(drain_check), whether the drain would evict pods without a controller (as the rollout's C(force));
+        without it such pods stop the drain.
+    type: bool
+    default: false
 requirements:
   - jmespath (for O(select))
 seealso:
@@ -88,6 +174,24 @@ EXAMPLES = r"""
     cluster: prod-k8s
     max_unavailable: 3
     select: "[?node_type=='worker']"
+
+- name: Dry run - the plan for new worker settings, a canary first, and what would block the drains
+  cloudstack.cks.cks_node_outdated:
+    cluster: prod-k8s
+    max_unavailable: 3
+    canary: true
+    node_offerings:
+      worker: cks-large
+    node_root_disk_sizes:
+      worker: 40
+    drain_check: true
+    delete_emptydir_data: true
+  register: preview
+
+- name: Show what would block a drain
+  ansible.builtin.debug:
+    msg: "Batch {{ item.batch }} {{ item.node }}: {{ item.messages | join('; ') }}"
+  loop: "{{ preview.drain_blockers }}"
 """
 
 RETURN = r"""
@@ -216,11 +320,54 @@ node_types:
   sample: {"control": {"nodes": 1, "out_of_date": 1, "can_lose_a_node": false, "why": "a single control node ...",
                        "not_rolled": "control nodes not restarted: ..."}}
 plan:
-  description: The batches in order; each is one node type and the nodes restarted together.
+  description: The batches in order; each is one node type and the nodes restarted together. V(canary) is true for
+    the first worker batch of a plan with O(canary=true).
   returned: always
   type: list
   elements: dict
-  sample: [{"node_type": "control", "nodes": ["alpha-control-1"]}, {"node_type": "worker", "nodes": ["alpha-node-1", "alpha-node-2"]}]
+  sample: [{"node_type": "control", "nodes": ["alpha-control-1"], "canary": false},
+           {"node_type": "worker", "nodes": ["alpha-node-1"], "canary": true},
+           {"node_type": "worker", "nodes": ["alpha-node-2", "alpha-node-3"], "canary": false}]
+canary:
+  description: Whether the plan rolls the first worker alone (O(canary)).
+  returned: always
+  type: bool
+  sample: false
+not_selected:
+  description: With O(select), the nodes with work left (out of date, stopped, or still annotated) that it left out;
+    they are still counted as out of date. Nodes of a type that cannot lose a node are in RV(unrollable) instead.
+    Empty without O(select).
+  returned: always
+  type: list
+  elements: str
+  sample: ["alpha-node-3"]
+drain_blockers:
+  description:
+    - With O(drain_check), per planned Kubernetes node in plan order (V(batch) is the batch's number, from 1), what
+      would block its drain now; nodes with nothing in the way are left out.
+    - V(pdbs) - PodDisruptionBudgets allowing no disruption now and the node's pods they cover (the drain retries
+      until the batch's deadline); V(multiple_pdbs) - pods that several budgets select (the Eviction API answers 500,
+      the drain fails); V(pods) - pods the drain refuses to evict, per reason (it stops before any eviction, as
+      C(kubectl drain)); V(messages) - all of it in words, worst first.
+  returned: when O(drain_check=true)
+  type: list
+  elements: dict
+  sample:
+    - batch: 4
+      node: alpha-node-1
+      node_type: worker
+      pdbs:
+        - pdb: default/web
+          disruptions_allowed: 0
+          current_healthy: 2
+          desired_healthy: 2
+          pods: ["default/web-7d9f-abcde"]
+          message: "PodDisruptionBudget default/web allows 0 disruptions (2 healthy, 2 needed): pods default/web-7d9f-abcde
+            cannot be evicted until it allows one"
+      multiple_pdbs: []
+      pods: []
+      messages: ["PodDisruptionBudget default/web allows 0 disruptions (2 healthy, 2 needed): pods default/web-7d9f-abcde
+                 cannot be evicted until it allows one"]
 serial:
   description: The play's C(serial) list, one entry per batch (Ansible repeats the last entry). Empty when there is nothing to do.
   returned: always
@@ -285,6 +432,12 @@ settings_recorded:
   returned: always
   type: bool
   sample: true
+settings_given:
+  description: Whether the nodes were judged against settings given with the call (O(node_offerings),
+    O(node_root_disk_sizes), O(node_affinity_groups)) laid over the stored ones, rather than the stored ones alone.
+  returned: always
+  type: bool
+  sample: false
 lock:
   description: The rollout lock (the Lease), or null when there never was one.
   returned: always
@@ -330,11 +483,21 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
 from ansible_collections.cloudstack.cks.plugins.module_utils.outdated import node_outdated
 
+_PER_TYPE = ("control", "worker", "etcd")
+
 
 def argument_spec() -> dict[str, Any]:
     spec: dict[str, Any] = {
         "max_unavailable": {"type": "int"},
         "select": {"type": "str"},
+        "canary": {"type": "bool", "default": False},
+        "node_offerings": {"type": "dict", "options": {t: {"type": "str"} for t in _PER_TYPE}},
+        "node_root_disk_sizes": {"type": "dict", "options": {t: {"type": "int"} for t in _PER_TYPE}},
+        "node_affinity_groups": {"type": "dict",
+                                 "options": {t: {"type": "list", "elements": "str"} for t in _PER_TYPE}},
+        "drain_check": {"type": "bool", "default": False},
+        "delete_emptydir_data": {"type": "bool", "default": False},
+        "force": {"type": "bool", "default": False},
     }
     return glue.cluster_module_argument_spec(spec)
 

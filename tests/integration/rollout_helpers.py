@@ -92,7 +92,8 @@ def rollout_vars(sim: SimHandle, **overrides: Any) -> dict[str, Any]:
 class PlaybookProcess:
     """ansible-playbook started in its own process group (so a test can SIGKILL the whole controller)."""
 
-    def __init__(self, sim: SimHandle, playbook: str, variables: dict[str, Any], credential: bool = True) -> None:
+    def __init__(self, sim: SimHandle, playbook: str, variables: dict[str, Any], credential: bool = True,
+                 args: tuple[str, ...] = ()) -> None:
         self.work = tempfile.mkdtemp(prefix="cks-rollout-")
         self.report_path = os.path.join(self.work, "report.json")
         variables = dict(variables)
@@ -106,8 +107,8 @@ class PlaybookProcess:
         self.stderr_path = os.path.join(self.work, "stderr")
         self._out = open(self.stdout_path, "w", encoding="utf-8")
         self._err = open(self.stderr_path, "w", encoding="utf-8")
-        self.proc = subprocess.Popen([ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, playbook), "-e", f"@{vars_path}"],
-                                     env=playbook_env(sim, self.work, credential), cwd=self.work, stdout=self._out,
+        command = [ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, playbook), "-e", f"@{vars_path}", *args]
+        self.proc = subprocess.Popen(command, env=playbook_env(sim, self.work, credential), cwd=self.work, stdout=self._out,
                                      stderr=self._err, start_new_session=True)
 
     def output(self) -> str:
@@ -179,8 +180,10 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def run_playbook(sim: SimHandle, playbook: str, variables: dict[str, Any], timeout: float = 900) -> PlaybookRun:
-    return PlaybookProcess(sim, playbook, variables).wait(timeout=timeout)
+def run_playbook(sim: SimHandle, playbook: str, variables: dict[str, Any], timeout: float = 900,
+                 args: tuple[str, ...] = ()) -> PlaybookRun:
+    """Run a playbook to its end; ``args`` go on ansible-playbook's command line (e.g. ``--check``)."""
+    return PlaybookProcess(sim, playbook, variables, args=args).wait(timeout=timeout)
 
 
 # --- reading the simulator ----------------------------------------------------------------------------
@@ -262,6 +265,30 @@ def max_cordoned_at_once(items: list[dict[str, Any]], nodes: list[str]) -> int:
         elif item.get("event") == "uncordoned":
             out.discard(item["node"])
     return most
+
+
+def batches_seen(items: list[dict[str, Any]], nodes: list[str]) -> list[list[str]]:
+    """The batches as the cluster lived them: ``nodes`` grouped by overlapping cordoned .. uncordoned
+    intervals (a batch's nodes are out of service together, the next batch only after), in time order."""
+    spans: dict[str, list[float]] = {}
+    for item in sorted(items, key=lambda i: i["t"]):
+        node = item.get("node")
+        if node not in nodes:
+            continue
+        if item.get("event") == "cordoned" and node not in spans:
+            spans[node] = [item["t"], float("inf")]
+        elif item.get("event") == "uncordoned" and node in spans:
+            spans[node][1] = item["t"]
+    groups: list[list[str]] = []
+    end = float("-inf")
+    for node, (start, stop) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+        if groups and start < end:
+            groups[-1].append(node)
+            end = max(end, stop)
+        else:
+            groups.append([node])
+            end = stop
+    return [sorted(g) for g in groups]
 
 
 def down_intervals(items: list[dict[str, Any]], node: str) -> list[tuple[float, float]]:

@@ -168,7 +168,7 @@ def test_annotated_nodes_that_are_back_and_up_to_date_are_released_not_restarted
     assert control not in result["hosts"]
     assert by_name(result)[control]["back"] is True
     # An annotated node that has not restarted is work left, even though it is up to date.
-    assert result["plan"][0] == {"node_type": "control", "nodes": [stuck]}
+    assert result["plan"][0] == {"node_type": "control", "nodes": [stuck], "canary": False}
 
 
 def test_max_unavailable_is_clamped_to_workers_minus_one(sim: SimHandle) -> None:
@@ -186,8 +186,10 @@ def test_select_limits_the_batches_not_the_counts(sim: SimHandle) -> None:
     workers = names(sim, "worker")
     result = outdated(sim, select="[?node_type=='worker'] | [0:2]")
     assert result["selected"] == workers[:2]
-    assert result["plan"] == [{"node_type": "worker", "nodes": workers[:2]}]
+    assert result["plan"] == [{"node_type": "worker", "nodes": workers[:2], "canary": False}]
     assert result["controlnodesoutofdate"] == 3 and result["workernodesoutofdate"] == 5
+    # The workers and control nodes left out are still out of date, and named.
+    assert result["not_selected"] == names(sim, "control") + workers[2:]
     bad = run_module("cks_node_outdated", dict(sim.connection_args(), cluster="alpha", select="[?"))
     assert bad["failed"] is True and "select=" in bad["msg"]
 

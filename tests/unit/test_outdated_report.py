@@ -113,3 +113,111 @@ def test_reasons_name_groups_and_leave_dedication_out() -> None:
     (reason,) = node["reasons"]
     assert reason["from"] == [{"id": ag("spread"), "name": "spread"}]
     assert reason["to"] == [{"id": ag("soft"), "name": "soft"}]
+
+
+# -- the dry run: settings given with the call, canary, the drain check -----------------------------
+
+def test_given_settings_are_judged_as_a_rollout_would_store_them() -> None:
+    factory = ClusterFactory(workers=3)
+    view = factory.view()
+    changes = svc.SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"},
+                                               "node_root_disk_sizes": {"control": 30}})
+    result = outdated.report(view, None, None, changes=changes)
+    assert result["settings_given"] is True and result["settings_recorded"] is False
+    assert result["workernodesoutofdate"] == 3 and result["controlnodesoutofdate"] == 3
+    assert result["settings"]["worker"]["offering"] == "cks-large"
+    work = {w["name"]: w["why"] for w in result["work"]}
+    assert work[factory.w(1).lower()] == "offering cks-medium -> cks-large"
+    assert work[factory.c(1).lower()] == "root disk 20 GB -> 30 GB"
+    # Nothing given: the stored (here: initial) settings, as before.
+    assert outdated.report(view, None, None)["settings_given"] is False
+
+
+def test_given_settings_a_rollout_would_refuse_are_refused_naming_the_parameter() -> None:
+    view = ClusterFactory(workers=2).view()
+    with pytest.raises(InvalidInput) as err:
+        outdated.report(view, None, None, changes=svc.SettingsRequest.from_params(
+            {"node_root_disk_sizes": {"worker": 10}}))
+    assert err.value.parameter == "node_root_disk_sizes.worker" and "shrink" in err.value.msg
+    with pytest.raises(InvalidInput) as err:
+        outdated.report(view, None, None, changes=svc.SettingsRequest.from_params({"node_offerings": {"worker": "nope"}}))
+    assert err.value.parameter == "node_offerings.worker"
+
+
+def test_given_settings_laid_over_the_stored_ones_keep_the_other_types() -> None:
+    factory = ClusterFactory(workers=2)
+    view = factory.view()
+    stored = plans.initial_settings(view).with_changes(offerings={"control": so("large")})
+    result = outdated.report(view, recorded(stored), None,
+                             changes=svc.SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"}}))
+    assert result["controlnodesoutofdate"] == 3 and result["workernodesoutofdate"] == 2
+
+
+def test_canary_marks_the_first_worker_batch() -> None:
+    factory = ClusterFactory(workers=5)
+    view = factory.view()
+    settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
+    result = outdated.report(view, recorded(settings), None, max_unavailable=3, canary=True)
+    assert result["serial"] == [1, 3, 1] and result["canary"] is True
+    assert [b["canary"] for b in result["plan"]] == [True, False, False]
+
+
+def test_not_selected_lists_the_left_out_nodes_that_stay_out_of_date() -> None:
+    factory = ClusterFactory(workers=4)
+    view = factory.view()
+    settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
+    result = outdated.report(view, recorded(settings), None, select="[?node_type=='worker'] | [0:2]")
+    assert result["hosts"] == [factory.w(1).lower(), factory.w(2).lower()]
+    assert result["not_selected"] == [factory.w(3).lower(), factory.w(4).lower()]
+    assert result["workernodesoutofdate"] == 4
+    assert outdated.report(view, recorded(settings), None)["not_selected"] == []
+
+
+def k8s_pod(name: str, node: str, app: str, owner: str = "ReplicaSet", empty_dir: bool = False) -> dict:
+    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": {"app": app},
+                         "ownerReferences": [{"kind": owner, "name": f"{app}-x", "controller": True}]},
+            "spec": {"nodeName": node, "volumes": [{"name": "s", "emptyDir": {}}] if empty_dir else []},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def k8s_pdb(name: str, allowed: int) -> dict:
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {"selector": {"matchLabels": {"app": name}}},
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": 2, "desiredHealthy": 2 + allowed}}
+
+
+def test_drain_check_names_blocking_budgets_per_batch_and_node_in_plan_order() -> None:
+    factory = ClusterFactory(workers=3)
+    view = factory.view()
+    w1, w2, w3 = (factory.w(i).lower() for i in (1, 2, 3))
+    settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
+    pods = [k8s_pod("web-1", w1, "web"), k8s_pod("web-2", w3, "web"), k8s_pod("api-1", w2, "api"),
+            k8s_pod("cache-1", w2, "cache", empty_dir=True), k8s_pod("kube-proxy-a", w1, "proxy", owner="DaemonSet")]
+    check = outdated.DrainCheck(pods=pods, pdbs=[k8s_pdb("web", 0), k8s_pdb("api", 1)],
+                                daemonsets=frozenset({("default", "proxy-x")}))
+    result = outdated.report(view, recorded(settings), None, max_unavailable=1, drain_check=check)
+    found = {(b["batch"], b["node"]): b for b in result["drain_blockers"]}
+    assert list(found) == [(1, w1), (2, w2), (3, w3)]
+    assert found[(1, w1)]["pdbs"][0]["pdb"] == "default/web" and found[(1, w1)]["pdbs"][0]["pods"] == ["default/web-1"]
+    assert found[(2, w2)]["pdbs"] == [] and found[(2, w2)]["pods"][0]["pods"] == ["default/cache-1"]
+    assert found[(3, w3)]["node_type"] == "worker"
+    json.dumps(result)
+    # With delete_emptydir_data the cache pod no longer stops w2's drain; api allows one disruption.
+    check = outdated.DrainCheck(pods=pods, pdbs=check.pdbs, daemonsets=check.daemonsets,
+                                options=outdated.drains.DrainOptions(delete_emptydir_data=True))
+    nodes = [b["node"] for b in outdated.report(view, recorded(settings), None, drain_check=check)["drain_blockers"]]
+    assert nodes == [w1, w3]
+
+
+def test_drain_check_skips_etcd_nodes_and_is_absent_without_it() -> None:
+    factory = ClusterFactory(control=3, workers=2, etcd=3)
+    view = factory.view()
+    settings = plans.initial_settings(view).with_changes(offerings={"etcd": so("large")})
+    check = outdated.DrainCheck(pods=[], pdbs=[])
+    assert outdated.report(view, recorded(settings), None, drain_check=check)["drain_blockers"] == []
+    assert "drain_blockers" not in outdated.report(view, recorded(settings), None)
+
+
+def test_daemonset_owners_are_the_ones_to_look_up_once() -> None:
+    pods = [k8s_pod("a", "n", "a", owner="DaemonSet"), k8s_pod("b", "m", "a", owner="DaemonSet"),
+            k8s_pod("c", "n", "c")]
+    assert outdated.daemonset_owners(pods) == [("default", "a-x")]

@@ -158,6 +158,17 @@ def test_selected_restricts_the_batches_not_the_counts() -> None:
     p = plan(f.view(), everything_to(f), 2, selected={f.w(4), f.w(2).upper(), f.c(2)})
     assert batches(p) == [("control", [f.c(2)]), ("worker", [f.w(2), f.w(4)])]
     assert p.out_of_date["worker"] == 4
+    # The nodes left out still have work left, and say so.
+    assert p.not_selected == (f.c(1), f.c(3), f.w(1), f.w(3))
+    assert plan(f.view(), everything_to(f), 2).not_selected == ()
+
+
+def test_selected_nodes_of_a_type_that_cannot_lose_one_are_still_held() -> None:
+    # Selecting the single control node does not make it rollable; it is not "not selected" either.
+    f = ClusterFactory(control=1, workers=3)
+    p = plan(f.view(), everything_to(f), 2, selected={f.c(1), f.w(1)})
+    assert batches(p) == [("worker", [f.w(1)])]
+    assert "control" in p.skipped and p.not_selected == (f.w(2), f.w(3))
 
 
 def test_selected_unknown_nodes_are_refused() -> None:
@@ -173,6 +184,58 @@ def test_max_unavailable_below_one_is_refused() -> None:
         plan(f.view(), everything_to(f), 0)
 
 
+# -- canary: the first worker alone, then the clamped batch size ---------------------------------
+
+def test_canary_rolls_the_first_worker_alone_then_widens_to_the_clamp() -> None:
+    f = ClusterFactory(control=3, workers=6)
+    p = plan(f.view(), everything_to(f), max_unavailable=2, canary=True)
+    assert batches(p)[3:] == [("worker", [f.w(1)]), ("worker", [f.w(2), f.w(3)]), ("worker", [f.w(4), f.w(5)]),
+                              ("worker", [f.w(6)])]
+    assert [b.canary for b in p.batches] == [False, False, False, True, False, False, False]
+    assert serial_list(p) == [1, 1, 1, 1, 2, 2, 1]
+    assert p.to_dict()["batches"][3] == {"node_type": "worker", "nodes": [f.w(1)], "canary": True}
+
+
+def test_canary_leaves_control_and_etcd_alone() -> None:
+    f = ClusterFactory(control=3, workers=3, etcd=3)
+    p = plan(f.view(), everything_to(f), max_unavailable=5, canary=True)
+    assert [b.canary for b in p.batches if b.node_type != "worker"] == [False] * 6
+    assert [len(b.nodes) for b in p.batches if b.node_type == "worker"] == [1, 2]
+
+
+def test_canary_without_workers_to_roll_plans_no_canary() -> None:
+    f = ClusterFactory(control=3, workers=3)
+    p = plan(f.view(), initial_settings(f.view()).with_changes(offerings={"control": so("large")}), 2, canary=True)
+    assert [b.node_type for b in p.batches] == ["control"] * 3
+    assert not any(b.canary for b in p.batches)
+
+
+def test_canary_is_the_first_worker_in_plan_order_stopped_first() -> None:
+    # Resuming: a stopped worker is down already, so it goes first, and it is the canary.
+    f = ClusterFactory(control=3, workers=4)
+    f.stop(f.w(3))
+    p = plan(f.view(), everything_to(f), max_unavailable=3, canary=True)
+    assert [(list(b.nodes), b.canary) for b in p.batches if b.node_type == "worker"] == [
+        ([f.w(3)], True), ([f.w(1), f.w(2), f.w(4)], False)]
+
+
+def test_canary_is_the_first_selected_worker() -> None:
+    f = ClusterFactory(control=3, workers=5)
+    p = plan(f.view(), everything_to(f), 2, selected={f.w(2), f.w(4), f.w(5)}, canary=True)
+    assert [(list(b.nodes), b.canary) for b in p.batches] == [([f.w(2)], True), ([f.w(4), f.w(5)], False)]
+
+
+@pytest.mark.parametrize("workers, max_unavailable, sizes", [
+    (4, 1, [1, 1, 1, 1]), (4, 2, [1, 2, 1]), (4, 3, [1, 3]), (4, 10, [1, 3]), (2, 5, [1, 1]), (1, 3, [1]),
+])
+def test_canary_worker_batches(workers: int, max_unavailable: int, sizes: list[int]) -> None:
+    f = ClusterFactory(control=3, workers=workers)
+    settings_ = initial_settings(f.view()).with_changes(offerings={"worker": so("large")})
+    p = plan(f.view(), settings_, max_unavailable, canary=True)
+    assert serial_list(p) == sizes
+    assert [b.canary for b in p.batches] == [True] + [False] * (len(sizes) - 1)
+
+
 # -- result ----------------------------------------------------------------------------------
 
 def test_to_dict_is_json_and_carries_the_counts_and_batches() -> None:
@@ -183,8 +246,8 @@ def test_to_dict_is_json_and_carries_the_counts_and_batches() -> None:
                                                 offerings={"control": so("large")})
     d = json.loads(json.dumps(plan(f.view(), s, 5).to_dict()))
     assert d["workernodesoutofdate"] == 3 and d["controlnodesoutofdate"] == 1 and d["etcdnodesoutofdate"] == 0
-    assert d["batches"] == [{"node_type": "worker", "nodes": [f.w(3), f.w(1)]},
-                            {"node_type": "worker", "nodes": [f.w(2)]}]
+    assert d["batches"] == [{"node_type": "worker", "nodes": [f.w(3), f.w(1)], "canary": False},
+                            {"node_type": "worker", "nodes": [f.w(2)], "canary": False}]
     assert d["serial"] == [2, 1] and d["hosts"] == [f.w(3), f.w(1), f.w(2)]
     assert d["worker_batch_size"] == 2 and d["to_release"] == []
     assert set(d["skipped"]) == {"control"} and d["last_error"] == d["skipped"]["control"]
@@ -266,3 +329,53 @@ def test_plan_properties(case: tuple[ClusterFactory, Settings, int]) -> None:
         assert p.out_of_date[t] == sum(1 for n in view.nodes_of(t) if outdated_reasons(n, s[t], view))
     assert serial_list(p) == [len(b.nodes) for b in p.batches]
     assert sum(serial_list(p)) == len(hosts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_canary_properties(case: tuple[ClusterFactory, Settings, int]) -> None:
+    f, s, max_unavailable = case
+    view = f.view()
+    plain = plan(view, s, max_unavailable)
+    p = plan(view, s, max_unavailable, canary=True)
+    # The same nodes in the same order, the same counts and skips: only the batches differ.
+    assert p.hosts == plain.hosts and p.nodes == plain.nodes
+    assert dict(p.out_of_date) == dict(plain.out_of_date) and dict(p.skipped) == dict(plain.skipped)
+    assert [b for b in p.batches if b.node_type != "worker"] == [b for b in plain.batches if b.node_type != "worker"]
+    workers = [n for b in plain.batches if b.node_type == "worker" for n in b.nodes]
+    worker_batches = [b for b in p.batches if b.node_type == "worker"]
+    if not workers:
+        assert not any(b.canary for b in p.batches)
+        return
+    # The first worker alone and marked; then the rest at the clamped size, only the last short.
+    assert worker_batches[0].nodes == (workers[0],) and worker_batches[0].canary
+    assert [b for b in p.batches if b.canary] == [worker_batches[0]]
+    size = worker_batch_size(max_unavailable, len(view.nodes_of("worker")))
+    rest = workers[1:]
+    assert [list(b.nodes) for b in worker_batches[1:]] == [rest[i:i + size] for i in range(0, len(rest), size)]
+    assert serial_list(p) == [len(b.nodes) for b in p.batches]
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters(), st.data())
+def test_selection_properties(case: tuple[ClusterFactory, Settings, int], data: st.DataObject) -> None:
+    f, s, max_unavailable = case
+    view = f.view()
+    chosen = set(data.draw(st.lists(st.sampled_from([n.name for n in view.nodes]), unique=True)))
+    canary = data.draw(st.booleans())
+    full = plan(view, s, max_unavailable, canary=canary)
+    p = plan(view, s, max_unavailable, selected=chosen, canary=canary)
+    # The same order as the whole plan, restricted to the selection; held nodes stay held.
+    assert list(p.hosts) == [h for h in full.hosts if h in chosen]
+    assert dict(p.out_of_date) == dict(full.out_of_date) and dict(p.skipped) == dict(full.skipped)
+    # The left-out nodes with work are reported, and only they.
+    assert sorted(p.not_selected) == sorted(h for h in full.hosts if h not in chosen)
+    # The clamp is the whole cluster's (workers - 1), and the canary is the first selected worker.
+    size = worker_batch_size(max_unavailable, len(view.nodes_of("worker")))
+    assert p.worker_batch_size == size
+    worker_batches = [b for b in p.batches if b.node_type == "worker"]
+    rest = worker_batches[1:] if canary and worker_batches else worker_batches
+    if canary and worker_batches:
+        assert len(worker_batches[0].nodes) == 1 and worker_batches[0].canary
+    assert all(len(b.nodes) <= size for b in rest) and all(len(b.nodes) == size for b in rest[:-1])
+    assert all(len(b.nodes) == 1 for b in p.batches if b.node_type != "worker")

@@ -1,0 +1,48 @@
+"""The rollout role's variables are documented everywhere an operator looks: each default in
+defaults/main.yml is an option of the role's argument specs with the same default, and a row of the
+README's variable table; each option of the argument specs is in the README too."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROLE = os.path.join(ROOT, "roles", "rollout")
+
+
+def _load(*parts: str) -> dict:
+    with open(os.path.join(*parts), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+DEFAULTS = _load(ROLE, "defaults", "main.yml")
+SPECS = _load(ROLE, "meta", "argument_specs.yml")["argument_specs"]
+with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as _fh:
+    README = _fh.read()
+# The variables named in the first cell of the README's variable table rows.
+TABLE = {name for row in re.findall(r"^\| (`rollout_[^|]+)\|", README, re.M) for name in re.findall(r"`(\w+)`", row)}
+OPTIONS = {name: option for spec in SPECS.values() for name, option in spec["options"].items()}
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULTS))
+def test_each_default_is_an_option_with_that_default_and_a_readme_row(name: str) -> None:
+    assert name in OPTIONS, f"{name} is not in meta/argument_specs.yml"
+    for entry, spec in SPECS.items():
+        option = spec["options"].get(name)
+        if option is not None and not option.get("required"):
+            assert option.get("default") == DEFAULTS[name], (entry, name)
+    assert name in TABLE, f"{name} has no row in the README's variable table"
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_each_option_is_in_the_readme_table(name: str) -> None:
+    assert name in TABLE, f"{name} has no row in the README's variable table"
+
+
+@pytest.mark.parametrize("name", ["rollout_canary", "rollout_pause_seconds", "rollout_select"])
+def test_the_batch_shaping_options_are_validated_by_the_plan(name: str) -> None:
+    assert name in SPECS["plan"]["options"]
