@@ -5,7 +5,8 @@ After each batch, inside the batch's own cks_node_cycle run: every node Ready, t
 /readyz reads per batch in the simulator's call log, each a lower bound of the interval after
 the previous one, between the batch's last uncordon and the next batch's first cordon. Failing
 (/readyz answers 500), it stops the rollout after that batch like a failed batch: the error says
-what is unhealthy, release runs, no later batch starts, and the rerun converges once it is fixed.
+what is unhealthy, release runs (and takes the pending taint off the nodes never reached), no
+later batch starts, and the rerun converges once it is fixed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from typing import Any
 
 import pytest
+from ansible_collections.cloudstack.cks.plugins.module_utils.node_marks import PENDING_TAINT_KEY
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -60,7 +62,9 @@ def test_readyz_failing_stops_the_rollout_after_the_batch_then_the_rerun_converg
     since = time.time()
     sim.fault(kind="kube_error", verb="get", path="/readyz", status=500,
               message="[-]etcd failed: reason withheld\nreadyz check failed")
-    run = sim.rollout(rollout_validate_interval=0.5, rollout_validate_timeout=2, **WORKERS_LARGER)
+    # With the pending taint as well: release takes it off the nodes the stopped rollout never reached.
+    run = sim.rollout(rollout_validate_interval=0.5, rollout_validate_timeout=2, rollout_taint_pending=True,
+                      **WORKERS_LARGER)
     assert run.rc != 0, run.output
 
     # Only the first batch ran: its node went down and came back, nobody else was touched.
@@ -83,6 +87,9 @@ def test_readyz_failing_stops_the_rollout_after_the_batch_then_the_rerun_converg
     assert [b["outcome"] for b in run.report["batches"]] == ["failed"]
     assert not run.report["batches"][0]["validation"]["ok"]
     assert len(run.report["nodes_not_reached"]) == 2
+    assert sorted(run.report["pending_taint_removed"]) == sorted(run.report["nodes_not_reached"])
+    assert not [n for n in sim.kube.list_nodes()
+                if any(t["key"] == PENDING_TAINT_KEY for t in n["spec"].get("taints") or [])]
     assert sim.invariants() == []
 
     sim.clear_faults()
