@@ -12,9 +12,10 @@ One round reads three things and judges them (``round_problems``, pure):
   etcd or control batch decides whether that batch may go, and restarting that member's node is
   what brings it back. The unhealthy members are still named in the round's notes.
 
-``validate`` repeats rounds ``interval`` seconds apart until ``count`` consecutive rounds pass
-(a failed round starts the count again), or fails once the next round could not start within
-``timeout``. The first round always runs, whatever the timeout.
+``validate`` repeats rounds, pausing ``interval`` seconds after each (kOps sleeps between
+validations too), until ``count`` consecutive rounds pass (a failed round starts the count again),
+or fails once the next round could not start within ``timeout``. The first round always runs,
+whatever the timeout.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ DEFAULT_TIMEOUT = 300.0
 @dataclass(frozen=True)
 class ValidationOptions:
     count: int = DEFAULT_COUNT  # consecutive passing rounds needed; 0: no validation
-    interval: float = DEFAULT_INTERVAL  # seconds from one round's start to the next one's
+    interval: float = DEFAULT_INTERVAL  # seconds from the end of one round to the start of the next
     timeout: float = DEFAULT_TIMEOUT  # no round starts later than this after the first
 
     @property
@@ -129,7 +130,7 @@ class ValidationResult:
         """Why the cluster did not validate, naming the nodes and components at fault."""
         problems = "; ".join(self.last_problems) or "no failed round recorded"
         return (f"the cluster did not validate within {self.options.timeout:g}s after the batch "
-                f"({self.passes} of {self.options.count} consecutive passes, {len(self.rounds)} rounds, "
+                f"({self.passes} of {self.options.count} consecutive passes in {len(self.rounds)} rounds "
                 f"{self.options.interval:g}s apart): {problems}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,10 +145,12 @@ RoundReader = Callable[[], "tuple[list[str], str]"]
 
 def validate(read_round: RoundReader, options: ValidationOptions, clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep, wall: Callable[[], float] = time.time) -> ValidationResult:
-    """Rounds ``options.interval`` apart until ``options.count`` consecutive ones pass.
+    """Rounds with ``options.interval`` seconds between them until ``options.count`` consecutive
+    ones pass.
 
-    A round starts only if it can start within ``options.timeout`` of the first one, so passing
-    rounds are always at least ``interval`` apart (a flapping cluster is caught between them).
+    The pause counts from a round's end, so every read of a round comes at least ``interval``
+    after every read of the round before (a flapping cluster is caught between them). A round
+    starts only if it can start within ``options.timeout`` of the first one.
     """
     result = ValidationResult(options, started=wall())
     if not options.enabled:
@@ -155,17 +158,13 @@ def validate(read_round: RoundReader, options: ValidationOptions, clock: Callabl
         return result
     first = clock()
     while True:
-        begun = clock()
         started = wall()
         problems, notes = read_round()
         result.rounds.append(Round(started, wall(), list(problems), notes))
         result.passes = 0 if problems else result.passes + 1
-        if result.ok:
+        if result.ok or clock() + options.interval - first > options.timeout:
             break
-        next_start = begun + options.interval
-        if next_start - first > options.timeout:
-            break
-        sleep(max(0.0, next_start - clock()))
+        sleep(options.interval)
     result.ended = wall()
     return result
 

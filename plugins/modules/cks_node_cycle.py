@@ -51,8 +51,8 @@ description:
     round). A round passes when every Kubernetes node is Ready (no C(unreachable) or C(not-ready) taint),
     the API server's C(/readyz) answers 200, and, with O(etcd_endpoints), etcd keeps a quorum of healthy
     voting members and answers a quorum read (a single member down is noted, not failed - the quorum
-    preflight of the next etcd or control batch decides about it). Rounds run O(validate_interval) seconds
-    apart until O(validate_count) consecutive rounds pass; a failed round starts the count again. If that
+    preflight of the next etcd or control batch decides about it). Rounds run with O(validate_interval)
+    seconds between them until O(validate_count) consecutive rounds pass; a failed round starts the count again. If that
     does not happen within O(validate_timeout) seconds the task fails at step C(validate), naming the nodes
     and components that are not healthy - a rollout stops there like after a failed batch. Validation runs
     inside this module run, so it adds no module start-up per batch.
@@ -167,8 +167,8 @@ options:
     default: 1
   validate_interval:
     description:
-      - Seconds from the start of one validation round to the start of the next, after a passing round (to see
-        that it holds) and after a failing one (to try again).
+      - Seconds between two validation rounds (from the end of one to the start of the next), after a passing
+        round (to see that it holds) and after a failing one (to try again).
     type: float
     default: 10
   validate_timeout:

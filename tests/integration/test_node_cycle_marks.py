@@ -42,8 +42,8 @@ def test_lb_exclusion_from_before_the_drain_until_after_verify(cycle_sim: Callab
     sim.kube.patch_node(theirs, {"metadata": {"labels": {LB: ""}}})
     since = time.time()
     delay = 1.0
-    result = sim.cycle([ours, theirs], large(sim), options={"exclude_from_load_balancers": True,
-                                                             "exclude_delay": delay})
+    options = {"exclude_from_load_balancers": True, "exclude_delay": delay}
+    result = sim.cycle([ours, theirs], large(sim), options=options)
     assert result.error is None, result.error
     steps = {r.name: [(s.name, s.outcome) for s in r.steps] for r in result.results}
     assert [n for n, _o in steps[ours]] == [

@@ -47,7 +47,7 @@ def test_label_from_before_the_drain_until_after_verify_and_the_delay_before_the
         drain_end = max(i for i, e in enumerate(events[:stop]) if e["event"] in ("eviction", "pod_deleted"))
         boot = index(events, "boot")
         uncordoned = index(events, "uncordoned")
-        steps = [s for s in next(n for n in run.report["nodes"] if n["name"] == node)["steps"]]
+        steps = next(n for n in run.report["nodes"] if n["name"] == node)["steps"]
         outcomes = {s["name"]: s["outcome"] for s in steps}
         if node == theirs:
             assert not [e for e in events if e["event"] == "labelled"]

@@ -130,7 +130,7 @@ def test_one_passing_round_is_enough_by_default() -> None:
 def test_count_consecutive_passes_each_interval_apart() -> None:
     result, starts = run([[], [], []], count=3, interval=10, timeout=300, round_takes=0.5)
     assert result.ok and result.passes == 3
-    assert starts == [100.0, 110.0, 120.0]  # start to start, the round's own time included
+    assert starts == [100.0, 110.5, 121.0]  # the pause counts from a round's end
 
 
 def test_a_failed_round_starts_the_count_again() -> None:
@@ -145,7 +145,7 @@ def test_timeout_fails_naming_the_last_problems() -> None:
     assert not result.ok and result.passes == 0
     assert starts == [100.0, 110.0, 120.0]  # a round at 130 would start after the timeout
     message = result.message()
-    assert "did not validate within 25s" in message and "0 of 1 consecutive passes, 3 rounds" in message
+    assert "did not validate within 25s" in message and "0 of 1 consecutive passes in 3 rounds" in message
     assert message.endswith("node b not Ready (Ready=Unknown)")
 
 
