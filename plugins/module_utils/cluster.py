@@ -105,6 +105,8 @@ class Node:
     unschedulable: bool = False
     rollout_boot_id: Optional[str] = None
     annotations: Mapping[str, str] = field(default_factory=_empty, hash=False)
+    labels: Mapping[str, str] = field(default_factory=_empty, hash=False)
+    taint_keys: frozenset[str] = frozenset()
     ip_address: Optional[str] = None
     external: bool = False  # added with addNodesToKubernetesCluster
 
@@ -292,6 +294,8 @@ class _KubeNode:
     boot_id: Optional[str]
     unschedulable: bool
     annotations: Mapping[str, str]
+    labels: Mapping[str, str]
+    taint_keys: frozenset[str]
 
 
 def _kube_node(raw: Mapping[str, Any]) -> _KubeNode:
@@ -308,6 +312,8 @@ def _kube_node(raw: Mapping[str, Any]) -> _KubeNode:
         boot_id=_opt_str(boot_id),
         unschedulable=_bool(spec.get("unschedulable")),
         annotations=MappingProxyType(dict(metadata.get("annotations") or {})),
+        labels=MappingProxyType(dict(metadata.get("labels") or {})),
+        taint_keys=frozenset(str(k) for k in taints if k),
     )
 
 
@@ -379,6 +385,8 @@ def build_view(
             unschedulable=kube_node.unschedulable if kube_node else False,
             rollout_boot_id=_opt_str(annotations.get(ROLLOUT_ANNOTATION)),
             annotations=annotations,
+            labels=kube_node.labels if kube_node else _EMPTY,
+            taint_keys=kube_node.taint_keys if kube_node else frozenset(),
             ip_address=_default_ip(vm),
             external=_bool(vm.get("isexternalnode")),
         ))

@@ -3,9 +3,12 @@
 """Restart the nodes of one batch with their type's settings.
 
 Per batch: a preflight (nothing changes unless every other node is up and etcd keeps its
-quorum), then each node of the batch on its own thread: annotate its boot ID, cordon, drain,
-stop, change (offering, root disk, affinity groups), start, verify (Ready with a NEW boot ID,
-the VM no longer differs, etcd healthy), uncordon. One deadline covers the whole batch.
+quorum), then each node of the batch on its own thread: annotate its boot ID, cordon, (exclude
+from load balancers,) drain, (wait for the load balancers,) stop, change (offering, root disk,
+affinity groups), start, verify (Ready with a NEW boot ID, the VM no longer differs, etcd
+healthy), uncordon (taking the rollout's marks off, see ``node_marks``). One deadline covers the
+whole batch. Then, once every node is done, the cluster is validated (``validation``) in the same
+module run: a module run per batch is the rollout's main fixed cost, so validation adds none.
 
 A failure leaves the node as it is: ``release`` judges it afterwards from what the node shows.
 So that release can tell a node that never went down from one whose Ready is stale, the cycle
@@ -20,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils import node_marks
 from ansible_collections.cloudstack.cks.plugins.module_utils import plan as planning
 from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
     CONTROL,
@@ -35,15 +39,28 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.errors import (
     CksError,
     CloudStackError,
     DeadlineExceeded,
+    InvalidInput,
     StepFailed,
 )
-from ansible_collections.cloudstack.cks.plugins.module_utils.release import UNCORDON_PATCH, release_plan
+from ansible_collections.cloudstack.cks.plugins.module_utils.release import release_plan
+from ansible_collections.cloudstack.cks.plugins.module_utils.validation import (
+    DEFAULT_COUNT as DEFAULT_VALIDATE_COUNT,
+    DEFAULT_INTERVAL as DEFAULT_VALIDATE_INTERVAL,
+    DEFAULT_TIMEOUT as DEFAULT_VALIDATE_TIMEOUT,
+    ClusterReader,
+    ValidationOptions,
+    ValidationResult,
+    validate,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
 
 UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
 DEFAULT_BATCH_TIMEOUT = 1800.0
 DEFAULT_JOB_TIMEOUT = 900.0
 DEFAULT_POLL_INTERVAL = 0.5
+# The exclusion label goes on before the drain, so the service controller has the whole drain to
+# take the node out of the load balancers; this covers a drain that was over at once.
+DEFAULT_EXCLUDE_DELAY = 10.0
 # The CKS cluster states a rollout may run in: its own node stops put the cluster in Alert.
 ROLLOUT_STATES = ("Running", "Alert")
 
@@ -250,6 +267,7 @@ class BatchResult:
     check_mode: bool = False
     started: float = 0.0
     ended: Optional[float] = None
+    validation: Optional[ValidationResult] = None
 
     @property
     def failed(self) -> bool:
@@ -269,6 +287,7 @@ class BatchResult:
             "started": self.started,
             "ended": self.ended,
             "check_mode": self.check_mode,
+            "validation": self.validation.to_dict() if self.validation is not None else None,
         }
 
     def raise_for_failure(self) -> None:
@@ -296,6 +315,9 @@ class CycleOptions:
     poll_interval: float = DEFAULT_POLL_INTERVAL
     drain: DrainOptions = field(default_factory=DrainOptions)
     check_mode: bool = False
+    validation: ValidationOptions = field(default_factory=ValidationOptions)
+    exclude_from_load_balancers: bool = False
+    exclude_delay: float = DEFAULT_EXCLUDE_DELAY  # seconds between the drain and the stop
 
 
 class BatchCycle:
@@ -340,19 +362,23 @@ class BatchCycle:
                 return result
             threads = [threading.Thread(target=c.run, name=f"cycle-{c.node.name}", daemon=True) for c in cycles]
             renewer = _LockRenewer(self.lock)
+            failures: list[StepFailed] = []
             renewer.start()
             try:
                 for thread in threads:
                     thread.start()
                 for thread in threads:
                     thread.join()
+                result.results = [c.result for c in cycles]
+                failures = [c.failure for c in cycles if c.failure is not None]
+                if not failures and not renewer.error and self.options.validation.enabled:
+                    # Still under the renewer: validation may outlast a third of the lock.
+                    result.validation = validate(ClusterReader(self.kube, self.etcd_check), self.options.validation)
             finally:
                 renewer.stop()
             if renewer.error:
                 # Nodes already down are finished rather than abandoned; the next batch will not start.
                 result.preflight["lock_renewal"] = renewer.error
-            result.results = [c.result for c in cycles]
-            failures = [c.failure for c in cycles if c.failure is not None]
             if failures:
                 result.error = failures[0] if len(failures) == 1 else StepFailed(
                     ", ".join(f.node for f in failures), "/".join(sorted({f.step for f in failures})),
@@ -361,6 +387,10 @@ class BatchCycle:
                 # The batch finished its nodes, but another rollout may own the cluster now: fail
                 # so that no further batch of this one runs.
                 result.error = StepFailed(", ".join(self.names), "lock", renewer.error, lock_lost=True)
+            elif result.validation is not None and not result.validation.ok:
+                # Like a failed batch: the nodes are back, but the next batch must not take more away.
+                result.error = StepFailed(", ".join(self.names), "validate", result.validation.message(),
+                                          problems=result.validation.last_problems)
         except StepFailed as exc:
             result.error = exc
         except CksError as exc:
@@ -376,11 +406,12 @@ class BatchCycle:
         A rerun must do this before it drains anything: the pods this batch evicts need those
         nodes, and with them still cordoned a PodDisruptionBudget can block the drain for good.
         """
-        back = [{"node": name, "why": why} for name, why in release_plan(view)[0] if name not in self.names]
+        back = [(name, why) for name, why in release_plan(view)[0] if name not in self.names]
+        marks = node_marks.release_marks(view, [name for name, _why in back])[0]
         if not self.options.check_mode:
-            for item in back:
-                self.kube.patch_node(item["node"], UNCORDON_PATCH)
-        return back
+            for name, _why in back:
+                node_marks.put_back(self.kube, name, marks.get(name, node_marks.Marks()), True)
+        return [{"node": name, "why": why} for name, why in back]
 
     # -- preflight --------------------------------------------------------------------------
 
@@ -465,6 +496,8 @@ class NodeCycle:
         self.failure: Optional[StepFailed] = None
         self._old_boot_ids: list[Optional[str]] = []
         self._ours = False
+        self._lb_ours = False  # the load-balancer exclusion label is the rollout's
+        self._last_read: Optional[dict[str, Any]] = None  # the node as verify last read it
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -502,12 +535,21 @@ class NodeCycle:
     def would_run(self) -> NodeResult:
         now = time.time()
         steps: list[tuple[str, str, str]] = []
+        current: dict[str, Any] = {}
         if self._k8s:
-            decision = cordon_decision(self.kube.read_node(self.node.name))
+            current = self.kube.read_node(self.node.name)
+            decision = cordon_decision(current)
             self.result.cordoned_by_others = not decision.ours
             steps.append(("annotate", "would_run" if decision.annotate else "would_skip", decision.why))
             steps.append(("cordon", "would_run" if decision.cordon else "would_skip", decision.why))
+            exclusion = node_marks.exclusion_decision(current)
+            if self.options.exclude_from_load_balancers:
+                steps.append(("exclude_from_lb", "would_run" if exclusion.label else "would_skip", exclusion.why))
             steps.append(("drain", "would_run", ""))
+            if self.options.exclude_from_load_balancers:
+                waits = exclusion.ours and self.node.running
+                steps.append(("lb_wait", "would_run" if waits else "would_skip",
+                              f"{self.options.exclude_delay:g}s" if waits else "nothing to wait for"))
         steps.append(("stop", "would_run" if self.node.running else "would_skip", f"VM is {self.node.vm_state}"))
         for name, change in (("change_offering", self.plan.offering), ("resize_root_disk", self.plan.root_disk),
                              ("update_affinity_groups", self.plan.affinity_groups)):
@@ -516,6 +558,9 @@ class NodeCycle:
         steps.append(("verify", "would_run", ""))
         if self._k8s:
             steps.append(("uncordon", "would_run" if not self.result.cordoned_by_others else "would_skip", ""))
+            marks = node_marks.marks_of(current)
+            if self.result.cordoned_by_others and (marks.any or self.options.exclude_from_load_balancers):
+                steps.append(("unmark", "would_run", "the rollout's marks come off; the node stays cordoned"))
         self.result.steps = [StepRecord(n, now, now, o, d) for n, o, d in steps]
         self.result.outcome = "would_cycle"
         self.result.started = self.result.ended = now
@@ -559,8 +604,38 @@ class NodeCycle:
             self._step("cordon", lambda: self._patch({"spec": {"unschedulable": True}}, "unschedulable"))
         else:
             self._skip("cordon", "already cordoned" if decision.ours else decision.why)
+        if self.options.exclude_from_load_balancers:
+            self._exclude_from_load_balancers(current)
         drainer = Drainer(self.kube, self.options.drain)
         self._step("drain", lambda: self._drain(drainer))
+        if self.options.exclude_from_load_balancers:
+            self._wait_for_load_balancers()
+
+    def _exclude_from_load_balancers(self, current: dict[str, Any]) -> None:
+        exclusion = node_marks.exclusion_decision(current)
+        self._lb_ours = exclusion.ours
+        if exclusion.label:
+            self._step("exclude_from_lb", lambda: self._patch(
+                node_marks.exclusion_patch(), f"labelled {node_marks.LB_EXCLUSION_LABEL}"))
+        else:
+            self._skip("exclude_from_lb", exclusion.why)
+
+    def _wait_for_load_balancers(self) -> None:
+        """Give the service controller time to drop the node before its VM stops (EKS waits too)."""
+        if not self._lb_ours:
+            self._skip("lb_wait", "the node was out of load balancers before the rollout")
+        elif not self.node.running:
+            self._skip("lb_wait", f"VM is {self.node.vm_state}: no traffic to wait for")
+        else:
+            self._step("lb_wait", self._lb_wait)
+
+    def _lb_wait(self) -> str:
+        delay = max(0.0, float(self.options.exclude_delay))
+        if self.deadline.remaining() < delay:
+            raise StepFailed(self.node.name, "lb_wait", f"the batch deadline leaves {self.deadline.remaining():.0f}s, "
+                             f"less than the {delay:g}s to wait for the load balancers")
+        time.sleep(delay)
+        return f"waited {delay:g}s after the drain for the load balancers to drop the node"
 
     def _patch(self, patch: dict[str, Any], detail: str) -> str:
         self.kube.patch_node(self.node.name, patch)
@@ -647,7 +722,8 @@ class NodeCycle:
             last = {"why": ""}
 
             def back() -> bool:
-                ok, why = node_is_back(self.kube.read_node(self.node.name), self._old_boot_ids)
+                self._last_read = self.kube.read_node(self.node.name)
+                ok, why = node_is_back(self._last_read, self._old_boot_ids)
                 last["why"] = why
                 return ok
 
@@ -683,10 +759,26 @@ class NodeCycle:
         return "; ".join(parts)
 
     def _uncordon(self) -> None:
-        if not self._ours:
-            self._skip("uncordon", "cordoned by someone else before the rollout: left cordoned")
+        """Back into service in one write: uncordon, drop the annotations and the rollout's marks.
+
+        The marks come off whatever this run's options are (a stopped run may have left them). A
+        node someone else cordoned stays cordoned; only the marks come off it.
+        """
+        current = self._last_read if self._last_read is not None else self.kube.read_node(self.node.name)
+        marks = node_marks.marks_of(current)
+        if self._ours:
+            self._step("uncordon", lambda: self._return(current, marks, True))
             return
-        self._step("uncordon", lambda: self._patch(UNCORDON_PATCH, "uncordoned, annotation removed"))
+        self._skip("uncordon", "cordoned by someone else before the rollout: left cordoned")
+        if marks.any:
+            self._step("unmark", lambda: self._return(current, marks, False))
+
+    def _return(self, current: dict[str, Any], marks: node_marks.Marks, uncordon: bool) -> str:
+        node_marks.put_back(self.kube, self.node.name, marks, uncordon, node=current)
+        done = ["uncordoned, annotation removed"] if uncordon else []
+        if marks.any:
+            done.append(f"{marks.words()} removed")
+        return ", ".join(done)
 
 
 def _answer(exc: CksError) -> dict[str, Any]:
@@ -743,8 +835,6 @@ def settings_from(given: Optional[dict[str, Any]], record: Any) -> planning.Sett
     if given:
         return planning.Settings.from_dict(given)
     if record is None or not record.settings:
-        from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
-
         raise InvalidInput("settings", None, "not given, and the cluster has no stored settings yet "
                                              "(store them with cloudstack.cks.cks_node_settings first)")
     return planning.Settings.from_dict(record.settings)
@@ -777,6 +867,30 @@ def cycle_options(params: dict[str, Any], check_mode: bool) -> CycleOptions:
         poll_interval=float(params.get("poll_interval") or DEFAULT_POLL_INTERVAL),
         drain=drain,
         check_mode=check_mode,
+        validation=validation_options(params),
+        exclude_from_load_balancers=bool(params.get("exclude_from_load_balancers")),
+        exclude_delay=_number(params, "exclude_delay", DEFAULT_EXCLUDE_DELAY, minimum=0.0),
+    )
+
+
+def _number(params: dict[str, Any], name: str, default: float, minimum: float) -> float:
+    value = params.get(name)
+    value = default if value is None else float(value)
+    if value < minimum:
+        raise InvalidInput(name, value, f"must be {minimum:g} or more")
+    return value
+
+
+def validation_options(params: dict[str, Any]) -> ValidationOptions:
+    """validate_count (0: off), validate_interval, validate_timeout, checked."""
+    count = params.get("validate_count")
+    count = DEFAULT_VALIDATE_COUNT if count is None else int(count)
+    if count < 0:
+        raise InvalidInput("validate_count", count, "must be 0 (no validation) or more")
+    return ValidationOptions(
+        count=count,
+        interval=_number(params, "validate_interval", DEFAULT_VALIDATE_INTERVAL, minimum=0.0),
+        timeout=_number(params, "validate_timeout", DEFAULT_VALIDATE_TIMEOUT, minimum=0.0),
     )
 
 

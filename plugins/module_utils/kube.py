@@ -61,6 +61,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
 DEFAULT_REQUEST_TIMEOUT = 20.0
 LIST_LIMIT = 500
 MERGE_PATCH = "application/merge-patch+json"
+# Read-modify-write rounds before a node that keeps changing under us is reported.
+CONFLICT_ATTEMPTS = 5
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
 
 
@@ -328,6 +330,34 @@ class KubeClient:
         if self.merge_patch:
             return self._call(f"patch node {name}", self._core.patch_node, name, patch, _content_type=MERGE_PATCH)
         return self._call(f"patch node {name}", self._core.patch_node, name, patch)
+
+    def patch_node_checked(self, name: str, build: Callable[[dict[str, Any]], Optional[dict[str, Any]]],
+                           node: Optional[dict[str, Any]] = None,
+                           attempts: int = CONFLICT_ATTEMPTS) -> Optional[dict[str, Any]]:
+        """A patch computed from the node as read, applied only to that version of it.
+
+        ``build(node)`` returns the patch (None: nothing to write); it goes out with the read's
+        ``metadata.resourceVersion`` as a precondition. On 409 Conflict someone wrote the node in
+        between: it is read again and the patch computed again (client-go's RetryOnConflict), up
+        to ``attempts`` times. ``node`` is a read already made, used for the first attempt.
+        Needed for lists without a patch merge key (``spec.taints``), which a patch replaces whole.
+        """
+        current = node
+        for attempt in range(1, attempts + 1):
+            if current is None:
+                current = self.read_node(name)
+            patch = build(current)
+            if patch is None:
+                return None
+            version = (current.get("metadata") or {}).get("resourceVersion")
+            patch = dict(patch, metadata=dict(patch.get("metadata") or {}, resourceVersion=version))
+            try:
+                return self.patch_node(name, patch)
+            except KubernetesError as exc:
+                if exc.status != 409 or exc.reason != "Conflict" or attempt == attempts:
+                    raise
+                current = None
+        return None  # pragma: no cover - the loop returns or raises
 
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
         return self._paged(f"list pods on node {node_name}", self._core.list_pod_for_all_namespaces,

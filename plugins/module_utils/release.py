@@ -5,7 +5,10 @@
 1. Uncordon the annotated nodes that are back (Ready with a boot ID other than the annotated
    one) and remove their annotation; also those that never went down (annotated and cordoned,
    but no stop was ever sent: a drain that failed). Every other annotated node stays cordoned,
-   with the reason. A node without our annotation is never touched: someone else cordoned it.
+   with the reason. A node without our annotation is never uncordoned: someone else cordoned it.
+   The rollout's marks (``node_marks``) come off too: the pending taint from every node that
+   carries it, whatever this run's options (a killed run's leftovers); our load-balancer
+   exclusion from the nodes uncordoned and any other node in service, in the same write.
 2. Recount the cluster's CPU cores and memory from the VMs' actual offerings (CloudStack's own
    numbers go stale: nothing outside the management server can update them).
 3. The outcome: Running when every VM runs, every node is Ready and no node was left cordoned;
@@ -19,18 +22,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils import node_marks
 from ansible_collections.cloudstack.cks.plugins.module_utils import plan as planning
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
-    ROLLOUT_ANNOTATION,
-    STOP_ANNOTATION,
-    ClusterView,
-    Node,
-)
-
-UNCORDON_PATCH: dict[str, Any] = {
-    "spec": {"unschedulable": None},
-    "metadata": {"annotations": {ROLLOUT_ANNOTATION: None, STOP_ANNOTATION: None}},
-}
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import STOP_ANNOTATION, ClusterView, Node
 
 
 def never_went_down(node: Node) -> bool:
@@ -66,6 +60,9 @@ class ReleaseResult:
     uncordoned: list[dict[str, str]] = field(default_factory=list)
     left_cordoned: list[dict[str, str]] = field(default_factory=list)
     cordoned_by_others: list[str] = field(default_factory=list)
+    pending_taint_removed: list[str] = field(default_factory=list)
+    lb_exclusion_removed: list[str] = field(default_factory=list)
+    lb_exclusion_kept: list[dict[str, str]] = field(default_factory=list)
     cores: int = 0
     memory_mb: int = 0
     cloudstack_cores: Optional[int] = None
@@ -83,6 +80,9 @@ class ReleaseResult:
             "uncordoned": [dict(u) for u in self.uncordoned],
             "left_cordoned": [dict(x) for x in self.left_cordoned],
             "cordoned_by_others": list(self.cordoned_by_others),
+            "pending_taint_removed": list(self.pending_taint_removed),
+            "lb_exclusion_removed": list(self.lb_exclusion_removed),
+            "lb_exclusion_kept": [dict(k) for k in self.lb_exclusion_kept],
             "capacity": {"cores": self.cores, "memory_mb": self.memory_mb,
                          "cloudstack_cores": self.cloudstack_cores,
                          "cloudstack_memory_mb": self.cloudstack_memory_mb},
@@ -129,11 +129,15 @@ class Release:
         result = ReleaseResult(started=time.time())
         view = self.loader.load(self.cluster, self.project_id)
         uncordon, leave = release_plan(view)
+        marks, kept = node_marks.release_marks(view, [name for name, _why in uncordon])
         for name, why in uncordon:
-            if not self.check_mode:
-                self.kube.patch_node(name, UNCORDON_PATCH)
+            self._put_back(name, marks.pop(name, node_marks.Marks()), True, result)
             result.uncordoned.append({"node": name, "why": why})
             result.changed = True
+        for name, taken in sorted(marks.items()):
+            self._put_back(name, taken, False, result)
+            result.changed = True
+        result.lb_exclusion_kept = [{"node": name, "why": why} for name, why in kept]
         result.left_cordoned = [{"node": name, "why": why} for name, why in leave]
         result.cordoned_by_others = [n.name for n in view.nodes if n.cordoned_by_others]
 
@@ -152,6 +156,15 @@ class Release:
                 result.lock_released = bool(self._release_lock())
         result.ended = time.time()
         return result
+
+    def _put_back(self, name: str, marks: node_marks.Marks, uncordon: bool, result: ReleaseResult) -> None:
+        """One write per node: uncordon (if ``uncordon``) and take ``marks`` off."""
+        if not self.check_mode:
+            node_marks.put_back(self.kube, name, marks, uncordon)
+        if marks.pending_taint:
+            result.pending_taint_removed.append(name)
+        if marks.lb_exclusion:
+            result.lb_exclusion_removed.append(name)
 
     def _record(self, result: ReleaseResult) -> bool:
         """Store the outcome and the last error (cleared when None). True if the record changed."""

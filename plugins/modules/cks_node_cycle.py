@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: cks_node_cycle
-short_description: Restart one batch of CKS nodes with their node type's settings, or release a rollout
+short_description: Restart one batch of CKS nodes with their node type's settings, validate, or release a rollout
 version_added: 0.1.0
 description:
   - With O(mode=cycle), restarts the nodes of one batch (O(nodes)) of a CloudStack Kubernetes Service
@@ -26,6 +26,12 @@ description:
     current boot ID, then is cordoned. A node someone else had already cordoned gets no annotation and
     stays cordoned afterwards. A node still carrying the annotation of a rollout that stopped keeps the
     boot ID recorded there.
+  - B(Exclude from load balancers), with O(exclude_from_load_balancers) only. The node gets the label
+    C(node.kubernetes.io/exclude-from-external-load-balancers) (step C(exclude_from_lb)), so that the
+    service controller takes it out of the cloud's load balancers, and the annotation
+    C(cloudstack.apache.org/rollout-lb-excluded), which says the label is the rollout's. A node that carried
+    the label before (kubeadm puts it on control nodes) keeps it and is never unlabelled. After the drain
+    the cycle waits O(exclude_delay) seconds before it stops the VM (step C(lb_wait)).
   - B(Drain), as C(kubectl drain --ignore-daemonsets) does it, through the Eviction API so that
     PodDisruptionBudgets are honoured. DaemonSet and mirror pods stay; pods with C(emptyDir) volumes need
     O(delete_emptydir_data), pods without a controller need O(force); any such pod stops the drain before
@@ -41,7 +47,18 @@ description:
     taint) with a boot ID other than the one from before the stop - a Ready condition left over from
     before the stop is never accepted. The VM must no longer differ from the settings and, for etcd
     members, etcd must report the member healthy. Then the node is uncordoned and the annotation removed
-    in one patch (a node cordoned by someone else stays cordoned).
+    in one patch (a node cordoned by someone else stays cordoned; step C(unmark) then only takes the
+    rollout's marks off). The same patch removes the pending taint (see O(mode=taint_pending)) and the
+    rollout's load-balancer exclusion label, if the node carries them, whatever the options of this run.
+  - B(Validate), once every node of the batch is done, with O(validate_count) above 0 (the default is one
+    round). A round passes when every Kubernetes node is Ready (no C(unreachable) or C(not-ready) taint),
+    the API server's C(/readyz) answers 200, and, with O(etcd_endpoints), etcd keeps a quorum of healthy
+    voting members and answers a quorum read (a single member down is noted, not failed - the quorum
+    preflight of the next etcd or control batch decides about it). Rounds run with O(validate_interval)
+    seconds between them until O(validate_count) consecutive rounds pass; a failed round starts the count again. If that
+    does not happen within O(validate_timeout) seconds the task fails at step C(validate), naming the nodes
+    and components that are not healthy - a rollout stops there like after a failed batch. Validation runs
+    inside this module run, so it adds no module start-up per batch.
   - One deadline, O(batch_timeout), covers the whole batch. A failure at any step leaves the node as it
     is, and the task fails naming the node, the step and what CloudStack or Kubernetes answered; run
     O(mode=release) afterwards (in an C(always) section) to judge the nodes.
@@ -51,8 +68,17 @@ description:
     leaves every other annotated node cordoned and says why; it never touches a node someone else
     cordoned. It recounts the cluster's cores and memory from the VMs' actual offerings, records the
     outcome (V(Running) if every VM runs, every node is Ready and none was left cordoned, else V(Alert))
-    with O(last_error) or clears it, and gives back the lock if O(lock_holder) holds it. Running it twice
-    gives the same end state.
+    with O(last_error) or clears it, and gives back the lock if O(lock_holder) holds it. It takes the
+    pending taint off every node that carries it, and the rollout's load-balancer exclusion off the nodes
+    it uncordons and any other node that is in service (a node still down or left cordoned keeps it), in
+    the same write as the uncordon. Running it twice gives the same end state.
+  - With O(mode=taint_pending), puts the taint C(cloudstack.apache.org/rollout-pending) with effect
+    C(PreferNoSchedule) on the nodes of O(nodes) (the plan's, once, before the first batch), so that the
+    scheduler prefers other nodes for the pods that batches evict meanwhile - real kube-scheduler scores
+    nodes with fewer such taints higher, it never refuses a node for it. Node taints have no patch merge
+    key, so each node's taint list is rewritten as read, every other taint kept, with the read's
+    resourceVersion as a precondition (read again and retried on a conflict). Each node's cycle takes the
+    taint off when it uncordons the node, and O(mode=release) takes it off every node left with it.
 author:
   - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:
@@ -66,20 +92,25 @@ attributes:
       - O(mode=cycle) runs the preflight (it only reads) and returns the steps it would run for each node,
         with the changes it would make, without changing anything.
       - O(mode=release) returns what it would uncordon and record, without changing anything.
+      - O(mode=taint_pending) returns the nodes it would taint.
+      - Check mode does not validate (nothing changed to validate).
   diff_mode:
     support: none
     description: The changes of each node are in RV(nodes[].changes) instead, with their before and after values.
 options:
   mode:
     description:
-      - V(cycle) restarts the nodes of O(nodes); V(release) ends the rollout (see the description).
+      - V(cycle) restarts the nodes of O(nodes); V(release) ends the rollout; V(taint_pending) taints the
+        nodes of O(nodes) as waiting their turn (see the description).
     type: str
-    choices: [cycle, release]
+    choices: [cycle, release, taint_pending]
     default: cycle
   nodes:
     description:
       - The nodes of one batch, by Kubernetes node name (the VM name in lowercase; case does not matter).
       - All of one node type; control and etcd nodes one at a time. Required with O(mode=cycle).
+      - With O(mode=taint_pending), the nodes the rollout will restart (required); names that are no
+        Kubernetes node (external etcd VMs) are left out.
     type: list
     elements: str
   settings:
@@ -128,10 +159,45 @@ options:
         CloudStack async jobs are polled at the CloudStack client's own interval.
     type: float
     default: 0.5
+  validate_count:
+    description:
+      - How many consecutive validation rounds must pass after the batch's nodes are done (kOps's
+        C(--validate-count)); V(0) turns validation off.
+      - One round is the default - it only reads (the node list, C(/readyz), and etcd if O(etcd_endpoints) is
+        given). Raise it for a cluster whose health flaps, so a passing round must hold O(validate_interval)
+        seconds later too.
+    type: int
+    default: 1
+  validate_interval:
+    description:
+      - Seconds between two validation rounds (from the end of one to the start of the next), after a passing
+        round (to see that it holds) and after a failing one (to try again).
+    type: float
+    default: 10
+  validate_timeout:
+    description:
+      - Seconds within which the validation rounds must start; when the rounds needed have not passed by then,
+        the batch fails at step C(validate). The first round always runs. Not counted in O(batch_timeout).
+    type: float
+    default: 300
+  exclude_from_load_balancers:
+    description:
+      - Label each node C(node.kubernetes.io/exclude-from-external-load-balancers) before its drain, and take
+        the label off again with the uncordon after verify (see the description). A label the node already
+        had is left alone.
+    type: bool
+    default: false
+  exclude_delay:
+    description:
+      - With O(exclude_from_load_balancers), seconds to wait after the drain before the VM is stopped, for the
+        load balancers to stop sending the node traffic. The label goes on before the drain, so the service
+        controller has the drain's time as well.
+    type: float
+    default: 10
   etcd_endpoints:
     description:
       - etcd client URLs to ask about the quorum (see C(cloudstack.cks.cks_etcd_quorum)). Needed for a batch of
-        a control node with stacked etcd or of an external etcd node; other batches do not use it.
+        a control node with stacked etcd or of an external etcd node; other batches use it only to validate.
     type: list
     elements: str
     default: []
@@ -160,7 +226,8 @@ options:
   lock_holder:
     description:
       - The holder identity of the rollout lock (the run id the rollout took it with).
-      - With O(mode=cycle), the batch only starts if this holder still holds the lock, and renews it.
+      - With O(mode=cycle) or O(mode=taint_pending), nothing is changed unless this holder still holds the lock,
+        which is renewed.
       - With O(mode=release), the lock is given back if this holder holds it (else left alone).
       - If not given, the lock is neither checked nor released.
     type: str
@@ -184,6 +251,8 @@ notes:
   - The cycle marks a node with the annotation C(cloudstack.apache.org/rollout-stop-sent) just before it stops its
     VM, so that O(mode=release) can tell a node that never went down (uncordoned) from one whose Ready may be the
     stale one from before the stop (left cordoned). Both annotations go when the node is uncordoned.
+  - The Kubernetes access needed is in C(docs/rbac.md) of the collection; the taint and the labels are node
+    patches, validation reads the nodes and C(/readyz).
 seealso:
   - module: cloudstack.cks.cks_node_settings
   - module: cloudstack.cks.cks_node_outdated
@@ -210,6 +279,24 @@ EXAMPLES = r"""
     etcd_ca_cert: /secure/etcd/ca.crt
     etcd_client_cert: /secure/etcd/healthcheck-client.crt
     etcd_client_key: /secure/etcd/healthcheck-client.key
+
+- name: Restart a batch of workers out of the load balancers, validated twice 10 seconds apart afterwards
+  cloudstack.cks.cks_node_cycle:
+    cluster: prod
+    nodes: "{{ ansible_play_batch }}"
+    lock_holder: "{{ rollout_id }}"
+    exclude_from_load_balancers: true
+    exclude_delay: 15
+    validate_count: 2
+    validate_interval: 10
+    validate_timeout: 600
+
+- name: Taint the nodes the plan will restart, so evicted pods prefer other nodes
+  cloudstack.cks.cks_node_cycle:
+    cluster: prod
+    mode: taint_pending
+    nodes: "{{ plan.hosts }}"
+    lock_holder: "{{ rollout_id }}"
 
 - name: End the rollout, whatever happened
   cloudstack.cks.cks_node_cycle:
@@ -249,9 +336,12 @@ nodes:
       type: str
     steps:
       description:
-        - The steps in order, each with C(name) (annotate, cordon, drain, stop, change_offering, resize_root_disk,
-          update_affinity_groups, start, verify, uncordon), C(started) and C(ended) (Unix times), C(outcome)
-          (V(ok), V(skipped), V(failed); V(would_run), V(would_skip) in check mode) and C(detail).
+        - The steps in order, each with C(name) (annotate, cordon, exclude_from_lb, drain, lb_wait, stop,
+          change_offering, resize_root_disk, update_affinity_groups, start, verify, uncordon, unmark), C(started)
+          and C(ended) (Unix times), C(outcome) (V(ok), V(skipped), V(failed); V(would_run), V(would_skip) in check
+          mode) and C(detail).
+        - C(exclude_from_lb) and C(lb_wait) appear only with O(exclude_from_load_balancers); C(unmark) only for a
+          node cordoned by someone else that carries the rollout's marks.
       type: list
       elements: dict
     changes:
@@ -279,6 +369,68 @@ uncordoned:
   type: list
   elements: dict
   sample: [{node: prod-node-2a1f, why: Ready with a new boot ID}]
+validation:
+  description: The validation after the batch; V(null) when it did not run (off, check mode, or a node failed).
+  returned: mode=cycle
+  type: dict
+  contains:
+    count:
+      description: The consecutive passing rounds needed (O(validate_count)).
+      type: int
+    interval:
+      description: O(validate_interval).
+      type: float
+    timeout:
+      description: O(validate_timeout).
+      type: float
+    ok:
+      description: Whether the cluster validated.
+      type: bool
+    passes:
+      description: Consecutive passing rounds at the end.
+      type: int
+    rounds:
+      description:
+        - Each round with C(started) and C(ended) (Unix times), C(ok), C(problems) (the nodes and components not
+          healthy) and C(notes) (etcd members down while the quorum holds).
+      type: list
+      elements: dict
+    started:
+      description: Unix time.
+      type: float
+    ended:
+      description: Unix time.
+      type: float
+  sample:
+    count: 1
+    interval: 10
+    timeout: 300
+    ok: true
+    passes: 1
+    rounds: [{started: 1767000000.1, ended: 1767000000.3, ok: true, problems: [], notes: ""}]
+pending_taint:
+  description: What O(mode=taint_pending) did.
+  returned: mode=taint_pending
+  type: dict
+  contains:
+    key:
+      description: The taint key, C(cloudstack.apache.org/rollout-pending).
+      type: str
+    effect:
+      description: C(PreferNoSchedule).
+      type: str
+    tainted:
+      description: The nodes tainted now (would be, in check mode).
+      type: list
+      elements: str
+    already_tainted:
+      description: The nodes that had the taint already.
+      type: list
+      elements: str
+    not_kubernetes_nodes:
+      description: Names given that are no Kubernetes node (external etcd VMs), left out.
+      type: list
+      elements: str
 release:
   description: What release did.
   returned: mode=release
@@ -293,9 +445,22 @@ release:
       type: list
       elements: dict
     cordoned_by_others:
-      description: Nodes cordoned without the rollout's annotation; never touched.
+      description: Nodes cordoned without the rollout's annotation; never uncordoned.
       type: list
       elements: str
+    pending_taint_removed:
+      description: The nodes the pending taint was taken off.
+      type: list
+      elements: str
+    lb_exclusion_removed:
+      description: The nodes whose load-balancer exclusion label (the rollout's) was taken off.
+      type: list
+      elements: str
+    lb_exclusion_kept:
+      description: The nodes that keep the rollout's load-balancer exclusion (down or left cordoned), each with
+        C(node) and C(why).
+      type: list
+      elements: dict
     capacity:
       description:
         - C(cores) and C(memory_mb) counted from the VMs' actual offerings, and C(cloudstack_cores),
@@ -324,12 +489,15 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
 from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import node_cycle
+from ansible_collections.cloudstack.cks.plugins.module_utils.node_marks import taint_pending
 from ansible_collections.cloudstack.cks.plugins.module_utils.release import node_release
+
+SERVICES = {"cycle": node_cycle, "release": node_release, "taint_pending": taint_pending}
 
 
 def argument_spec() -> dict[str, dict[str, Any]]:
     return glue.cluster_module_argument_spec({
-        "mode": {"type": "str", "choices": ["cycle", "release"], "default": "cycle"},
+        "mode": {"type": "str", "choices": ["cycle", "release", "taint_pending"], "default": "cycle"},
         "nodes": {"type": "list", "elements": "str"},
         "settings": {"type": "dict"},
         "batch_timeout": {"type": "float", "default": 1800.0},
@@ -339,6 +507,11 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "grace_period": {"type": "int"},
         "eviction_retry_interval": {"type": "float", "default": 5.0},
         "poll_interval": {"type": "float", "default": 0.5},
+        "validate_count": {"type": "int", "default": 1},
+        "validate_interval": {"type": "float", "default": 10.0},
+        "validate_timeout": {"type": "float", "default": 300.0},
+        "exclude_from_load_balancers": {"type": "bool", "default": False},
+        "exclude_delay": {"type": "float", "default": 10.0},
         "etcd_endpoints": {"type": "list", "elements": "str", "default": []},
         "etcd_ca_cert": {"type": "path"},
         "etcd_client_cert": {"type": "path"},
@@ -354,7 +527,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
 def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
-        required_if=[("mode", "cycle", ("nodes",))],
+        required_if=[("mode", "cycle", ("nodes",)), ("mode", "taint_pending", ("nodes",))],
         required_together=[("etcd_client_cert", "etcd_client_key")],
         supports_check_mode=True,
     )
@@ -367,8 +540,7 @@ def main() -> None:
             cluster_id = ClusterLoader(cloud).find(module.params["cluster"], module.params.get("project_id"))["id"]
         kube = glue.kube_client(module, cloud, cluster_id)
         try:
-            service = node_release if module.params["mode"] == "release" else node_cycle
-            return service(module.params, cloud, kube, check_mode=module.check_mode)
+            return SERVICES[module.params["mode"]](module.params, cloud, kube, check_mode=module.check_mode)
         finally:
             kube.close()
 

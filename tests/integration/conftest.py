@@ -112,18 +112,21 @@ class CycleSim:
     # -- running the collection's node cycle and release directly ------------------------------
 
     def cycle(self, nodes: list[str], settings: Any, etcd: bool = False, lock: Any = None,
-              batch_timeout: float = 120, **drain: Any) -> Any:
-        """One batch through ``cycle.BatchCycle`` with fast polling; returns the BatchResult."""
+              batch_timeout: float = 120, options: Optional[dict[str, Any]] = None, **drain: Any) -> Any:
+        """One batch through ``cycle.BatchCycle`` with fast polling; returns the BatchResult.
+
+        ``options``: more ``CycleOptions`` fields (``validation``, ``exclude_from_load_balancers``, ...).
+        """
         from ansible_collections.cloudstack.cks.plugins.module_utils import cycle
         from ansible_collections.cloudstack.cks.plugins.module_utils.drain import DrainOptions
 
-        options = cycle.CycleOptions(
+        cycle_options = cycle.CycleOptions(
             batch_timeout=batch_timeout, poll_interval=0.05,
             drain=DrainOptions(**dict({"delete_emptydir_data": True, "eviction_retry_interval": 0.05,
-                                       "poll_interval": 0.05}, **drain)))
+                                       "poll_interval": 0.05}, **drain)), **(options or {}))
         check = cycle.etcd_check_for(self.etcd_endpoints()) if etcd else None
         return cycle.BatchCycle(self.cloud, self.kube, self.loader, self.cluster_id, settings, nodes,
-                                options=options, etcd_check=check, lock=lock).run()
+                                options=cycle_options, etcd_check=check, lock=lock).run()
 
     def release(self, last_error: Optional[str] = None, skipped: Any = None, lock: Any = None) -> Any:
         from ansible_collections.cloudstack.cks.plugins.module_utils.record import RecordStore

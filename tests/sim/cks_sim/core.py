@@ -90,7 +90,8 @@ FAULT_KINDS = {
     "job_failure": "next `count` async jobs of `command` (optionally for VM `vm`) end jobstatus 2 with `code`",
     "start_capacity": "next `count` startVirtualMachine jobs (optionally of VM `vm`) fail with 533",
     # Kubernetes
-    "kube_error": "next `count` requests matching `verb` + `resource` (+ `name`) answer HTTP `status`",
+    "kube_error": "next `count` requests matching `verb` + `resource` (+ `name`, + `path` below the cluster, e.g. "
+                  "`/readyz`) answer HTTP `status`",
     "pdb_block": "PDB `namespace`/`name` never allows an eviction",
     "slow_drain": "pods evicted from node `node` (or any) take `seconds` (simulated) to terminate",
     "never_ready": "node `node` never turns Ready after its next boot",

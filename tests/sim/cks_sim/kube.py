@@ -332,10 +332,13 @@ class KubeWorld:
         self._pods_by_owner: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
         # Nodes a pod with given tolerations may land on; dropped whenever any node changes.
         self._fit_cache: dict[str, list[str]] = {}
+        # Pods placed while the world is built are its starting state, not scheduling decisions.
+        self._built = False
         # Timers scheduled while building fire on the scheduler thread under sim.lock: hold it
         # (re-entrant) until the world is complete.
         with sim.lock:
             self._build(nodes, workloads, pdbs)
+            self._built = True
 
     def _build(self, nodes: list[dict], workloads: list[dict], pdbs: list[dict]) -> None:
         for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NS):
@@ -978,10 +981,22 @@ class KubeWorld:
                 if node:
                     same[node] = same.get(node, 0) + 1
 
-        def spread(node: str) -> tuple[int, int, str]:
-            return (same.get(node, 0), len(self._pods_by_node.get(node, ())), node)
+        tolerations = pod["spec"].get("tolerations") or []
 
-        return min(candidates, key=spread)
+        def score(node: str) -> tuple[int, int, int, str]:
+            # kube-scheduler's TaintToleration score: fewer PreferNoSchedule taints the pod does
+            # not tolerate is better. It comes first here: the real scheduler weighs it (weight 3)
+            # against its other scores, and the only other one cks-sim models, spreading a
+            # controller's pods (PodTopologySpread, weight 2), rarely outweighs it.
+            return (self._intolerable_soft_taints(node, tolerations), same.get(node, 0),
+                    len(self._pods_by_node.get(node, ())), node)
+
+        return min(candidates, key=score)
+
+    def _intolerable_soft_taints(self, node_name: str, tolerations: list[dict[str, Any]]) -> int:
+        node = self._raw("nodes", "", node_name)
+        return sum(1 for taint in node["spec"].get("taints") or []
+                   if taint.get("effect") == "PreferNoSchedule" and not tolerates(tolerations, taint))
 
     def _place(self, pod: dict[str, Any], node: Optional[str]) -> None:
         """Bind a new pod to ``node`` (or the scheduler's pick) and start it, or leave it Pending."""
@@ -999,6 +1014,12 @@ class KubeWorld:
             self._store("pods", pod)
             return
         pod["spec"]["nodeName"] = node
+        if self._built:
+            owner = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
+            self.sim.timeline.add(cluster=self.cluster_id, node=node, event="scheduled",
+                                  pod=f"{pod['metadata']['namespace']}/{pod['metadata']['name']}",
+                                  uid=pod["metadata"]["uid"],
+                                  owner=f"{owner['kind']}/{owner['name']}" if owner else None)
         state = self.nodes[node]
         status.update({
             "phase": "Pending", "hostIP": self._node_ip(state), "hostIPs": [{"ip": self._node_ip(state)}],
@@ -1485,6 +1506,7 @@ class KubeWorld:
         # The main resource ignores status; the kubelet owns it.
         obj["status"] = current["status"]
         obj.setdefault("spec", {})
+        self._validate_taints(name, obj["spec"].get("taints"))
         was = bool(current["spec"].get("unschedulable"))
         now = bool(obj["spec"].get("unschedulable"))
         if not now:
@@ -1498,6 +1520,21 @@ class KubeWorld:
             if old_ann.get(key) != new_ann.get(key):
                 self.sim.timeline.add(cluster=self.cluster_id, node=name, event="annotated", key=key,
                                       value=new_ann.get(key))
+        old_labels = current["metadata"].get("labels") or {}
+        new_labels = obj["metadata"].get("labels") or {}
+        for key in sorted(set(old_labels) | set(new_labels)):
+            if old_labels.get(key) != new_labels.get(key):
+                self.sim.timeline.add(cluster=self.cluster_id, node=name, event="labelled", key=key,
+                                      value=new_labels.get(key))
+        # Taints a client wrote (the lifecycle controller's own are journaled as cordon / notready).
+        old_taints = {(t.get("key"), t.get("effect")) for t in current["spec"].get("taints") or []
+                      if t.get("key") not in LIFECYCLE_TAINTS}
+        new_taints = {(t.get("key"), t.get("effect")) for t in obj["spec"].get("taints") or []
+                      if t.get("key") not in LIFECYCLE_TAINTS}
+        for key, effect in sorted(new_taints - old_taints):
+            self.sim.timeline.add(cluster=self.cluster_id, node=name, event="tainted", key=key, effect=effect)
+        for key, effect in sorted(old_taints - new_taints):
+            self.sim.timeline.add(cluster=self.cluster_id, node=name, event="untainted", key=key, effect=effect)
         if now and not was:
             self.sim.timeline.add(cluster=self.cluster_id, node=name, event="cordoned", by=actor)
         if was and not now:
@@ -1508,6 +1545,30 @@ class KubeWorld:
                 state.foreign_cordon = False
             self._after_change()
         return copy.deepcopy(obj)
+
+    def _validate_taints(self, name: str, taints: Any) -> None:
+        """ValidateNodeTaints: a key, a known effect, and each key and effect pair once."""
+        if taints is None:
+            return
+        if not isinstance(taints, list):
+            raise ApiError(400, 'Node in version "v1" cannot be handled as a Node: json: cannot unmarshal '
+                                'into Go struct field NodeSpec.spec.taints of type []v1.Taint', "BadRequest")
+        causes: list[tuple[str, Any, str]] = []
+        seen: set[tuple[Any, Any]] = set()
+        for i, taint in enumerate(taints):
+            taint = taint if isinstance(taint, dict) else {}
+            if not taint.get("key"):
+                causes.append((f"spec.taints[{i}].key", "", "name part must be non-empty"))
+            if taint.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+                causes.append((f"spec.taints[{i}].effect", taint.get("effect"),
+                               'supported values: "NoExecute", "NoSchedule", "PreferNoSchedule"'))
+            pair = (taint.get("key"), taint.get("effect"))
+            if pair in seen:
+                causes.append((f"spec.taints[{i}]", taint,
+                               "taints must be unique by key and effect pair"))
+            seen.add(pair)
+        if causes:
+            raise self._invalid(RESOURCES["nodes"], name, causes)
 
     def delete(self, plural: str, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         res = RESOURCES[plural]

@@ -548,7 +548,8 @@ class KubeApp:
             if denied is not None:
                 return self._finish(log, _status_response(denied))
         fault = self.sim.faults.take("kube_error", cluster=cluster_id, verb=verb, resource=log["resource"],
-                                     name=route.name, namespace=route.namespace)
+                                     name=route.name, namespace=route.namespace,
+                                     path="/" + "/".join(parts[2:]))
         if fault is not None:
             code = int(fault.get("status", 500))
             err = ApiError(code, fault.get("message") or f"injected error {code}", fault.get("reason"))
