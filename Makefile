@@ -114,7 +114,8 @@ chaos: setup
 chaos-smoke: setup
 	$(call pytest,$(BIN)/python,chaos-smoke,tests/chaos)
 
-# The kube tests again with the oldest allowed kubernetes client.
+# The kube tests again with the oldest allowed kubernetes client (its requests go out through
+# python-legacy's ApiClient.call_api, 37.x's through param_serialize).
 $(VENV_K35)/.installed: requirements-test.txt
 	$(PYTHON) -m venv $(VENV_K35)
 	$(VENV_K35)/bin/pip install -q --upgrade pip
@@ -125,6 +126,7 @@ $(VENV_K35)/.installed: requirements-test.txt
 client-ends: setup $(VENV_K35)/.installed
 	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/sim/tests,-k kube)
 	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/unit,-k kube)
+	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/integration/test_clients_kube.py)
 
 # Unit tests and sanity on ansible-core 2.21 (Python 3.12), where a python3.12 exists.
 $(VENV_NEXT)/.installed: requirements-test.txt

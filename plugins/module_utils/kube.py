@@ -11,17 +11,19 @@ What it adds to the client:
 - timeouts that apply on every supported client version (35.x ignores a float timeout, so a
   ``(connect, read)`` tuple is always passed) and no urllib3 retries multiplying them;
 - plain dicts in the API's JSON field names out of every call, so code above does not depend on
-  the client's model classes (python-legacy up to 36, pydantic from 37);
+  the client's model classes (python-legacy up to 36, pydantic from 37). Every request goes out
+  through the ApiClient as raw JSON: the generated API classes are never imported, because with
+  37.x importing them and turning answers into models and back costs more than a second per
+  module run (a rollout runs one module per batch);
 - one error type, ``KubernetesError``, with the Status message and reason; transport failures
   (refused, timed out, TLS) become ``KubernetesError`` too, with a message that says what to check.
 
-Leases and ConfigMaps are written as raw JSON so that MicroTime values go out exactly as
-formatted (37.x would re-serialize a parsed datetime with ``isoformat()``).
+Raw JSON also keeps MicroTime values of Leases exactly as formatted (37.x would re-serialize a
+parsed datetime with ``isoformat()``), and an eviction's answer is read as the Status it is.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -145,27 +147,6 @@ class EvictionResult:
         return self.outcome in ("evicted", "gone")
 
 
-def status_of(exc: "ApiException") -> dict[str, Any]:
-    """The Status object in an ApiException's body, or {}."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if not body:
-        return {}
-    try:
-        data = json.loads(body)
-    except (TypeError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def api_error(action: str, exc: "ApiException") -> KubernetesError:
-    status = status_of(exc)
-    message = status.get("message") or getattr(exc, "reason", None) or "no message"
-    return KubernetesError(action, _scrub(str(message)), status=int(getattr(exc, "status", 0) or 0) or None,
-                           reason=status.get("reason") or None)
-
-
 def eviction_result(status_code: int, status: Mapping[str, Any]) -> EvictionResult:
     """Classify an Eviction API answer (``status`` is the Status body)."""
     message = str(status.get("message") or "")
@@ -208,12 +189,6 @@ class KubeClient:
         self.options = options
         self.host = api_client.configuration.host
         self._temp_dir = temp_dir
-        self._core = k8s_client.CoreV1Api(api_client)
-        self._policy = k8s_client.PolicyV1Api(api_client)
-        self._apps = k8s_client.AppsV1Api(api_client)
-        # 36.x+ take a content type per call; 35.x has no such argument (it would raise
-        # TypeError), there a dict body goes out as a strategic merge patch.
-        self.merge_patch = "_content_type" in inspect.signature(self._core.patch_node).parameters
         self._finalizer = weakref.finalize(self, _remove_temp_dir, temp_dir)
 
     # -- connecting ---------------------------------------------------------------------------
@@ -285,51 +260,47 @@ class KubeClient:
         t = float(self.options.request_timeout)
         return (t, t)
 
-    # -- calls through the generated API --------------------------------------------------------
+    # -- nodes, pods, evictions, PDBs ----------------------------------------------------------
 
-    def _call(self, action: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        kwargs["_request_timeout"] = self._timeout
-        try:
-            result = fn(*args, **kwargs)
-        except ApiException as exc:
-            if not getattr(exc, "status", 0):
-                raise self._transport_error(action, exc)
-            raise api_error(action, exc)
-        except Exception as exc:
-            known = self._transport_error_or_none(action, exc)
-            if known is not None:
-                raise known
-            raise
-        return self.api_client.sanitize_for_serialization(result)
+    def _json(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
+              body: Optional[Any] = None, content_type: str = "application/json",
+              missing_is_none: bool = False) -> Any:
+        """One request; the answer's JSON object. A non-2xx answer raises KubernetesError with the
+        Status's message and reason (a 404 gives None instead with ``missing_is_none``)."""
+        status, text = self._raw(action, method, path, query=query, body=body, content_type=content_type)
+        if missing_is_none and status == 404:
+            return None
+        data = _json_or_none(text)
+        if not 200 <= status < 300:
+            raise _status_error(action, status, data)
+        if not isinstance(data, dict):
+            raise KubernetesError(action, "the answer is not a JSON object", status=status)
+        return data
 
-    def _paged(self, action: str, fn: Callable[..., Any], **kwargs: Any) -> list[dict[str, Any]]:
+    def _paged(self, action: str, path: str, **query: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         token: Optional[str] = None
         while True:
-            page_args = dict(kwargs, limit=LIST_LIMIT)
+            page_query = dict(query, limit=str(LIST_LIMIT))
             if token:
-                page_args["_continue"] = token
-            page = self._call(action, fn, **page_args) or {}
+                page_query["continue"] = token
+            page = self._json(action, "GET", path, query=page_query)
             items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
 
     def list_nodes(self) -> list[dict[str, Any]]:
-        return self._paged("list nodes", self._core.list_node)
+        return self._paged("list nodes", "/api/v1/nodes")
 
     def read_node(self, name: str) -> dict[str, Any]:
-        return self._call(f"read node {name}", self._core.read_node, name)
+        return self._json(f"read node {name}", "GET", f"/api/v1/nodes/{quote(name, safe='')}")
 
     def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        """A merge patch of a node (annotations, ``spec.unschedulable``); None values delete keys.
-
-        Sent as JSON merge patch where the client can say so, else as a strategic merge patch;
-        for annotations and ``unschedulable`` the two mean the same.
-        """
-        if self.merge_patch:
-            return self._call(f"patch node {name}", self._core.patch_node, name, patch, _content_type=MERGE_PATCH)
-        return self._call(f"patch node {name}", self._core.patch_node, name, patch)
+        """A JSON merge patch of a node (annotations, labels, ``spec.unschedulable``); None values
+        delete keys. A ``metadata.resourceVersion`` in it makes it apply to that version only."""
+        return self._json(f"patch node {name}", "PATCH", f"/api/v1/nodes/{quote(name, safe='')}", body=patch,
+                          content_type=MERGE_PATCH)
 
     def patch_node_checked(self, name: str, build: Callable[[dict[str, Any]], Optional[dict[str, Any]]],
                            node: Optional[dict[str, Any]] = None,
@@ -360,21 +331,22 @@ class KubeClient:
         return None  # pragma: no cover - the loop returns or raises
 
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
-        return self._paged(f"list pods on node {node_name}", self._core.list_pod_for_all_namespaces,
-                           field_selector=f"spec.nodeName={node_name}")
+        return self._paged(f"list pods on node {node_name}", "/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}")
 
     def list_all_pods(self) -> list[dict[str, Any]]:
         """Every pod of the cluster, paged: one listing instead of one per node (the dry run's drain check)."""
-        return self._paged("list pods", self._core.list_pod_for_all_namespaces)
+        return self._paged("list pods", "/api/v1/pods")
 
     def read_pod(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
-        return self._read_or_none(f"read pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace)
+        return self._json(f"read pod {namespace}/{name}", "GET",
+                          f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}",
+                          missing_is_none=True)
 
     def evict(self, namespace: str, name: str, grace_seconds: Optional[int] = None) -> EvictionResult:
         """Ask the Eviction API (policy/v1) to evict a pod; a 429 or 500 is an answer, not an error.
 
-        Sent as raw JSON: the answer is a Status, which the generated client would try to read as
-        an Eviction, and a 429's PDB message sits in the Status's ``details.causes``.
+        The answer is a Status (not the Eviction the generated client expects); a 429's PDB
+        message sits in its ``details.causes``.
         """
         body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
                                 "metadata": {"name": name, "namespace": namespace}}
@@ -386,19 +358,12 @@ class KubeClient:
         return eviction_result(status, data if isinstance(data, dict) else {})
 
     def list_pdbs(self) -> list[dict[str, Any]]:
-        return self._paged("list pod disruption budgets", self._policy.list_pod_disruption_budget_for_all_namespaces)
+        return self._paged("list pod disruption budgets", "/apis/policy/v1/poddisruptionbudgets")
 
     def read_daemonset(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
-        return self._read_or_none(f"read daemonset {namespace}/{name}", self._apps.read_namespaced_daemon_set,
-                                  name, namespace)
-
-    def _read_or_none(self, action: str, fn: Callable[..., Any], *args: Any) -> Optional[dict[str, Any]]:
-        try:
-            return self._call(action, fn, *args)
-        except KubernetesError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self._json(f"read daemonset {namespace}/{name}", "GET",
+                          f"/apis/apps/v1/namespaces/{quote(namespace, safe='')}/daemonsets/{quote(name, safe='')}",
+                          missing_is_none=True)
 
     # -- leases and configmaps, as raw JSON ---------------------------------------------------------
 
@@ -439,15 +404,7 @@ class KubeClient:
                 body: Optional[dict[str, Any]] = None) -> Any:
         method = {"get": "GET", "create": "POST", "replace": "PUT"}[verb]
         path = collection if name is None else f"{collection}/{quote(name, safe='')}"
-        status, text = self._raw(f"{verb} {what}", method, path, body=body)
-        if verb == "get" and status == 404:
-            return None
-        data = _json_or_none(text)
-        if not 200 <= status < 300:
-            raise _status_error(f"{verb} {what}", status, data)
-        if not isinstance(data, dict):
-            raise KubernetesError(f"{verb} {what}", "the answer is not a JSON object", status=status)
-        return data
+        return self._json(f"{verb} {what}", method, path, body=body, missing_is_none=verb == "get")
 
     def _delete(self, collection: str, name: str, what: str, resource_version: Optional[str]) -> bool:
         """True if deleted, False if it was already gone."""
@@ -464,17 +421,18 @@ class KubeClient:
     # -- raw requests --------------------------------------------------------------------------
 
     def raw_get(self, path: str, query: Optional[Mapping[str, str]] = None) -> tuple[int, str]:
-        """GET a path outside the generated API (``/readyz``, ``/readyz/etcd``, ``/version``).
+        """GET a path that is no API object (``/readyz``, ``/readyz/etcd``, ``/version``).
 
         Returns the HTTP status and body text whatever the status; transport failures raise.
         """
         return self._raw(f"GET {path}", "GET", path, query=query, accept="*/*")
 
     def _raw(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
-             body: Optional[dict[str, Any]] = None, accept: str = "application/json") -> tuple[int, str]:
+             body: Optional[dict[str, Any]] = None, accept: str = "application/json",
+             content_type: str = "application/json") -> tuple[int, str]:
         headers = {"Accept": accept}
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         query_params = list((query or {}).items())
         try:
             if hasattr(self.api_client, "param_serialize"):

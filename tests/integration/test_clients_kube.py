@@ -150,12 +150,7 @@ def test_api_errors_carry_status_and_reason(kube: KubeClient) -> None:
 
 # -- nodes, pods, evictions ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("merge_patch", [True, False], ids=["merge-patch", "strategic-merge-patch"])
-def test_patch_node_annotates_cordons_and_removes(
-        kube: KubeClient, sim: Any, cloudstack: CloudStackClient, merge_patch: bool) -> None:
-    if merge_patch and not kube.merge_patch:
-        pytest.skip("this kubernetes client cannot send a merge patch")
-    kube.merge_patch = merge_patch
+def test_patch_node_annotates_cordons_and_removes(kube: KubeClient, sim: Any, cloudstack: CloudStackClient) -> None:
     name = node_names(sim, cloudstack)["worker"][0]
     boot_id = kube.read_node(name)["status"]["nodeInfo"]["bootID"]
     node = kube.patch_node(name, {"metadata": {"annotations": {ANNOTATION: boot_id}}, "spec": {"unschedulable": True}})

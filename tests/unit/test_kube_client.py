@@ -74,20 +74,14 @@ def test_blocked_eviction_message_is_the_pdb_cause() -> None:
     assert "disruption budget web needs 3" in kube.eviction_result(429, DISRUPTION).message
 
 
-class FakeApiException(Exception):
-    def __init__(self, status: int, body: Any, reason: str = "Conflict") -> None:
-        self.status = status
-        self.body = body
-        self.reason = reason
-
-
-def test_api_error_uses_the_status_message_and_reason() -> None:
-    body = json.dumps({"kind": "Status", "reason": "Conflict",
-                       "message": 'Operation cannot be fulfilled on leases "x": the object has been modified'})
-    err = kube.api_error("replace lease kube-system/x", FakeApiException(409, body.encode()))
+def test_status_error_uses_the_status_message_and_reason() -> None:
+    body = {"kind": "Status", "reason": "Conflict",
+            "message": 'Operation cannot be fulfilled on leases "x": the object has been modified'}
+    err = kube._status_error("replace lease kube-system/x", 409, body)
     assert (err.status, err.reason) == (409, "Conflict")
     assert err.msg.startswith("Kubernetes replace lease kube-system/x failed (HTTP 409 Conflict): Operation cannot")
-    assert kube.api_error("x", FakeApiException(500, "not json", reason="Internal")).msg.endswith("Internal")
+    other = kube._status_error("x", 500, None)
+    assert (other.status, other.reason) == (500, None) and "no message" in other.msg
 
 
 def test_scrub_removes_key_material() -> None:
