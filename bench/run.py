@@ -226,6 +226,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     cfg = SMOKE if args.smoke else FULL
     if args.time_scale:
         cfg.time_scale = args.time_scale
+    # Absolute: the report path handed to ansible-playbook must not depend on its working directory.
+    args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     work = os.path.join(args.out, "runs")
     begun = time.monotonic()

@@ -479,18 +479,27 @@ class ClusterLoader:
         found = [c for c in found if str(c.get("id")) == cluster_id]
         return found[0] if found else None
 
-    def load(self, cluster: str, project_id: Optional[str] = None) -> ClusterView:
-        """The view of the cluster named by id or exact name."""
-        return self.load_cluster(self.find(cluster, project_id))
+    def load(self, cluster: str, project_id: Optional[str] = None,
+             detail_for: Optional[Iterable[str]] = None) -> ClusterView:
+        """The view of the cluster named by id or exact name (see ``load_cluster`` for ``detail_for``)."""
+        return self.load_cluster(self.find(cluster, project_id), detail_for)
 
     def refresh(self, view: ClusterView) -> ClusterView:
         """The same cluster read again (by its id)."""
         return self.load_cluster(self.find_by_id(view.id, view.project_id))
 
-    def load_cluster(self, cluster: Mapping[str, Any]) -> ClusterView:
-        """The view of an already resolved listKubernetesClusters entry."""
+    def load_cluster(self, cluster: Mapping[str, Any], detail_for: Optional[Iterable[str]] = None) -> ClusterView:
+        """The view of an already resolved listKubernetesClusters entry.
+
+        ``detail_for``: node names whose VMs alone are read with listVirtualMachines (a batch);
+        the other nodes keep what the cluster's embedded VM entries say (state, type, name), which
+        is all a batch needs of them, so its reads do not grow with the cluster. Their offering,
+        groups and capacity are then unknown (None, empty, 0): plan and count from a full view.
+        """
         owner = self._owner_scope(cluster)
-        vm_ids = [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")]
+        wanted = {n.lower() for n in detail_for} if detail_for is not None else None
+        vm_ids = [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")
+                  and (wanted is None or str(vm.get("name", "")).lower() in wanted)]
         vms = self._vms(vm_ids, owner)
         volumes = self.cloud.list("listVolumes", type="ROOT", listall=True, **owner)
         offerings = self.cloud.list("listServiceOfferings")

@@ -352,7 +352,7 @@ class BatchCycle:
                 return result
             if self.lock is not None and not self.options.check_mode:
                 self.lock.renew()
-            view = self.loader.load(self.cluster, self.project_id)
+            view = self.loader.load(self.cluster, self.project_id, detail_for=self.names)
             members = [view.node(name) for name in self.names]
             result.uncordoned = self.return_nodes_that_are_back(view)
             result.preflight = self.preflight(view, members)

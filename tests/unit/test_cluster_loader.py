@@ -99,6 +99,24 @@ def test_a_very_large_cluster_lists_the_owners_vms_once_and_keeps_its_own() -> N
     assert "other" not in {n.name for n in view.nodes}
 
 
+@pytest.mark.parametrize("workers", [10, 1000])
+def test_a_batch_reads_its_own_vms_only(workers: int) -> None:
+    f = ClusterFactory(control=3, workers=workers)
+    loader, cloud, kube = loader_for(f)
+    batch = sorted(n.name for n in f.nodes if n.node_type == "worker")[:2]
+    view = loader.load("demo", detail_for=[b.upper() for b in batch])
+    vm_calls = [p for c, p in cloud.calls if c == "listVirtualMachines"]
+    assert len(vm_calls) == 1 and sorted(vm_calls[0]["ids"].split(",")) == sorted(f.vm_id(b) for b in batch)
+    assert len(cloud.calls) == 6 and kube.calls == 1  # the same for 10 and for 1,000 workers
+    for node in view.nodes:
+        if node.name in batch:
+            assert node.offering_id == "so-medium" and node.cpu > 0
+        else:
+            # What the cluster's embedded VM entries say, and Kubernetes: enough for a preflight.
+            assert node.offering_id is None and node.vm_state == "Running" and node.ready
+    assert len(view.nodes) == workers + 3
+
+
 def test_the_calls_made() -> None:
     f = ClusterFactory(control=1, workers=2)
     loader, cloud, _kube = loader_for(f)
