@@ -62,6 +62,19 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
+def at_time_scale_1(measured: float, ideal: float, time_scale: float) -> Optional[float]:
+    """``measured / ideal`` as it would be with a real cloud's timings (time_scale 1).
+
+    Ansible's and the collection's costs do not scale with the simulated clock (polling slack is
+    bounded by the poll interval), so at time_scale 1 the same overhead sits on an ideal
+    1/time_scale times longer.
+    """
+    if not ideal:
+        return None
+    real_ideal = ideal / time_scale
+    return round((real_ideal + measured - ideal) / real_ideal, 3)
+
+
 def analyse(run: RolloutRun) -> dict[str, Any]:
     paths = analysis.node_paths(run.timeline, run.timings, run.time_scale)
     batches = analysis.batches_of(run.report, run.tasks, paths, run.ended)
@@ -69,11 +82,7 @@ def analyse(run: RolloutRun) -> dict[str, Any]:
     rollout_calls = [c for c in run.calls if run.started <= c["t"] <= run.ended]
     cost = analysis.overhead(run.wall, batches, run.started, run.ended)
     if cost["ideal"]:
-        # Ansible's and the collection's costs do not scale with the simulated clock (polling
-        # slack is bounded by the poll interval), so at time_scale 1 the same overhead sits on
-        # an ideal 1/time_scale times longer.
-        real_ideal = cost["ideal"] / run.time_scale
-        cost["ratio_at_time_scale_1"] = round((real_ideal + cost["wall"] - cost["ideal"]) / real_ideal, 3)
+        cost["ratio_at_time_scale_1"] = at_time_scale_1(cost["wall"], cost["ideal"], run.time_scale)
     return {
         "name": run.name,
         "rc": run.rc,
@@ -155,13 +164,15 @@ def concurrency_runs(cfg: Config, out: str) -> list[dict[str, Any]]:
                          "cycle_task": batch.get("cycle_task"), "steps_span": batch.get("steps_span"),
                          "slowest_node": batch.get("slowest_node"), "ideal": batch.get("ideal"),
                          "task_ratio": batch.get("task_ratio"), "steps_ratio": batch.get("steps_ratio"),
+                         "task_ratio_at_time_scale_1": at_time_scale_1(
+                             batch.get("cycle_task") or 0, batch.get("slowest_node") or 0, cfg.time_scale),
                          "pass_wall": batch.get("wall")})
             log(f"  k={k} forks={forks}: rc {run.rc}, cycle task {batch.get('cycle_task')}s, "
                 f"slowest node {batch.get('slowest_node')}s, ratio {batch.get('task_ratio')}")
     return rows
 
 
-def harvested(rollouts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def harvested(rollouts: list[dict[str, Any]], time_scale: float) -> list[dict[str, Any]]:
     """The worker batches of the rollouts (forks 5): one row per batch size, its slowest batch."""
     rows: dict[int, dict[str, Any]] = {}
     for r in rollouts:
@@ -173,14 +184,19 @@ def harvested(rollouts: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 rows[k] = {"k": k, "forks": r["forks"], "rc": r["rc"], "from": f"{r['name']} batch {b['number']}",
                            "nodes": k, "cycle_task": b["cycle_task"], "steps_span": b["steps_span"],
                            "slowest_node": b["slowest_node"], "ideal": b["ideal"], "task_ratio": b["task_ratio"],
-                           "steps_ratio": b["steps_ratio"], "pass_wall": b["wall"]}
+                           "steps_ratio": b["steps_ratio"], "pass_wall": b["wall"],
+                           "task_ratio_at_time_scale_1": at_time_scale_1(b["cycle_task"], b["slowest_node"],
+                                                                         time_scale)}
     return [rows[k] for k in sorted(rows)]
 
 
 def verdicts(result: dict[str, Any]) -> dict[str, Any]:
     rollouts = result["rollouts"]
-    ratios = [r["overhead"]["ratio"] for r in rollouts if r["overhead"]["ratio"]]
-    conc = [r["task_ratio"] for r in result["concurrency"] if r.get("task_ratio")]
+    # Judged with a real cloud's timings: what the collection adds per batch is measured here, in
+    # seconds, and does not shrink or grow with the simulated clock (see at_time_scale_1).
+    ratios = [r["overhead"]["ratio_at_time_scale_1"] for r in rollouts if r["overhead"].get("ratio_at_time_scale_1")]
+    steps = [r["steps_ratio"] for r in result["concurrency"] if r.get("steps_ratio")]
+    tasks = [r["task_ratio_at_time_scale_1"] for r in result["concurrency"] if r.get("task_ratio_at_time_scale_1")]
     detect = [r["detection_latency"].get("all", {}).get("p95") for r in rollouts if r["detection_latency"].get("all")]
     plan = next((p for p in result["planning"] if p["nodes"] == 1000), None)
     # Bounded: a batch of the same kind and size makes as many list calls in a 13-node as in a
@@ -190,14 +206,15 @@ def verdicts(result: dict[str, Any]) -> dict[str, Any]:
         for b in r.get("list_calls_by_batch") or []:
             same_batch.setdefault((b["node_type"], b["nodes"]), set()).add((r.get("cluster_nodes") or 0, b["lists"]))
     comparable = {key: seen for key, seen in same_batch.items() if len({size for size, _ in seen}) > 1}
-    bounded = bool(comparable) and all(
+    bounded = all(
         max(n for size, n in seen if size == max(sz for sz, _ in seen))
         <= max(n for size, n in seen if size == min(sz for sz, _ in seen)) for seen in comparable.values())
     out: dict[str, Any] = {
-        "ratio_le_1.05": bool(ratios) and max(ratios) <= TARGETS["ratio"],
-        "concurrency_le_1.1": bool(conc) and max(conc) <= TARGETS["concurrency"],
-        "detection_p95_le_1s": bool(detect) and max(detect) <= TARGETS["detection"],
-        "list_calls_per_batch_bounded": bounded,
+        "ratio_le_1.05": max(ratios) <= TARGETS["ratio"] if ratios else None,
+        "concurrency_steps_le_1.1": max(steps) <= TARGETS["concurrency"] if steps else None,
+        "concurrency_task_le_1.1": max(tasks) <= TARGETS["concurrency"] if tasks else None,
+        "detection_p95_le_1s": max(detect) <= TARGETS["detection"] if detect else None,
+        "list_calls_per_batch_bounded": bounded if comparable else None,
     }
     if plan:
         out["plan_1000_le_3s"] = plan["wall_median"] <= TARGETS["plan_1000_seconds"]
@@ -246,7 +263,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     _partial(args.out, result)
     if "concurrency" not in args.skip and cfg.batch_runs:
         result["concurrency"] = concurrency_runs(cfg, work)
-    result["concurrency"] = sorted(harvested(result["rollouts"]) + result["concurrency"], key=lambda r: (r["k"], r["forks"]))
+    result["concurrency"] = sorted(harvested(result["rollouts"], cfg.time_scale) + result["concurrency"], key=lambda r: (r["k"], r["forks"]))
     _partial(args.out, result)
     if "planning" not in args.skip:
         log("planning scale")
@@ -307,7 +324,7 @@ def _partial(out: str, result: dict[str, Any]) -> None:
 
 
 def _yes(value: Optional[bool]) -> str:
-    return "met" if value else "not met"
+    return "not measured" if value is None else ("met" if value else "not met")
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -327,7 +344,8 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{o['before_batches']:.1f}, {o['in_batches_per_batch']:.2f}, {o['after_batches']:.1f} | "
                          f"{d.get('p50', '-')} / {d.get('p95', '-')} | {c['cloudstack_per_node']}, {c['kubernetes_per_node']} | "
                          f"{min(lists) if lists else '-'}–{max(lists) if lists else '-'} |")
-        lines += ["", f"Overhead ratio ≤ {TARGETS['ratio']}: {_yes(v.get('ratio_le_1.05'))}. "
+        lines += ["", f"Overhead ratio ≤ {TARGETS['ratio']} with a real cloud's timings (the overhead per batch measured here on "
+                  f"a node critical path of {result['node_ideal_simulated']:g} s): {_yes(v.get('ratio_le_1.05'))}. "
                   f"Detection latency ≤ 1 s (p95): {_yes(v.get('detection_p95_le_1s'))}. "
                   f"List calls per batch bounded (a batch of the same type and size makes no more list calls in the larger cluster): "
                   f"{_yes(v.get('list_calls_per_batch_bounded'))}.", ""]
@@ -343,12 +361,15 @@ def markdown(result: dict[str, Any]) -> str:
                       f"+ {cb['steps_span']:.2f} s of steps, which is {cb['steps_above_ideal']:.2f} s above the ideal {cb['ideal']:.2f} s "
                       "(polling slack and the API calls between the simulated steps).", ""]
     if result["concurrency"]:
-        lines += ["| batch k | forks | measured in | cks_node_cycle task s | steps span s | slowest node s | task / slowest | steps / slowest |",
-                  "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += ["| batch k | forks | measured in | cks_node_cycle task s | steps span s | slowest node s | task / slowest | "
+                  "at time_scale 1 (projected) | steps / slowest |",
+                  "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for r in result["concurrency"]:
             lines.append(f"| {r['k']} | {r['forks']} | {r.get('from', '-')} | {r['cycle_task']} | {r['steps_span']} | {r['slowest_node']} | "
-                         f"{r['task_ratio']} | {r['steps_ratio']} |")
-        lines += ["", f"Batch ≤ 1.1 × slowest node (the whole task): {_yes(v.get('concurrency_le_1.1'))}.", ""]
+                         f"{r['task_ratio']} | {r.get('task_ratio_at_time_scale_1', '-')} | {r['steps_ratio']} |")
+        lines += ["", f"Batch ≤ 1.1 × slowest node, the nodes' steps (concurrency, whatever forks): "
+                  f"{_yes(v.get('concurrency_steps_le_1.1'))}; the whole task with its module start-up, with a real "
+                  f"cloud's timings: {_yes(v.get('concurrency_task_le_1.1'))}.", ""]
     if result["planning"]:
         lines += ["| planning (cks_node_outdated) | wall s (median) | CloudStack calls | Kubernetes calls | peak RSS MB | batches |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: |"]
