@@ -67,6 +67,18 @@ def cluster_argument_spec() -> dict[str, dict[str, Any]]:
     }
 
 
+def etcd_argument_spec() -> dict[str, dict[str, Any]]:
+    """The options reaching etcd for the quorum checks (doc fragment ``cloudstack.cks.etcd``)."""
+    return {
+        "etcd_endpoints": {"type": "list", "elements": "str", "default": []},
+        "etcd_ca_cert": {"type": "path"},
+        "etcd_client_cert": {"type": "path"},
+        "etcd_client_key": {"type": "path", "no_log": False},
+        "etcd_validate_certs": {"type": "bool", "default": True},
+        "etcd_timeout": {"type": "float", "default": 5.0},
+    }
+
+
 def cluster_module_argument_spec(own: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """A cluster module's options: its ``own`` plus the cluster and both connection option sets."""
     spec = dict(own)

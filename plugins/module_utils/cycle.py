@@ -841,16 +841,10 @@ def settings_from(given: Optional[dict[str, Any]], record: Any) -> planning.Sett
 
 
 def etcd_check_for(params: dict[str, Any]) -> Optional[EtcdCheck]:
-    endpoints = params.get("etcd_endpoints") or []
-    if not endpoints:
-        return None
-    from ansible_collections.cloudstack.cks.plugins.module_utils.etcd import DEFAULT_TIMEOUT, EtcdClient
+    from ansible_collections.cloudstack.cks.plugins.module_utils.etcd import client_from_options
 
-    client = EtcdClient(endpoints, ca_cert=params.get("etcd_ca_cert"), client_cert=params.get("etcd_client_cert"),
-                        client_key=params.get("etcd_client_key"),
-                        validate_certs=params.get("etcd_validate_certs", True) is not False,
-                        timeout=float(params.get("etcd_timeout") or DEFAULT_TIMEOUT))
-    return etcd_check_from(client)
+    client = client_from_options(params)
+    return etcd_check_from(client) if client is not None else None
 
 
 def cycle_options(params: dict[str, Any], check_mode: bool) -> CycleOptions:

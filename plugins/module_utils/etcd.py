@@ -365,3 +365,15 @@ class EtcdClient:
             ready, ready_reason = self.quorum_read(probed)
         return quorum_verdict(probed, going_down, ready=ready, ready_reason=ready_reason,
                               require_ready=require_ready)
+
+
+def client_from_options(params: Mapping[str, Any]) -> Optional[EtcdClient]:
+    """The client for the ``etcd_*`` options of cks_node_cycle and cks_node_outdated; None
+    without ``etcd_endpoints``."""
+    endpoints = params.get("etcd_endpoints") or []
+    if not endpoints:
+        return None
+    return EtcdClient(endpoints, ca_cert=params.get("etcd_ca_cert"), client_cert=params.get("etcd_client_cert"),
+                      client_key=params.get("etcd_client_key"),
+                      validate_certs=params.get("etcd_validate_certs", True) is not False,
+                      timeout=float(params.get("etcd_timeout") or DEFAULT_TIMEOUT))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import drain as drains
+from ansible_collections.cloudstack.cks.plugins.module_utils import etcd
 from ansible_collections.cloudstack.cks.plugins.module_utils import plan as plans
 from ansible_collections.cloudstack.cks.plugins.module_utils import record as records
 from ansible_collections.cloudstack.cks.plugins.module_utils import settings as node_settings
@@ -172,7 +173,7 @@ def requested_settings(view: ClusterView, current: plans.Settings,
 def report(view: ClusterView, record: Optional[records.Record], lock: Optional[records.LockInfo],
            max_unavailable: Optional[int] = None, select: Optional[str] = None,
            changes: Optional[node_settings.SettingsRequest] = None, canary: bool = False,
-           drain_check: Optional[DrainCheck] = None) -> dict[str, Any]:
+           drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None) -> dict[str, Any]:
     """Everything cks_node_outdated returns, from what was read. Pure."""
     if max_unavailable is not None and (isinstance(max_unavailable, bool) or max_unavailable < 1):
         raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
@@ -182,7 +183,8 @@ def report(view: ClusterView, record: Optional[records.Record], lock: Optional[r
     mu = max_unavailable or stored_mu or 1
     nodes = [node_record(view, n, settings[n.node_type]) for n in view.nodes]
     selected = select_nodes(select, nodes) if select else None
-    rollout_plan = plans.plan(view, settings, mu, selected=selected, canary=canary)
+    rollout_plan = plans.plan(view, settings, mu, selected=selected, canary=canary,
+                              etcd_down=etcd_health.down if etcd_health is not None else ())
     laid_out = rollout_plan.to_dict()
     result: dict[str, Any] = {
         "changed": False,
@@ -216,9 +218,37 @@ def report(view: ClusterView, record: Optional[records.Record], lock: Optional[r
     }
     if drain_check is not None:
         result["drain_blockers"] = drain_blockers(view, rollout_plan, drain_check)
+    if etcd_health is not None:
+        result["etcd"] = etcd_health.to_dict()
     for t in NODE_TYPES:
         result[plans.OUT_OF_DATE_KEYS[t]] = laid_out[plans.OUT_OF_DATE_KEYS[t]]
     return result
+
+
+@dataclass(frozen=True)
+class EtcdHealth:
+    """What etcd said of its members when the plan was made: ``down`` are the voting members it
+    reports unhealthy (they name their nodes); ``error`` when it could not be asked."""
+
+    down: tuple[str, ...] = ()
+    message: str = ""
+    error: Optional[str] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"asked": self.error is None, "down": list(self.down), "message": self.message, "error": self.error}
+
+
+def read_etcd_health(params: Mapping[str, Any]) -> Optional[EtcdHealth]:
+    """etcd's member health, when ``etcd_endpoints`` are given. A plan is still made when etcd
+    cannot be asked: the batches' own preflight judges the quorum before anything goes down."""
+    try:
+        client = etcd.client_from_options(params)
+        if client is None:
+            return None
+        verdict = client.check(require_ready=False)
+    except CksError as exc:
+        return EtcdHealth(error=exc.msg)
+    return EtcdHealth(down=tuple(m.name for m in verdict.unhealthy if m.name), message=verdict.message)
 
 
 def read_drain_check(kube: Any, options: drains.DrainOptions) -> DrainCheck:
@@ -253,8 +283,9 @@ def node_outdated(cloud: Any, connect_kube: node_settings.KubeConnector, params:
             check = read_drain_check(opened.kube, drains.DrainOptions(
                 delete_emptydir_data=bool(params.get("delete_emptydir_data")), force=bool(params.get("force"))))
         return report(opened.view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
-                      changes=changes, canary=bool(params.get("canary")), drain_check=check)
+                      changes=changes, canary=bool(params.get("canary")), drain_check=check,
+                      etcd_health=read_etcd_health(params))
 
 
-__all__ = ["HAS_JMESPATH", "DrainCheck", "daemonset_owners", "drain_blockers", "node_outdated", "node_record",
-           "read_drain_check", "report", "requested_settings", "select_nodes"]
+__all__ = ["HAS_JMESPATH", "DrainCheck", "EtcdHealth", "daemonset_owners", "drain_blockers", "node_outdated",
+           "node_record", "read_drain_check", "read_etcd_health", "report", "requested_settings", "select_nodes"]

@@ -583,6 +583,7 @@ class PlannedNode:
     reasons: tuple[Reason, ...]
     annotated: bool  # carries the annotation of a rollout that stopped
     back: bool = False  # ... and is Ready with a new boot ID
+    etcd_down: bool = False  # its etcd member is not healthy although its VM runs
 
     @property
     def out_of_date(self) -> bool:
@@ -590,8 +591,10 @@ class PlannedNode:
 
     @property
     def first(self) -> bool:
-        """Stopped nodes and nodes still carrying the annotation go first."""
-        return self.vm_state != "Running" or self.annotated
+        """Stopped nodes and nodes still carrying the annotation go first; so does a node whose
+        etcd member is down: etcd has lost that member already, and while it is down the quorum
+        preflight refuses every other member's node, so restarting it first is the way forward."""
+        return self.vm_state != "Running" or self.annotated or self.etcd_down
 
     @property
     def why(self) -> str:
@@ -600,12 +603,14 @@ class PlannedNode:
             parts.append(f"VM is {self.vm_state}")
         if self.annotated and not self.back:
             parts.append("still cordoned by a rollout that stopped")
+        if self.etcd_down:
+            parts.append("its etcd member is not healthy")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "node_type": self.node_type, "vm_state": self.vm_state,
-                "annotated": self.annotated, "back": self.back, "out_of_date": self.out_of_date,
-                "reasons": [r.to_dict() for r in self.reasons], "why": self.why}
+                "annotated": self.annotated, "back": self.back, "etcd_down": self.etcd_down,
+                "out_of_date": self.out_of_date, "reasons": [r.to_dict() for r in self.reasons], "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -665,7 +670,8 @@ def _order_key(planned: PlannedNode) -> tuple[int, str]:
 
 
 def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
-         selected: Optional[Iterable[str]] = None, canary: bool = False) -> Plan:
+         selected: Optional[Iterable[str]] = None, canary: bool = False,
+         etcd_down: Iterable[str] = ()) -> Plan:
     """The nodes to restart, in batches: external etcd nodes one at a time, then control nodes
     one at a time, then workers ``worker_batch_size`` at a time (with ``canary``, the first
     worker alone first, then the others ``worker_batch_size`` at a time).
@@ -676,6 +682,8 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
     then by name. A type that cannot lose a node keeps its running nodes out of the batches
     and is reported in ``skipped``; its stopped nodes are still taken (they are down already,
     nothing more is lost). ``selected`` restricts the batches (not the counts) to these nodes.
+    ``etcd_down``: the nodes whose etcd member etcd reports unhealthy; those with work left go
+    first within their type (they add no work of their own).
     """
     if max_unavailable < 1:
         raise InvalidInput(PARAM_MAX_UNAVAILABLE, max_unavailable, "must be at least 1")
@@ -695,6 +703,7 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
     not_selected: list[str] = []
     workers = len(view.nodes_of(WORKER))
     size = worker_batch_size(max_unavailable, workers)
+    members_down = {name.lower() for name in etcd_down}
 
     for t in NODE_TYPES:
         planned: list[PlannedNode] = []
@@ -702,7 +711,8 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
             reasons = tuple(outdated_reasons(node, settings[t], view))
             stuck = node.annotated and not node.back
             if reasons or not node.running or stuck:
-                planned.append(PlannedNode(node.name, t, node.vm_state, reasons, node.annotated, node.back))
+                planned.append(PlannedNode(node.name, t, node.vm_state, reasons, node.annotated, node.back,
+                                           etcd_down=node.running and node.name in members_down))
             elif node.annotated:
                 to_release.append(node.name)
         planned.sort(key=_order_key)

@@ -18,7 +18,9 @@ description:
     groups alone.'
   - 'The plan: the external etcd nodes one at a time, then the control nodes one at a time, then the workers
     O(max_unavailable) at a time, clamped to the number of workers minus one and at least 1. Within a type,
-    stopped nodes and nodes still carrying the annotation of a rollout that stopped go first.'
+    stopped nodes, nodes still carrying the annotation of a rollout that stopped and, with O(etcd_endpoints),
+    nodes whose etcd member etcd reports unhealthy go first (while that member is down, the quorum preflight
+    refuses every other member's node).'
   - Node types that cannot lose a node (a single control node, a 2-node stacked control plane, 2 etcd nodes)
     are not planned; why is returned ready to be kept as the rollout's last error, and the other types are still
     planned. Their stopped nodes are planned (they are down already).
@@ -41,6 +43,7 @@ extends_documentation_fragment:
   - cloudstack.cks.cluster
   - cloudstack.cks.cloudstack
   - cloudstack.cks.kubernetes
+  - cloudstack.cks.etcd
 attributes:
   check_mode:
     support: full
@@ -382,12 +385,21 @@ hosts:
   sample: ["alpha-control-1", "alpha-node-1", "alpha-node-2"]
 work:
   description: Every node with work left (out of date, VM not running, or still annotated and not back), skipped
-    ones included, in plan order, with why.
+    ones included, in plan order, with why (C(etcd_down) when its etcd member is not healthy).
   returned: always
   type: list
   elements: dict
   sample: [{"name": "alpha-node-1", "node_type": "worker", "vm_state": "Stopped", "annotated": false, "back": false,
-            "out_of_date": true, "reasons": [], "why": "offering cks-medium -> cks-large; VM is Stopped"}]
+            "etcd_down": false, "out_of_date": true, "reasons": [], "why": "offering cks-medium -> cks-large; VM is Stopped"}]
+etcd:
+  description:
+    - What etcd said of its members when the plan was made - C(asked), C(down) (the members it reports unhealthy,
+      named as their nodes), C(message) (the quorum arithmetic) and C(error) (why it could not be asked; the plan is
+      then made without it and each batch's preflight still checks the quorum).
+  returned: when O(etcd_endpoints) are given
+  type: dict
+  sample: {"asked": true, "down": ["prod-control-18c5a1e2b4f"], "message": "2 of 3 voting members healthy; 2 needed",
+           "error": null}
 to_release:
   description: Annotated nodes that are back and no longer out of date - uncordon them, do not restart them.
   returned: always
@@ -498,12 +510,14 @@ def argument_spec() -> dict[str, Any]:
         "drain_check": {"type": "bool", "default": False},
         "delete_emptydir_data": {"type": "bool", "default": False},
         "force": {"type": "bool", "default": False},
+        **glue.etcd_argument_spec(),
     }
     return glue.cluster_module_argument_spec(spec)
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                           required_together=[("etcd_client_cert", "etcd_client_key")])
 
     def work() -> dict[str, Any]:
         cloud = glue.cloudstack_client(module)

@@ -266,3 +266,31 @@ def test_a_1000_node_cluster_is_planned_within_the_call_budget() -> None:
         assert "getKubernetesClusterConfig" in cloud and len(cloud) <= 10, cloud
         assert len([c for c in calls if c["api"] == "kubernetes"]) <= 5
         assert fetched["workernodesoutofdate"] == 997
+
+
+# -- etcd's member health --------------------------------------------------------------------
+
+def test_a_control_node_whose_etcd_member_died_is_planned_first() -> None:
+    with running_sim("small.yml") as sim:
+        etcd = sim.env["etcd"]
+        options = {"etcd_endpoints": [m["client_url"] for m in etcd["members"]], "etcd_ca_cert": etcd["ca_cert"],
+                   "etcd_client_cert": etcd["client_cert"], "etcd_client_key": etcd["client_key"]}
+        store(sim, cluster="demo", node_offerings={"control": "cks-large"})
+        controls = names(sim, "control", "demo")
+        before = outdated(sim, cluster="demo", **options)
+        assert [b["nodes"] for b in before["plan"]][:3] == [[c] for c in controls]
+        assert before["etcd"] == {"asked": True, "down": [], "message": before["etcd"]["message"], "error": None}
+
+        victim = controls[2]
+        cluster = next(c for c in sim.state()["cloud"]["clusters"] if c["name"] == "demo")
+        sim.fault(kind="etcd_kill", vm=next(vm["name"] for vm in cluster["vms"] if vm["name"].lower() == victim))
+        after = outdated(sim, cluster="demo", **options)
+        # Its member is lost already; while it is down no other member's node may go.
+        assert [b["nodes"] for b in after["plan"]][:3] == [[victim], [controls[0]], [controls[1]]]
+        assert after["etcd"]["down"] == [victim] and after["etcd"]["asked"] is True
+        assert "its etcd member is not healthy" in next(w["why"] for w in after["work"] if w["name"] == victim)
+
+        # etcd out of reach: still a plan (each batch's preflight asks etcd again), and why not asked.
+        unreachable = outdated(sim, cluster="demo", etcd_endpoints=["http://127.0.0.1:9"], etcd_timeout=1)
+        assert unreachable["etcd"]["asked"] is False and unreachable["etcd"]["error"]
+        assert [b["nodes"] for b in unreachable["plan"]][:3] == [[c] for c in controls]

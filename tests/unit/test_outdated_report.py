@@ -221,3 +221,18 @@ def test_daemonset_owners_are_the_ones_to_look_up_once() -> None:
     pods = [k8s_pod("a", "n", "a", owner="DaemonSet"), k8s_pod("b", "m", "a", owner="DaemonSet"),
             k8s_pod("c", "n", "c")]
     assert outdated.daemonset_owners(pods) == [("default", "a-x")]
+
+
+def test_etcd_health_orders_the_plan_and_is_reported() -> None:
+    factory = ClusterFactory(control=3, workers=1)
+    view = factory.view()
+    settings = plans.initial_settings(view).with_changes(offerings={"control": so("large")})
+    health = outdated.EtcdHealth(down=(factory.c(2),), message="2 of 3 voting members healthy; 2 needed")
+    result = outdated.report(view, recorded(settings), None, etcd_health=health)
+    assert [b["nodes"] for b in result["plan"]] == [[factory.c(2)], [factory.c(1)], [factory.c(3)]]
+    assert result["etcd"] == {"asked": True, "down": [factory.c(2)], "message": health.message, "error": None}
+    unasked = outdated.report(view, recorded(settings), None, etcd_health=outdated.EtcdHealth(error="refused"))
+    assert [b["nodes"] for b in unasked["plan"]] == [[factory.c(1)], [factory.c(2)], [factory.c(3)]]
+    assert unasked["etcd"]["asked"] is False and unasked["etcd"]["error"] == "refused"
+    assert "etcd" not in outdated.report(view, recorded(settings), None)
+

@@ -100,6 +100,26 @@ def test_a_node_that_came_back_is_only_released() -> None:
     assert w2.annotated and w2.back and w2.first and w2.why == "offering cks-xlarge -> cks-medium"
 
 
+def test_a_node_whose_etcd_member_is_down_goes_first_in_its_type() -> None:
+    f = ClusterFactory(control=3, workers=2, etcd=3)
+    p = plan(f.view(), everything_to(f), 1, etcd_down=[f.c(3).upper(), f.e(2)])
+    assert batches(p)[:6] == [("etcd", [f.e(2)]), ("etcd", [f.e(1)]), ("etcd", [f.e(3)]),
+                              ("control", [f.c(3)]), ("control", [f.c(1)]), ("control", [f.c(2)])]
+    down = {n.name: n for n in p.nodes if n.etcd_down}
+    assert sorted(down) == sorted([f.c(3), f.e(2)])
+    assert down[f.c(3)].why.endswith("its etcd member is not healthy") and down[f.c(3)].to_dict()["etcd_down"]
+
+
+def test_a_dead_etcd_member_adds_no_work_and_a_stopped_vm_is_not_called_a_dead_member() -> None:
+    f = ClusterFactory(control=3, workers=2)
+    f.stop(f.c(1))
+    # Up to date: a dead member alone is not the rollout's to fix. Stopped: its VM is the reason.
+    p = plan(f.view(), initial_settings(f.view()), 1, etcd_down=[f.c(1), f.c(2)])
+    assert batches(p) == [("control", [f.c(1)])]
+    [c1] = p.nodes
+    assert not c1.etcd_down and c1.why == "VM is Stopped"
+
+
 def test_annotated_node_that_came_back_goes_first_among_out_of_date_ones() -> None:
     f = ClusterFactory(control=3, workers=3)
     f.cordon_for_rollout(f.w(3))
