@@ -235,4 +235,3 @@ def test_etcd_health_orders_the_plan_and_is_reported() -> None:
     assert [b["nodes"] for b in unasked["plan"]] == [[factory.c(1)], [factory.c(2)], [factory.c(3)]]
     assert unasked["etcd"]["asked"] is False and unasked["etcd"]["error"] == "refused"
     assert "etcd" not in outdated.report(view, recorded(settings), None)
-
