@@ -24,7 +24,7 @@ description:
   - Each node appears once, with the steps of every phase and its hooks in the order they started; its outcome is
     V(failed) if any of its steps failed, else that of its last phase (V(cordoned), V(restarted) or V(done)).
   - C(msg) is set when the batch failed - the message of each failed phase run, then one per failed hook
-    (C(node NAME: STEP failed: DETAIL)) - and C(cancelled) when the cordon run refused a cancelled rollout.
+    naming the node, the hook step and what failed - and C(cancelled) when the cordon run refused a cancelled rollout.
 options:
   _input:
     description: The registered results of the batch's C(cks_node_cycle) runs, in phase order.
@@ -110,8 +110,8 @@ def merge_phases(runs: Iterable[Mapping[str, Any]], hook_steps: Iterable[Mapping
         if parts or own_hooks:
             nodes.append(_merge_node(name, parts, own_hooks))
     starts = [float(run["started"]) for run in runs if run.get("started")]
-    ends = [float(run["ended"]) for run in runs if run.get("ended")] + [float(h["ended"]) for h in hooks
-                                                                       if h.get("ended") is not None]
+    ends = [float(run["ended"]) for run in runs if run.get("ended")]
+    ends += [float(hook["ended"]) for hook in hooks if hook.get("ended") is not None]
     merged: dict[str, Any] = {
         "batch": batch,
         "phases": [run.get("phase") for run in runs],

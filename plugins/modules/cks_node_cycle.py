@@ -65,7 +65,7 @@ description:
     preflight, annotate, cordon and, with O(exclude_from_load_balancers), the label (it refuses to start once the
     rollout was cancelled, as O(phase=all) does). V(restart) - the preflight again (time has passed since), then
     drain (and the load-balancer wait), stop, change, start and verify; a node found uncordoned meanwhile is
-    cordoned again first. V(uncordon) - one read of each node must still show it back (step C(recheck): Ready
+    cordoned again first. V(uncordon) - one read of each node must still show it back (step C(recheck) - Ready
     with a boot ID other than the one its annotation recorded before the stop, never a stale Ready, and its VM
     Running), then the uncordon and the validation. Each phase takes up the nodes from what they show (the
     annotation), so a phase can be run again, and O(mode=release) ends the batch after any of them. Pass the

@@ -99,8 +99,8 @@ def test_restart_phase_refuses_once_the_batch_deadline_passed(cycle_sim: Callabl
     cordoned = phase(sim, [node], settings, "cordon")
     assert cordoned.error is None
 
-    result = sim.cycle([node], settings, batch_timeout=5, options={"phase": "restart",
-                                                                    "batch_started": cordoned.started - 10})
+    late = {"phase": "restart", "batch_started": cordoned.started - 10}
+    result = sim.cycle([node], settings, batch_timeout=5, options=late)
 
     assert result.error is not None and result.error.step == "preflight"
     assert "batch deadline" in result.error.msg and "nothing was drained or stopped" in result.error.msg
