@@ -211,3 +211,33 @@ def test_a_hook_path_that_is_no_file_is_refused_before_anything_changes(tmp_path
         assert f"rollout_hook_after_verify={missing}: no such task file" in run.stdout, run.explain()
         record = rh.ClusterRecord(sim)
         assert record.data() == {} and record.lease() == {}
+
+
+def test_a_hook_that_loses_its_node_to_an_unreachable_host_fails_the_batch(tmp_path: Any) -> None:
+    # A task delegated to a host Ansible cannot reach takes the node's host out of the play with no
+    # rescue: the hook never records an outcome of its own. The batch must still see it unfinished.
+    with rh.rollout_sim(SPEC, max_unavailable={"worker": 2}) as sim:
+        workers = sorted(rh.names(sim, "worker"))
+        lost = workers[0]
+        before = str(tmp_path / "before.yml")
+        with open(before, "w", encoding="utf-8") as fh:
+            json.dump([{"name": "Tell the load balancer", "ansible.builtin.ping": {},
+                        "delegate_to": "127.0.0.1", "when": f"rollout_hook_node.name == {lost!r}",
+                        "vars": {"ansible_connection": "ssh", "ansible_port": 9,
+                                 "ansible_ssh_common_args": "-o ConnectTimeout=3"}}], fh)
+        since = time.time()
+        run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
+            sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2,
+            rollout_hook_before_drain=before))
+        assert run.rc != 0, run.explain()
+        items = rh.timeline(sim, since)
+
+        assert rh.restarted(items) == [] and rh.events(items, "eviction") == []
+        for node in workers[:2]:
+            assert touched(items, node)[-1] == "uncordoned", touched(items, node)
+        assert touched(items, workers[2]) == []
+        assert all(rh.node_settled(sim, n) for n in rh.kube_nodes(sim).values())
+        record = rh.ClusterRecord(sim)
+        assert record.holder() is None
+        error = record.data()["lastError"]
+        assert f"node {lost}: hook_before_drain failed" in error and "did not finish" in error, error
