@@ -10,6 +10,15 @@ healthy), uncordon (taking the rollout's marks off, see ``node_marks``). One dea
 whole batch. Then, once every node is done, the cluster is validated (``validation``) in the same
 module run: a module run per batch is the rollout's main fixed cost, so validation adds none.
 
+With per-node hooks (the role's ``rollout_hook_before_drain`` / ``rollout_hook_after_verify``) a
+batch runs in three phases, each its own module run (``CycleOptions.phase``), so that the operator's
+task files run on each node between them: ``cordon`` (preflight, annotate, cordon, label out of the
+load balancers), ``restart`` (preflight again, drain, stop, change, start, verify) and ``uncordon``
+(re-check each node is back, uncordon, validate). Each later phase finds the node as the earlier
+one left it (the annotation says the node is the rollout's, with its boot ID from before), and the
+batch deadline counts from the batch's start (``batch_started``). Without hooks the batch is one
+run, ``phase=all``: module start-up is the main fixed cost of a batch.
+
 A failure leaves the node as it is: ``release`` judges it afterwards from what the node shows.
 So that release can tell a node that never went down from one whose Ready is stale, the cycle
 marks a node with ``STOP_ANNOTATION`` just before it sends the stop.
@@ -64,6 +73,22 @@ DEFAULT_EXCLUDE_DELAY = 10.0
 # The CKS cluster states a rollout may run in: its own node stops put the cluster in Alert.
 ROLLOUT_STATES = ("Running", "Alert")
 
+# The phases of a batch (see the module docstring): one run does it all, or three runs in turn.
+PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON = "all", "cordon", "restart", "uncordon"
+PHASES = (PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON)
+#: The steps each phase runs (``all``: every one of them). The restart phase also cordons again a
+#: node found uncordoned (a hook undid it), as a resumed node is: those steps show only then.
+PHASE_STEPS: dict[str, frozenset[str]] = {
+    PHASE_CORDON: frozenset({"annotate", "cordon", "exclude_from_lb"}),
+    PHASE_RESTART: frozenset({"drain", "lb_wait", "stop", "change_offering", "resize_root_disk",
+                              "update_affinity_groups", "start", "verify"}),
+    PHASE_UNCORDON: frozenset({"recheck", "uncordon", "unmark"}),
+}
+#: A node's outcome when its phase went through: only the last phase (or ``all``) makes it done.
+PHASE_OUTCOMES = {PHASE_ALL: "done", PHASE_CORDON: "cordoned", PHASE_RESTART: "restarted", PHASE_UNCORDON: "done"}
+# Steps that only read: they change nothing, so they do not make a node "changed".
+READ_ONLY_STEPS = frozenset({"verify", "recheck"})
+
 #: ``etcd_check(without=[members], healthy=[members]) -> (ok, message)``: etcd keeps a quorum of
 #: healthy voting members without ``without``, every member in ``healthy`` is healthy, and etcd
 #: answers a quorum read. Member names are node names.
@@ -111,6 +136,35 @@ def node_is_back(node: dict[str, Any], old_boot_ids: Sequence[Optional[str]]) ->
     if taints:
         return False, f"Ready but tainted {', '.join(taints)}"
     return True, f"Ready with new boot ID {boot_id}"
+
+
+def back_for_uncordon(vm_state: str, node: Optional[dict[str, Any]]) -> tuple[bool, str]:
+    """The uncordon phase's check, from one read of the Node (None: no Kubernetes node, an external
+    etcd VM): still back as the restart phase verified it, or why not.
+
+    The boot ID to compare with is the annotation's, written before the stop, so a stale Ready
+    is never taken for a restart. A node someone else cordoned carries no annotation (no boot ID
+    was recorded): it only has to be Ready, as it is not uncordoned, only its marks come off.
+    """
+    if vm_state != "Running":
+        return False, f"VM is {vm_state}"
+    if node is None:
+        return True, "VM Running"
+    annotations = annotations_of(node)
+    if ROLLOUT_ANNOTATION in annotations:
+        return node_is_back(node, [annotations[ROLLOUT_ANNOTATION]])
+    if not (node.get("spec") or {}).get("unschedulable"):
+        return False, ("carries no rollout annotation and is not cordoned: the cordon and restart phases did not "
+                       "run for it (or someone uncordoned it meanwhile)")
+    ok, why = node_is_back(node, [])
+    return ok, (f"{why} (cordoned by someone else: no boot ID recorded to compare)" if ok else why)
+
+
+def seconds_left(batch_timeout: float, batch_started: Optional[float], now: float) -> float:
+    """What a phase has left of the batch's deadline, counted from the batch's start (None: now)."""
+    if batch_started is None:
+        return max(0.0, float(batch_timeout))
+    return max(0.0, float(batch_timeout) - max(0.0, now - float(batch_started)))
 
 
 @dataclass(frozen=True)
@@ -240,7 +294,7 @@ class NodeResult:
     node_type: str
     steps: list[StepRecord] = field(default_factory=list)
     changes: dict[str, Any] = field(default_factory=dict)
-    outcome: str = "pending"  # done | failed | would_cycle
+    outcome: str = "pending"  # done | failed | would_cycle; cordoned | restarted after those phases
     cordoned_by_others: bool = False
     error: Optional[dict[str, Any]] = None
     started: float = 0.0
@@ -248,7 +302,7 @@ class NodeResult:
 
     @property
     def changed(self) -> bool:
-        return any(s.outcome == "ok" and s.name not in ("verify",) for s in self.steps)
+        return any(s.outcome == "ok" and s.name not in READ_ONLY_STEPS for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "node_type": self.node_type, "outcome": self.outcome,
@@ -268,6 +322,7 @@ class BatchResult:
     started: float = 0.0
     ended: Optional[float] = None
     validation: Optional[ValidationResult] = None
+    phase: str = PHASE_ALL
 
     @property
     def failed(self) -> bool:
@@ -280,6 +335,7 @@ class BatchResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "batch": list(self.nodes),
+            "phase": self.phase,
             "preflight": dict(self.preflight),
             "nodes": [r.to_dict() for r in self.results],
             "failed_nodes": [r.name for r in self.results if r.outcome == "failed"],
@@ -318,6 +374,8 @@ class CycleOptions:
     validation: ValidationOptions = field(default_factory=ValidationOptions)
     exclude_from_load_balancers: bool = False
     exclude_delay: float = DEFAULT_EXCLUDE_DELAY  # seconds between the drain and the stop
+    phase: str = PHASE_ALL
+    batch_started: Optional[float] = None  # Unix time the batch's first phase started (None: now)
 
 
 class BatchCycle:
@@ -345,17 +403,28 @@ class BatchCycle:
         self.project_id = project_id
 
     def run(self) -> BatchResult:
-        result = BatchResult(nodes=list(self.names), check_mode=self.options.check_mode, started=time.time())
-        deadline = Deadline(self.options.batch_timeout)
+        phase = self.options.phase
+        result = BatchResult(nodes=list(self.names), check_mode=self.options.check_mode, started=time.time(),
+                             phase=phase)
+        deadline = Deadline(seconds_left(self.options.batch_timeout, self.options.batch_started, result.started))
         try:
             if not self.names:
                 return result
             if self.lock is not None and not self.options.check_mode:
                 self.lock.renew()
+            if phase == PHASE_RESTART and deadline.expired():
+                raise StepFailed(", ".join(self.names), "preflight",
+                                 f"the batch deadline ({self.options.batch_timeout:g}s from the batch's start) passed "
+                                 "before its restart phase (the before_drain hooks took that long): nothing was "
+                                 "drained or stopped")
             view = self.loader.load(self.cluster, self.project_id, detail_for=self.names)
             members = [view.node(name) for name in self.names]
-            result.uncordoned = self.return_nodes_that_are_back(view)
-            result.preflight = self.preflight(view, members)
+            if phase in (PHASE_ALL, PHASE_CORDON):
+                result.uncordoned = self.return_nodes_that_are_back(view)
+            if phase != PHASE_UNCORDON:
+                # Again before the restart phase drains: the before_drain hooks ran since the cordon
+                # phase's preflight, maybe for minutes, and another node may have gone down meanwhile.
+                result.preflight = self.preflight(view, members)
             cycles = [NodeCycle(self, view, node, deadline) for node in members]
             if self.options.check_mode:
                 result.results = [c.would_run() for c in cycles]
@@ -371,7 +440,8 @@ class BatchCycle:
                     thread.join()
                 result.results = [c.result for c in cycles]
                 failures = [c.failure for c in cycles if c.failure is not None]
-                if not failures and not renewer.error and self.options.validation.enabled:
+                if (phase in (PHASE_ALL, PHASE_UNCORDON) and not failures and not renewer.error
+                        and self.options.validation.enabled):
                     # Still under the renewer: validation may outlast a third of the lock.
                     result.validation = validate(ClusterReader(self.kube, self.etcd_check), self.options.validation)
             finally:
@@ -561,6 +631,11 @@ class NodeCycle:
             marks = node_marks.marks_of(current)
             if self.result.cordoned_by_others and (marks.any or self.options.exclude_from_load_balancers):
                 steps.append(("unmark", "would_run", "the rollout's marks come off; the node stays cordoned"))
+        phase = self.options.phase
+        if phase != PHASE_ALL:
+            steps = [step for step in steps if step[0] in PHASE_STEPS[phase]]
+        if phase == PHASE_UNCORDON:
+            steps.insert(0, ("recheck", "would_run", "the node must still be back as the restart phase left it"))
         self.result.steps = [StepRecord(n, now, now, o, d) for n, o, d in steps]
         self.result.outcome = "would_cycle"
         self.result.started = self.result.ended = now
@@ -570,14 +645,20 @@ class NodeCycle:
 
     def run(self) -> None:
         self.result.started = time.time()
+        phase = self.options.phase
         try:
-            if self._k8s:
-                self._cordon_and_drain()
-            self._change()
-            self._verify()
-            if self._k8s:
+            if self._k8s and phase in (PHASE_ALL, PHASE_CORDON, PHASE_RESTART):
+                self._cordon(resumed=phase == PHASE_RESTART)
+            if phase in (PHASE_ALL, PHASE_RESTART):
+                if self._k8s:
+                    self._drain_and_wait()
+                self._change()
+                self._verify()
+            if phase == PHASE_UNCORDON:
+                self._step("recheck", self._recheck)
+            if self._k8s and phase in (PHASE_ALL, PHASE_UNCORDON):
                 self._uncordon()
-            self.result.outcome = "done"
+            self.result.outcome = PHASE_OUTCOMES[phase]
         except StepFailed as exc:
             self.failure = exc
         except Exception as exc:  # a bug must still end this node's thread with a result
@@ -589,7 +670,13 @@ class NodeCycle:
                                  **{k: v for k, v in self.failure.details.items() if k not in ("node", "step")}}
         self.result.ended = time.time()
 
-    def _cordon_and_drain(self) -> None:
+    def _cordon(self, resumed: bool = False) -> None:
+        """Annotate, cordon, label out of the load balancers: what the node needs of it.
+
+        ``resumed`` (the restart phase): the cordon phase did it already, so the node is read to
+        learn what it did (its recorded boot ID, whose cordon it is), and only what a hook may have
+        undone is done again; steps with nothing to do are not recorded a second time.
+        """
         current = self.kube.read_node(self.node.name)
         decision = cordon_decision(current)
         self._ours = decision.ours
@@ -598,27 +685,42 @@ class NodeCycle:
         if decision.annotate:
             self._step("annotate", lambda: self._patch({"metadata": {"annotations": {
                 ROLLOUT_ANNOTATION: decision.boot_id or ""}}}, f"boot ID {decision.boot_id}"))
-        else:
+        elif not resumed:
             self._skip("annotate", decision.why)
         if decision.cordon:
             self._step("cordon", lambda: self._patch({"spec": {"unschedulable": True}}, "unschedulable"))
-        else:
+        elif not resumed:
             self._skip("cordon", "already cordoned" if decision.ours else decision.why)
         if self.options.exclude_from_load_balancers:
-            self._exclude_from_load_balancers(current)
+            self._exclude_from_load_balancers(current, resumed)
+
+    def _drain_and_wait(self) -> None:
         drainer = Drainer(self.kube, self.options.drain)
         self._step("drain", lambda: self._drain(drainer))
         if self.options.exclude_from_load_balancers:
             self._wait_for_load_balancers()
 
-    def _exclude_from_load_balancers(self, current: dict[str, Any]) -> None:
+    def _exclude_from_load_balancers(self, current: dict[str, Any], resumed: bool = False) -> None:
         exclusion = node_marks.exclusion_decision(current)
         self._lb_ours = exclusion.ours
         if exclusion.label:
             self._step("exclude_from_lb", lambda: self._patch(
                 node_marks.exclusion_patch(), f"labelled {node_marks.LB_EXCLUSION_LABEL}"))
-        else:
+        elif not resumed:
             self._skip("exclude_from_lb", exclusion.why)
+
+    def _recheck(self) -> str:
+        """The uncordon phase: one read says the node is still back as the restart phase left it
+        (the after_verify hooks ran since); it also says whose cordon it is."""
+        current = None
+        if self._k8s:
+            current = self._last_read = self.kube.read_node(self.node.name)
+            self._ours = cordon_decision(current).ours
+            self.result.cordoned_by_others = not self._ours
+        ok, why = back_for_uncordon(self.node.vm_state, current)
+        if not ok:
+            raise StepFailed(self.node.name, "recheck", f"not back as the restart phase left it: {why}")
+        return why
 
     def _wait_for_load_balancers(self) -> None:
         """Give the service controller time to drop the node before its VM stops (EKS waits too)."""
@@ -864,7 +966,16 @@ def cycle_options(params: dict[str, Any], check_mode: bool) -> CycleOptions:
         validation=validation_options(params),
         exclude_from_load_balancers=bool(params.get("exclude_from_load_balancers")),
         exclude_delay=_number(params, "exclude_delay", DEFAULT_EXCLUDE_DELAY, minimum=0.0),
+        phase=phase_of(params),
+        batch_started=None if params.get("batch_started") is None else float(params["batch_started"]),
     )
+
+
+def phase_of(params: dict[str, Any]) -> str:
+    phase = str(params.get("phase") or PHASE_ALL)
+    if phase not in PHASES:
+        raise InvalidInput("phase", phase, f"must be one of {', '.join(PHASES)}")
+    return phase
 
 
 def _number(params: dict[str, Any], name: str, default: float, minimum: float) -> float:
@@ -896,7 +1007,8 @@ def node_cycle(params: dict[str, Any], cloud: Any, kube: Any, check_mode: bool =
     nodes = [str(n) for n in params.get("nodes") or []]
     record = RecordStore(kube).read()
     settings = settings_from(params.get("settings"), record)
-    if record is not None and record.cancel:
+    # A cancel stops the rollout before a batch starts; a batch in progress finishes its phases.
+    if record is not None and record.cancel and phase_of(params) in (PHASE_ALL, PHASE_CORDON):
         raise StepFailed(", ".join(nodes) or "-", "preflight",
                          "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
                          cancelled=True)

@@ -43,6 +43,7 @@ def node_record(view: ClusterView, node: Node, type_settings: plans.TypeSettings
         "name": node.name,
         "vm_name": node.vm_name,
         "vm_id": node.vm_id,
+        "ip_address": node.ip_address,
         "node_type": node.node_type,
         "vm_state": node.vm_state,
         "kubernetes_node": node.k8s_present,

@@ -59,6 +59,18 @@ description:
     does not happen within O(validate_timeout) seconds the task fails at step C(validate), naming the nodes
     and components that are not healthy - a rollout stops there like after a failed batch. Validation runs
     inside this module run, so it adds no module start-up per batch.
+  - B(Phases). By default (O(phase=all)) one run does all of the above. So that tasks of the operator can run on
+    each node between the steps (the rollout role's per-node hooks), a batch can instead run in three phases, each
+    its own run over the same O(nodes), in this order. V(cordon) - the nodes back from a stopped rollout, the
+    preflight, annotate, cordon and, with O(exclude_from_load_balancers), the label (it refuses to start once the
+    rollout was cancelled, as O(phase=all) does). V(restart) - the preflight again (time has passed since), then
+    drain (and the load-balancer wait), stop, change, start and verify; a node found uncordoned meanwhile is
+    cordoned again first. V(uncordon) - one read of each node must still show it back (step C(recheck) - Ready
+    with a boot ID other than the one its annotation recorded before the stop, never a stale Ready, and its VM
+    Running), then the uncordon and the validation. Each phase takes up the nodes from what they show (the
+    annotation), so a phase can be run again, and O(mode=release) ends the batch after any of them. Pass the
+    C(started) that the V(cordon) run returned as O(batch_started) to the later phases, so that O(batch_timeout)
+    covers the whole batch.
   - One deadline, O(batch_timeout), covers the whole batch. A failure at any step leaves the node as it
     is, and the task fails naming the node, the step and what CloudStack or Kubernetes answered; run
     O(mode=release) afterwards (in an C(always) section) to judge the nodes.
@@ -123,8 +135,23 @@ options:
   batch_timeout:
     description:
       - Seconds the whole batch may take, from the preflight to the last uncordon.
+      - With phases, counted from O(batch_started); a V(restart) phase that starts after the deadline fails at
+        its preflight, before anything is drained.
     type: float
     default: 1800
+  phase:
+    description:
+      - V(all) runs the whole batch; V(cordon), V(restart) and V(uncordon) run one phase of it (see B(Phases) in
+        the description), in that order, each after the one before succeeded for the whole batch.
+      - Only with O(mode=cycle).
+    type: str
+    choices: [all, cordon, restart, uncordon]
+    default: all
+  batch_started:
+    description:
+      - With a O(phase) after V(cordon), the Unix time the batch started (the RV(started) of its V(cordon) run), so
+        that O(batch_timeout) counts from there. If not given, from the start of this run.
+    type: float
   job_timeout:
     description:
       - Seconds each CloudStack async job (stop, resize, affinity, start) may take, cut down to what the
@@ -291,6 +318,26 @@ EXAMPLES = r"""
     validate_interval: 10
     validate_timeout: 600
 
+- name: Cordon a batch, then run a task of your own on each node before the drain
+  cloudstack.cks.cks_node_cycle:
+    cluster: prod
+    nodes: "{{ ansible_play_batch }}"
+    lock_holder: "{{ rollout_id }}"
+    phase: cordon
+  delegate_to: localhost
+  run_once: true
+  register: cordoned
+
+- name: Drain, restart and verify the batch (after your task), with the batch's deadline from its start
+  cloudstack.cks.cks_node_cycle:
+    cluster: prod
+    nodes: "{{ ansible_play_batch }}"
+    lock_holder: "{{ rollout_id }}"
+    phase: restart
+    batch_started: "{{ cordoned.started }}"
+  delegate_to: localhost
+  run_once: true
+
 - name: Taint the nodes the plan will restart, so evicted pods prefer other nodes
   cloudstack.cks.cks_node_cycle:
     cluster: prod
@@ -314,6 +361,21 @@ batch:
   type: list
   elements: str
   sample: [prod-node-2a1f, prod-node-9c3e]
+phase:
+  description: The O(phase) this run did.
+  returned: mode=cycle
+  type: str
+  sample: all
+started:
+  description: Unix time this run started the batch (pass it on as O(batch_started)).
+  returned: mode=cycle
+  type: float
+  sample: 1767000000.25
+ended:
+  description: Unix time this run ended.
+  returned: mode=cycle
+  type: float
+  sample: 1767000062.5
 preflight:
   description: What the preflight checked (cluster state, etcd quorum verdict, C(/readyz/etcd) status).
   returned: mode=cycle, when the preflight passed
@@ -332,16 +394,19 @@ nodes:
       description: V(control), V(worker) or V(etcd).
       type: str
     outcome:
-      description: V(done), V(failed), or V(would_cycle) in check mode.
+      description:
+        - V(done), V(failed), or V(would_cycle) in check mode.
+        - After O(phase=cordon) V(cordoned), after O(phase=restart) V(restarted) (verified, still cordoned).
       type: str
     steps:
       description:
         - The steps in order, each with C(name) (annotate, cordon, exclude_from_lb, drain, lb_wait, stop,
-          change_offering, resize_root_disk, update_affinity_groups, start, verify, uncordon, unmark), C(started)
+          change_offering, resize_root_disk, update_affinity_groups, start, verify, recheck, uncordon, unmark), C(started)
           and C(ended) (Unix times), C(outcome) (V(ok), V(skipped), V(failed); V(would_run), V(would_skip) in check
           mode) and C(detail).
         - C(exclude_from_lb) and C(lb_wait) appear only with O(exclude_from_load_balancers); C(unmark) only for a
-          node cordoned by someone else that carries the rollout's marks.
+          node cordoned by someone else that carries the rollout's marks; C(recheck) only with O(phase=uncordon).
+        - Each phase returns its own steps (O(phase)).
       type: list
       elements: dict
     changes:
@@ -512,6 +577,8 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "validate_timeout": {"type": "float", "default": 300.0},
         "exclude_from_load_balancers": {"type": "bool", "default": False},
         "exclude_delay": {"type": "float", "default": 10.0},
+        "phase": {"type": "str", "choices": ["all", "cordon", "restart", "uncordon"], "default": "all"},
+        "batch_started": {"type": "float"},
         "etcd_endpoints": {"type": "list", "elements": "str", "default": []},
         "etcd_ca_cert": {"type": "path"},
         "etcd_client_cert": {"type": "path"},

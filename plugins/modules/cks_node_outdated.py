@@ -218,6 +218,9 @@ nodes:
     vm_id:
       description: The VM's id.
       type: str
+    ip_address:
+      description: The VM's address on its default network (V(null) when CloudStack reports none).
+      type: str
     node_type:
       description: V(control), V(worker) or V(etcd).
       type: str

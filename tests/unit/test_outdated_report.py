@@ -47,6 +47,8 @@ def test_node_records_carry_state_readiness_boot_id_annotation_and_foreign_cordo
     assert w2["cordoned_by_others"] and not w2["annotated"]
     assert w3["vm_state"] == "Stopped" and w3["ready"] is False
     assert w1["dedication_groups"] == ["dedicated"]
+    # The default NIC's address: what an operator's per-node hook needs to reach the node.
+    assert w1["ip_address"] and w1["ip_address"].startswith("10.1.1.")
 
 
 def test_stored_max_unavailable_is_the_default_and_the_option_wins() -> None:

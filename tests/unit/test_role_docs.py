@@ -46,3 +46,22 @@ def test_each_option_is_in_the_readme_table(name: str) -> None:
 @pytest.mark.parametrize("name", ["rollout_canary", "rollout_pause_seconds", "rollout_select"])
 def test_the_batch_shaping_options_are_validated_by_the_plan(name: str) -> None:
     assert name in SPECS["plan"]["options"]
+
+
+def _cycle_task(tasks: list, name_start: str) -> dict:
+    """The cks_node_cycle task whose name starts with ``name_start``, looked for in blocks too."""
+    for task in tasks:
+        found = _cycle_task(task["block"], name_start) if "block" in task else None
+        if found is not None:
+            return found
+        if str(task.get("name", "")).startswith(name_start) and "cloudstack.cks.cks_node_cycle" in task:
+            return task["cloudstack.cks.cks_node_cycle"]
+    return None
+
+
+def test_a_batch_in_phases_runs_with_the_options_of_a_batch_in_one_run() -> None:
+    # hooked.yml's phases repeat main.yml's batch task: an option added to one must reach the other.
+    whole = _cycle_task(_load(ROLE, "tasks", "main.yml"), "Batch ")
+    phase = _cycle_task(_load(ROLE, "tasks", "phase.yml"), "Batch ")
+    assert whole is not None and phase is not None
+    assert {k: v for k, v in phase.items() if k not in ("phase", "batch_started")} == whole
