@@ -97,6 +97,7 @@ extends_documentation_fragment:
   - cloudstack.cks.cluster
   - cloudstack.cks.cloudstack
   - cloudstack.cks.kubernetes
+  - cloudstack.cks.etcd
 attributes:
   check_mode:
     support: full
@@ -221,35 +222,6 @@ options:
         controller has the drain's time as well.
     type: float
     default: 10
-  etcd_endpoints:
-    description:
-      - etcd client URLs to ask about the quorum (see C(cloudstack.cks.cks_etcd_quorum)). Needed for a batch of
-        a control node with stacked etcd or of an external etcd node; other batches use it only to validate.
-    type: list
-    elements: str
-    default: []
-  etcd_ca_cert:
-    description:
-      - CA bundle of the etcd server certificates, for V(https://) endpoints.
-    type: path
-  etcd_client_cert:
-    description:
-      - Client certificate for etcd (stacked etcd asks for one). Requires O(etcd_client_key).
-    type: path
-  etcd_client_key:
-    description:
-      - Private key of O(etcd_client_cert). Read, never returned.
-    type: path
-  etcd_validate_certs:
-    description:
-      - If V(false), the etcd server certificates are not verified.
-    type: bool
-    default: true
-  etcd_timeout:
-    description:
-      - Seconds to wait for each answer of etcd.
-    type: float
-    default: 5
   lock_holder:
     description:
       - The holder identity of the rollout lock (the run id the rollout took it with).
@@ -271,6 +243,8 @@ options:
     elements: str
     default: []
 notes:
+  - O(etcd_endpoints) are needed for a batch of a control node with stacked etcd or of an external etcd node (the
+    quorum preflight and the member's verify); other batches use them only to validate.
   - Nodes are restarted, not changed live - an offering change, a larger root disk (grown by cloud-init at boot)
     and new affinity groups all take effect the same way on every hypervisor.
   - While a node VM is stopped, CKS's state scanner moves the cluster to V(Alert); it returns to V(Running) by
@@ -579,12 +553,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "exclude_delay": {"type": "float", "default": 10.0},
         "phase": {"type": "str", "choices": ["all", "cordon", "restart", "uncordon"], "default": "all"},
         "batch_started": {"type": "float"},
-        "etcd_endpoints": {"type": "list", "elements": "str", "default": []},
-        "etcd_ca_cert": {"type": "path"},
-        "etcd_client_cert": {"type": "path"},
-        "etcd_client_key": {"type": "path", "no_log": False},
-        "etcd_validate_certs": {"type": "bool", "default": True},
-        "etcd_timeout": {"type": "float", "default": 5.0},
+        **glue.etcd_argument_spec(),
         "lock_holder": {"type": "str"},
         "last_error": {"type": "str"},
         "skipped": {"type": "list", "elements": "str", "default": []},
