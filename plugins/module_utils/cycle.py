@@ -44,6 +44,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
     Node,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils.drain import DrainOptions, Drainer
+from ansible_collections.cloudstack.cks.plugins.module_utils.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils.errors import (
     CksError,
     CloudStackError,
@@ -943,8 +944,6 @@ def settings_from(given: Optional[dict[str, Any]], record: Any) -> planning.Sett
 
 
 def etcd_check_for(params: dict[str, Any]) -> Optional[EtcdCheck]:
-    from ansible_collections.cloudstack.cks.plugins.module_utils.etcd import client_from_options
-
     client = client_from_options(params)
     return etcd_check_from(client) if client is not None else None
 

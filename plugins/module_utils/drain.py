@@ -389,12 +389,7 @@ class Drainer:
     # -- selection ---------------------------------------------------------------------------
 
     def _daemonset_exists(self, namespace: str, name: str) -> bool:
-        try:
-            return self.kube.read_daemonset(namespace, name) is not None
-        except CksError as exc:
-            if getattr(exc, "status", None) == 404:
-                return False
-            raise
+        return self.kube.read_daemonset(namespace, name) is not None  # None: gone (404)
 
     def select(self, node: str, pods: list[dict[str, Any]], report: DrainReport) -> list[dict[str, Any]]:
         """The pods to evict; raises StepFailed listing every blocking pod by reason."""

@@ -411,12 +411,9 @@ class KubeClient:
         body = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if resource_version:
             body["preconditions"] = {"resourceVersion": resource_version}
-        status, text = self._raw(f"delete {what}", "DELETE", f"{collection}/{quote(name, safe='')}", body=body)
-        if status == 404:
-            return False
-        if not 200 <= status < 300:
-            raise _status_error(f"delete {what}", status, _json_or_none(text))
-        return True
+        answer = self._json(f"delete {what}", "DELETE", f"{collection}/{quote(name, safe='')}", body=body,
+                            missing_is_none=True)
+        return answer is not None
 
     # -- raw requests --------------------------------------------------------------------------
 

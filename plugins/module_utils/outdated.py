@@ -259,12 +259,9 @@ def read_drain_check(kube: Any, options: drains.DrainOptions) -> DrainCheck:
     pdbs = kube.list_pdbs()
     existing = set()
     for namespace, name in daemonset_owners(pods):
-        try:
-            if kube.read_daemonset(namespace, name) is not None:
-                existing.add((namespace, name))
-        except CksError as exc:
-            if getattr(exc, "status", None) != 404:
-                raise
+        # None when it is gone (404): an orphaned DaemonSet pod, which only force evicts.
+        if kube.read_daemonset(namespace, name) is not None:
+            existing.add((namespace, name))
     return DrainCheck(pods=pods, pdbs=pdbs, daemonsets=frozenset(existing), options=options)
 
 
