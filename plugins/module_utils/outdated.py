@@ -241,11 +241,12 @@ class EtcdHealth:
 
 def read_etcd_health(params: Mapping[str, Any]) -> Optional[EtcdHealth]:
     """etcd's member health, when ``etcd_endpoints`` are given. A plan is still made when etcd
-    cannot be asked: the batches' own preflight judges the quorum before anything goes down."""
+    cannot be asked: the batches' own preflight judges the quorum before anything goes down.
+    Options etcd could never be asked with (an endpoint that is no URL) are refused."""
+    client = etcd.client_from_options(params)
+    if client is None:
+        return None
     try:
-        client = etcd.client_from_options(params)
-        if client is None:
-            return None
         verdict = client.check(require_ready=False)
     except CksError as exc:
         return EtcdHealth(error=exc.msg)

@@ -237,3 +237,10 @@ def test_etcd_health_orders_the_plan_and_is_reported() -> None:
     assert [b["nodes"] for b in unasked["plan"]] == [[factory.c(1)], [factory.c(2)], [factory.c(3)]]
     assert unasked["etcd"]["asked"] is False and unasked["etcd"]["error"] == "refused"
     assert "etcd" not in outdated.report(view, recorded(settings), None)
+
+
+def test_etcd_options_that_could_never_reach_etcd_are_refused_not_reported() -> None:
+    with pytest.raises(InvalidInput) as info:
+        outdated.read_etcd_health({"etcd_endpoints": ["etcd-1:2379"]})
+    assert "http://" in info.value.msg
+    assert outdated.read_etcd_health({"etcd_endpoints": []}) is None
