@@ -31,7 +31,8 @@ ROLLOUT_ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
 STOP_ANNOTATION = "cloudstack.apache.org/rollout-stop-sent"
 DEDICATION = "ExplicitDedication"
 
-_UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
+#: Taints the node-lifecycle controller puts on a node it has lost: with them a Ready=True is not Ready.
+UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
 # CKS names control VMs <prefix>-control-<hex>; clusters from before 4.16 used -master.
 _CONTROL_NAME = re.compile(r"-(control|master)(-[0-9a-f]+)?$")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
@@ -308,7 +309,7 @@ def _kube_node(raw: Mapping[str, Any]) -> _KubeNode:
     info = status.get("nodeInfo") or status.get("node_info") or {}
     boot_id = info.get("bootID") if "bootID" in info else info.get("boot_id")
     return _KubeNode(
-        ready=ready_true and not (taints & _UNHEALTHY_TAINTS),
+        ready=ready_true and not (taints & UNHEALTHY_TAINTS),
         boot_id=_opt_str(boot_id),
         unschedulable=_bool(spec.get("unschedulable")),
         annotations=MappingProxyType(dict(metadata.get("annotations") or {})),

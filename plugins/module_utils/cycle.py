@@ -39,6 +39,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
     ETCD,
     ROLLOUT_ANNOTATION,
     STOP_ANNOTATION,
+    UNHEALTHY_TAINTS,
     AffinityGroup,
     ClusterView,
     Node,
@@ -64,7 +65,6 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.validation import (
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
 
-UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
 DEFAULT_BATCH_TIMEOUT = 1800.0
 DEFAULT_JOB_TIMEOUT = 900.0
 DEFAULT_POLL_INTERVAL = 0.5

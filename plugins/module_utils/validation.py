@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import UNHEALTHY_TAINTS
 from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError
 
-UNHEALTHY_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 DEFAULT_COUNT = 1
 DEFAULT_INTERVAL = 10.0
 DEFAULT_TIMEOUT = 300.0
@@ -55,7 +55,7 @@ def node_problems(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
         conditions = (node.get("status") or {}).get("conditions") or []
         ready = next((c for c in conditions if c.get("type") == "Ready"), {})
         taints = sorted({str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []}
-                        & set(UNHEALTHY_TAINTS))
+                        & UNHEALTHY_TAINTS)
         if ready.get("status") != "True":
             reason = f", {ready['reason']}" if ready.get("reason") else ""
             problems.append(f"node {name} not Ready (Ready={ready.get('status', 'missing')}{reason})")
