@@ -1,7 +1,27 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Kubernetes API over the ``kubernetes`` client's ApiClient, as raw JSON: kubeconfig (file, inline, or\nfetched from CloudStack), nodes, pods, evictions, leases and configmaps with preconditions."""
+"""The Kubernetes API of one CKS cluster, over the official ``kubernetes`` client.
+
+What it adds to the client:
+
+- the kubeconfig from a path, inline (a dict or YAML text), or by default fetched from CloudStack
+  with getKubernetesClusterConfig, loaded into an isolated ``ApiClient`` (never the process-wide
+  default, so several clusters can live in one process) with the embedded certificates in a
+  private directory that ``close`` removes;
+- timeouts that apply on every supported client version (35.x ignores a float timeout, so a
+  ``(connect, read)`` tuple is always passed) and no urllib3 retries multiplying them;
+- plain dicts in the API's JSON field names out of every call, so code above does not depend on
+  the client's model classes (python-legacy up to 36, pydantic from 37). Every request goes out
+  through the ApiClient as raw JSON: the generated API classes are never imported, because with
+  37.x importing them and turning answers into models and back costs more than a second per
+  module run (a rollout runs one module per batch);
+- one error type, ``KubernetesError``, with the Status message and reason; transport failures
+  (refused, timed out, TLS) become ``KubernetesError`` too, with a message that says what to check.
+
+Raw JSON also keeps MicroTime values of Leases exactly as formatted (37.x would re-serialize a
+parsed datetime with ``isoformat()``), and an eviction's answer is read as the Status it is.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import tempfile
 import weakref
 from dataclasses import dataclass, field
@@ -80,7 +101,7 @@ class KubeOptions:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "KubeOptions":
+    def from_params(cls, params: Mapping[str, Any]) -> KubeOptions:
         timeout = params.get("request_timeout")
         try:
             timeout = float(timeout) if timeout not in (None, "") else DEFAULT_REQUEST_TIMEOUT
@@ -185,7 +206,7 @@ class KubeClient:
     # -- connecting ---------------------------------------------------------------------------
 
     @classmethod
-    def connect(cls, options: KubeOptions, cloudstack: Any = None, cluster_id: Optional[str] = None) -> "KubeClient":
+    def connect(cls, options: KubeOptions, cloudstack: Any = None, cluster_id: Optional[str] = None) -> KubeClient:
         """Load the kubeconfig (path, inline, or from CloudStack) into an isolated client."""
         if not HAS_KUBERNETES:
             raise KubernetesError("connect", f"the kubernetes Python library is required: {KUBERNETES_IMPORT_ERROR}")
@@ -240,7 +261,7 @@ class KubeClient:
             pass
         self._finalizer()
 
-    def __enter__(self) -> "KubeClient":
+    def __enter__(self) -> KubeClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -395,7 +416,7 @@ class KubeClient:
 
     def _delete(self, collection: str, name: str, what: str, resource_version: Optional[str]) -> bool:
         """True if deleted, False if it was already gone."""
-        body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if resource_version:
             body["preconditions"] = {"resourceVersion": resource_version}
         answer = self._json(f"delete {what}", "DELETE", f"{collection}/{quote(name, safe='')}", body=body,
@@ -460,11 +481,10 @@ class KubeClient:
 
     def _transport_error_or_none(self, action: str, exc: BaseException) -> Optional[KubernetesError]:
         """A clear KubernetesError for a failure below HTTP, or None if ``exc`` is not one."""
-        import ssl
-
         inner: BaseException = exc
-        while isinstance(getattr(inner, "reason", None), BaseException):
-            inner = inner.reason  # type: ignore[assignment]
+        reason = getattr(inner, "reason", None)
+        while isinstance(reason, BaseException):
+            inner, reason = reason, getattr(reason, "reason", None)
         text = str(getattr(exc, "reason", "") or exc) if isinstance(exc, ApiException) else str(inner)
         is_tls = isinstance(inner, (ssl.SSLError, urllib3.exceptions.SSLError)) or (
             isinstance(exc, ApiException) and "SSLError" in text)

@@ -164,7 +164,7 @@ def node_problems(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
     for node in sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name", ""))):
         name = (node.get("metadata") or {}).get("name", "?")
         conditions = (node.get("status") or {}).get("conditions") or []
-        ready = next((c for c in conditions if c.get("type") == "Ready"), {})
+        ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
         taints = sorted({str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []}
                         & UNHEALTHY_TAINTS)
         if ready.get("status") != "True":

@@ -233,12 +233,12 @@ def refused(refusals: Sequence[Refusal], request: SettingsRequest) -> InvalidInp
 
 def _given_values(request: SettingsRequest) -> dict[str, Any]:
     given: dict[str, Any] = {}
-    for t, v in request.offerings.items():
-        given[f"{PARAM_OFFERINGS}.{t}"] = v
-    for t, v in request.root_disk_sizes.items():
-        given[f"{PARAM_ROOT_DISKS}.{t}"] = v
-    for t, v in request.affinity_groups.items():
-        given[f"{PARAM_AFFINITY}.{t}"] = list(v)
+    for t, offering in request.offerings.items():
+        given[f"{PARAM_OFFERINGS}.{t}"] = offering
+    for t, size in request.root_disk_sizes.items():
+        given[f"{PARAM_ROOT_DISKS}.{t}"] = size
+    for t, groups in request.affinity_groups.items():
+        given[f"{PARAM_AFFINITY}.{t}"] = list(groups)
     if request.max_unavailable is not None:
         given[PARAM_MAX_UNAVAILABLE] = request.max_unavailable
     return given

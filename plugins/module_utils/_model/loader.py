@@ -1,7 +1,8 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Reads a cluster's VMs, volumes, offerings, groups and Kubernetes nodes in a few paged calls and\nbuilds its ``ClusterView``."""
+"""Reads a cluster's VMs, volumes, offerings, groups and Kubernetes nodes in a few paged calls and
+builds its ``ClusterView``."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def settings_data(settings: Settings, max_unavailable: Optional[int]) -> dict[st
 def effective_settings(view: ClusterView, record: Optional[Record]) -> tuple[Settings, bool]:
     """The settings the nodes are judged against, and whether they are recorded.
 
-    Before first use they are the ones copied from the cluster (``plan.initial_settings``).
+    Before first use they are the ones copied from the cluster (``_decisions.settings.initial_settings``).
     """
     stored = stored_settings(record)
     if stored is not None:
