@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """The Kubernetes API of one CKS cluster, over the official ``kubernetes`` client.
 
 What it adds to the client:
@@ -28,13 +29,14 @@ import json
 import os
 import re
 import shutil
+import ssl
 import tempfile
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 from urllib.parse import quote
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
 
 try:
     import yaml
@@ -42,6 +44,7 @@ try:
     HAS_YAML = True
 except ImportError:  # pragma: no cover
     HAS_YAML = False
+
 
 try:
     import urllib3
@@ -60,11 +63,20 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
         status = 0
         body = ""
 
+
 DEFAULT_REQUEST_TIMEOUT = 20.0
+
+
 LIST_LIMIT = 500
+
+
 MERGE_PATCH = "application/merge-patch+json"
+
+
 # Read-modify-write rounds before a node that keeps changing under us is reported.
 CONFLICT_ATTEMPTS = 5
+
+
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
 
 
@@ -89,7 +101,7 @@ class KubeOptions:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "KubeOptions":
+    def from_params(cls, params: Mapping[str, Any]) -> KubeOptions:
         timeout = params.get("request_timeout")
         try:
             timeout = float(timeout) if timeout not in (None, "") else DEFAULT_REQUEST_TIMEOUT
@@ -194,7 +206,7 @@ class KubeClient:
     # -- connecting ---------------------------------------------------------------------------
 
     @classmethod
-    def connect(cls, options: KubeOptions, cloudstack: Any = None, cluster_id: Optional[str] = None) -> "KubeClient":
+    def connect(cls, options: KubeOptions, cloudstack: Any = None, cluster_id: Optional[str] = None) -> KubeClient:
         """Load the kubeconfig (path, inline, or from CloudStack) into an isolated client."""
         if not HAS_KUBERNETES:
             raise KubernetesError("connect", f"the kubernetes Python library is required: {KUBERNETES_IMPORT_ERROR}")
@@ -249,7 +261,7 @@ class KubeClient:
             pass
         self._finalizer()
 
-    def __enter__(self) -> "KubeClient":
+    def __enter__(self) -> KubeClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -380,10 +392,6 @@ class KubeClient:
         return self._object("replace", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
                             f"lease {namespace}/{name}", body)
 
-    def delete_lease(self, namespace: str, name: str, resource_version: Optional[str] = None) -> bool:
-        return self._delete(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
-                            f"lease {namespace}/{name}", resource_version)
-
     def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
         return self._object("get", f"/api/v1/namespaces/{namespace}/configmaps", name,
                             f"configmap {namespace}/{name}")
@@ -408,7 +416,7 @@ class KubeClient:
 
     def _delete(self, collection: str, name: str, what: str, resource_version: Optional[str]) -> bool:
         """True if deleted, False if it was already gone."""
-        body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if resource_version:
             body["preconditions"] = {"resourceVersion": resource_version}
         answer = self._json(f"delete {what}", "DELETE", f"{collection}/{quote(name, safe='')}", body=body,
@@ -473,11 +481,10 @@ class KubeClient:
 
     def _transport_error_or_none(self, action: str, exc: BaseException) -> Optional[KubernetesError]:
         """A clear KubernetesError for a failure below HTTP, or None if ``exc`` is not one."""
-        import ssl
-
         inner: BaseException = exc
-        while isinstance(getattr(inner, "reason", None), BaseException):
-            inner = inner.reason  # type: ignore[assignment]
+        reason = getattr(inner, "reason", None)
+        while isinstance(reason, BaseException):
+            inner, reason = reason, getattr(reason, "reason", None)
         text = str(getattr(exc, "reason", "") or exc) if isinstance(exc, ApiException) else str(inner)
         is_tls = isinstance(inner, (ssl.SSLError, urllib3.exceptions.SSLError)) or (
             isinstance(exc, ApiException) and "SSLError" in text)
