@@ -82,7 +82,7 @@ class BenchSim(harness.SimProcess):
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], etcd: bool = True, state_dir: Optional[str] = None,
-                  timeout: float = 300) -> "BenchSim":
+                  timeout: float = 300) -> BenchSim:
         state_dir = state_dir or tempfile.mkdtemp(prefix="cks-bench-")
         os.makedirs(state_dir, exist_ok=True)
         spec_path = os.path.join(state_dir, "spec.yml")

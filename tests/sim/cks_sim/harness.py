@@ -207,14 +207,14 @@ class SimProcess:
 class InProcessSim:
     """The sim's ``SimServer`` in this process (its objects at hand), ready once ``start`` returns."""
 
-    def __init__(self, server: "SimServer") -> None:
+    def __init__(self, server: SimServer) -> None:
         self.server = server
         self.sim = server.sim
         self.state_dir: str = server.state_dir
         self.env: dict[str, Any] = server.env
 
     @classmethod
-    def start(cls, raw_spec: dict[str, Any], state_dir: str, etcd: bool = True) -> "InProcessSim":
+    def start(cls, raw_spec: dict[str, Any], state_dir: str, etcd: bool = True) -> InProcessSim:
         """``raw_spec`` as a spec file holds it (normalised here); ``etcd``: real etcd members."""
         from .server import SimServer  # pylint: disable=import-outside-toplevel
         from .spec import normalize  # pylint: disable=import-outside-toplevel
@@ -226,7 +226,7 @@ class InProcessSim:
     def stop(self) -> None:
         self.server.stop()
 
-    def __enter__(self) -> "InProcessSim":
+    def __enter__(self) -> InProcessSim:
         return self
 
     def __exit__(self, *exc: Any) -> None:
