@@ -90,7 +90,7 @@ DONE_OUTCOMES = ("done", "restarted")
 
 
 def _seconds(started: Any, ended: Any) -> str:
-    return "%.1f" % (float(ended) - float(started))
+    return f"{float(ended) - float(started):.1f}"
 
 
 def _state(cancelled: bool, error: Optional[str]) -> str:
