@@ -70,7 +70,7 @@ RESOURCES: dict[str, Resource] = {
     for r in (
         Resource("namespaces", "Namespace", "", "v1", False, _RO, ("ns",)),
         Resource("nodes", "Node", "", "v1", False, ("get", "list", "patch", "update"), ("no",), ("status",)),
-        Resource("pods", "Pod", "", "v1", True, ("delete", "get", "list"), ("po",), ("eviction", "status")),
+        Resource("pods", "Pod", "", "v1", True, ("delete", "get", "list"), ("po",), ("eviction", "exec", "status")),
         Resource("configmaps", "ConfigMap", "", "v1", True, _RW, ("cm",)),
         Resource("events", "Event", "", "v1", True, _RW, ("ev",)),
         Resource("leases", "Lease", "coordination.k8s.io", "v1", True, _RW),
@@ -120,6 +120,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # metav1.Status: reason is omitempty (an error with no reason)
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -1143,6 +1145,8 @@ class KubeWorld:
                           extra={"image": f"registry.k8s.io/{comp}:v{self.version}" if comp != "etcd"
                                  else "registry.k8s.io/etcd:3.5.15-0"})
             spec = self._pod_spec(wl)
+            if comp == "etcd":
+                self._kubeadm_etcd_container(spec, node, f"https://{self._node_ip(state)}:2379")
             spec.update({"hostNetwork": True, "priority": 2000001000,
                          "priorityClassName": "system-node-critical",
                          "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})
@@ -1156,6 +1160,47 @@ class KubeWorld:
             }
             self._store("pods", pod)
             self._place(pod, node)
+
+    def _kubeadm_etcd_container(self, spec: dict[str, Any], node: str, client_url: str) -> None:
+        """kubeadm's etcd manifest (cmd/kubeadm/app/phases/etcd/local.go, GetEtcdPodSpec): the
+        flags that name the certificates under /etc/kubernetes/pki/etcd, and the two hostPaths."""
+        ip = client_url.split("//", 1)[-1].rsplit(":", 1)[0]
+        pki = "/etc/kubernetes/pki/etcd"
+        container = spec["containers"][0]
+        container["command"] = [
+            "etcd", f"--advertise-client-urls={client_url}", f"--cert-file={pki}/server.crt",
+            "--client-cert-auth=true", "--data-dir=/var/lib/etcd", "--experimental-initial-corrupt-check=true",
+            "--experimental-watch-progress-notify-interval=5s", f"--initial-advertise-peer-urls=https://{ip}:2380",
+            f"--initial-cluster={node}=https://{ip}:2380", f"--key-file={pki}/server.key",
+            f"--listen-client-urls=https://127.0.0.1:2379,{client_url}", "--listen-metrics-urls=http://127.0.0.1:2381",
+            f"--listen-peer-urls=https://{ip}:2380", f"--name={node}", f"--peer-cert-file={pki}/peer.crt",
+            "--peer-client-cert-auth=true", f"--peer-key-file={pki}/peer.key", f"--peer-trusted-ca-file={pki}/ca.crt",
+            "--snapshot-count=10000", f"--trusted-ca-file={pki}/ca.crt",
+        ]
+        container["volumeMounts"] = [{"mountPath": "/var/lib/etcd", "name": "etcd-data"},
+                                     {"mountPath": pki, "name": "etcd-certs"}]
+        spec["volumes"] = [{"hostPath": {"path": pki, "type": "DirectoryOrCreate"}, "name": "etcd-certs"},
+                           {"hostPath": {"path": "/var/lib/etcd", "type": "DirectoryOrCreate"}, "name": "etcd-data"}]
+
+    def use_etcd_client_urls(self, urls: dict[str, str]) -> None:
+        """Show each stacked member's real client URL (the sim's loopback port) where kubeadm
+        shows its node's: the pod annotation and --advertise-client-urls, so that they match
+        what `etcdctl member list` answers, as they do on a cluster."""
+        for node, url in urls.items():
+            pod = self._raw("pods", "kube-system", f"etcd-{node}")
+            if pod is None:
+                continue
+            pod["metadata"]["annotations"]["kubeadm.kubernetes.io/etcd.advertise-client-urls"] = url
+            command = pod["spec"]["containers"][0].get("command") or []
+            for i, arg in enumerate(command):
+                if arg.startswith("--advertise-client-urls="):
+                    command[i] = f"--advertise-client-urls={url}"
+                elif arg.startswith("--listen-client-urls="):
+                    command[i] = f"--listen-client-urls=https://127.0.0.1:2379,{url}"
+            pod["metadata"]["resourceVersion"] = self.next_rv()
+
+    def node_address(self, name: str) -> str:
+        return self._node_ip(self.nodes[name])
 
     def _reconcile_all(self) -> None:
         """The controllers' loop: every workload has its pods (replacements created now)."""

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import rbac
+from . import kube_exec, rbac
 from .core import drop_connection
 from .kube import RESOURCES, ApiError, KubeWorld, Resource
 from .tls import client_identity, make_tls, read_pem
@@ -354,7 +354,10 @@ def _resource_list(group_version: str) -> dict[str, Any]:
             entry["shortNames"] = list(res.short_names)
         resources.append(entry)
         for sub in res.subresources:
-            if sub == "eviction":
+            if sub == "exec":
+                resources.append({"name": f"{res.plural}/exec", "singularName": "", "namespaced": True,
+                                  "kind": "PodExecOptions", "verbs": ["create", "get"]})
+            elif sub == "eviction":
                 resources.append({"name": f"{res.plural}/eviction", "singularName": "", "namespaced": True,
                                   "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
             else:
@@ -544,7 +547,7 @@ class KubeApp:
         assert route is not None
         if user is not None:
             log["user"] = user.name  # who the call log shows, for the RBAC tests
-            denied = self._forbidden(user, route, verb, "/" + "/".join(parts[2:]))
+            denied = self._forbidden(user, route, verb, "/" + "/".join(parts[2:]), world.version)
             if denied is not None:
                 return self._finish(log, _status_response(denied))
         fault = self.sim.faults.take("kube_error", cluster=cluster_id, verb=verb, resource=log["resource"],
@@ -555,7 +558,9 @@ class KubeApp:
             err = ApiError(code, fault.get("message") or f"injected error {code}", fault.get("reason"))
             return self._finish(log, _status_response(err))
         try:
-            if route.kind == "health":
+            if route.subresource == "exec":
+                response = self._exec(world, route, verb, request, environ, log)
+            elif route.kind == "health":
                 response = self._health(world, route, request)
             elif route.kind == "version":
                 response = _json_response(self._version(world))
@@ -583,15 +588,92 @@ class KubeApp:
         return rbac.find_user(rbac.users_from_spec(getattr(self.sim, "spec", None) or {}), header[7:].strip())
 
     @staticmethod
-    def _forbidden(user: rbac.User, route: Route, verb: str, path: str) -> Optional[ApiError]:
+    def _forbidden(user: rbac.User, route: Route, verb: str, path: str, version: str = "") -> Optional[ApiError]:
         if route.kind in ("discovery", "root"):
             return None  # system:discovery: every authenticated user
         if route.kind != "resource" or route.res is None:
             return None if rbac.allows_path(user, verb, path) else rbac.forbidden_path(user, verb, path)
         res, label = route.res, route.resource_label
-        if rbac.allows_resource(user, verb, res.group, label, route.namespace, route.name):
+        verbs = [verb]
+        if route.subresource == "exec" and verb == "get" and _at_least(version, 1, 35):
+            # AuthorizePodWebsocketUpgradeCreatePermission (beta, on, from 1.35): a websocket
+            # GET must also be allowed to create, as SPDY's POST always was.
+            verbs.append("create")
+        for wanted in verbs:
+            if not rbac.allows_resource(user, wanted, res.group, label, route.namespace, route.name):
+                return rbac.forbidden_resource(user, wanted, res.group, label, res.kind, route.namespace, route.name)
+        return None
+
+    # --- pods/exec (kube_exec.py) ---
+
+    def _exec(self, world: KubeWorld, route: Route, verb: str, request: Request, environ: dict[str, Any],
+              log: dict[str, Any]) -> Response:
+        if verb not in ("get", "create"):
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        options = kube_exec.ExecOptions.from_args(request.args)
+        target = self._exec_target(world, route.namespace or "", route.name or "", options)
+        if isinstance(target, Response):
+            return target
+        options.check()
+        if not kube_exec.request_is_websocket(request):
+            # SPDY/3.1 (kubectl's fallback) is not spoken here; see tests/sim/README.md.
+            raise kube_exec.not_an_upgrade()
+
+        def done(status: dict[str, Any]) -> None:
+            self.sim.calls.add(**log, status=101, exec_status=status.get("status"),
+                               exec_command=list(options.command))
+
+        return kube_exec.serve(environ, options, target, done)
+
+    def _exec_target(self, world: KubeWorld, namespace: str, name: str,
+                     options: "kube_exec.ExecOptions") -> Any:
+        """What the API server checks and dials before the upgrade (kube_exec's docstring)."""
+        with self.sim.lock:
+            pod = world.get("pods", namespace, name)
+            node = pod["spec"].get("nodeName")
+            if not node:
+                raise ApiError(400, f"pod {name} does not have a host assigned", "BadRequest")
+            containers = [c["name"] for c in pod["spec"].get("containers", [])]
+            container = options.container
+            if container is None:
+                if len(containers) != 1:
+                    raise ApiError(400, f"a container name must be specified for pod {name}, choose one of: "
+                                        f"[{' '.join(containers)}]", "BadRequest")
+                container = containers[0]
+            elif container not in containers:
+                raise ApiError(400, f"container {container} is not valid for pod {name}", "BadRequest")
+            state = world.nodes.get(node)
+            node_ip = world.node_address(node) if state is not None else ""
+            if state is None or not state.vm_running:
+                raise kube_exec.kubelet_unreachable(node_ip, refused=False)
+            if not state.kubelet_posting:
+                raise kube_exec.kubelet_unreachable(node_ip, refused=True)
+            image = next(c.get("image", "") for c in pod["spec"]["containers"] if c["name"] == container)
+            labels = pod["metadata"].get("labels") or {}
+            is_etcd = namespace == "kube-system" and labels.get("component") == "etcd"
+            peer_nodes = {n: world.node_address(n) for n, s in world.nodes.items() if s.node_type == "control"}
+        etcd_files = self._etcd_files(node, peer_nodes) if is_etcd else None
+        if is_etcd and etcd_files is not None and not etcd_files[1]:
+            return kube_exec.container_not_running(container)
+        return kube_exec.ExecTarget(pod=name, container=container, image=image, node_ip=node_ip,
+                                    etcd=etcd_files[0] if etcd_files else None)
+
+    def _etcd_files(self, node: str, peer_nodes: dict[str, str]) -> Optional[tuple["kube_exec.EtcdMemberFiles", bool]]:
+        etcd = self.sim.etcd
+        if etcd is None:
             return None
-        return rbac.forbidden_resource(user, verb, res.group, label, res.kind, route.namespace, route.name)
+        info = etcd.member_files(node)
+        if info is None:
+            return None
+        peers = {}
+        for peer, ip in peer_nodes.items():
+            other = etcd.member_files(peer)
+            if other is not None:
+                peers[f"{ip}:2379"] = other["client_url"]
+        files = {f"{kube_exec.KUBEADM_PKI}{k}": v for k, v in info["files"].items() if v}
+        member = kube_exec.EtcdMemberFiles(client_url=info["client_url"], metrics_url=info["metrics_url"],
+                                           files=files, peers=peers)
+        return member, bool(info["running"])
 
     @staticmethod
     def _authenticated(request: Request, world: KubeWorld) -> bool:
@@ -791,6 +873,14 @@ class KubeApp:
                                "items": [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")}
                                          for i in items]})
         return text
+
+
+def _at_least(version: str, major: int, minor: int) -> bool:
+    try:
+        got = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return False
+    return got >= (major, minor)
 
 
 def _node_name_term(plural: str, selector: str) -> Optional[str]:

@@ -82,7 +82,10 @@ def allows_path(user: User, verb: str, path: str) -> bool:
 
 def forbidden_resource(user: User, verb: str, group: str, resource: str, kind: str, namespace: Optional[str],
                        name: Optional[str]) -> ApiError:
-    what = f'{resource} "{name}"' if name else resource
+    # responsewriters.Forbidden: NewForbidden(GroupResource{group, resource}, name, ...), whose
+    # String() is "<resource>.<group>" without the subresource, which only the reason names.
+    qualified = resource.split("/")[0] + (f".{group}" if group else "")
+    what = f'{qualified} "{name}"' if name else qualified
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     message = (f'{what} is forbidden: User "{user.name}" cannot {verb} resource "{resource}" in API group '
                f'"{group}"{where}')

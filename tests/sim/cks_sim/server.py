@@ -24,6 +24,7 @@ from .admin_api import AdminApp
 from .cloud import CloudWorld
 from .cloudstack_api import API_PATH, CloudStackApp
 from .core import Sim
+from .status_lines import StatusLines, go_status_line, jetty_status_line
 
 KUBE_FAULTS = {"kube_error", "pdb_block", "slow_drain", "never_ready", "stale_ready", "foreign_cordon"}
 
@@ -147,6 +148,10 @@ class SimServer:
             for cluster in sim.cloud.clusters.values():
                 members, mode = sim.cloud.etcd_members(cluster)
                 sim.etcd.add_cluster(cluster.id, members, mode)
+                if mode == "stacked" and hasattr(sim.kube[cluster.id], "use_etcd_client_urls"):
+                    urls = {m["name"]: m["client_url"] for m in sim.etcd.endpoints(cluster.id)["members"]}
+                    with sim.lock:
+                        sim.kube[cluster.id].use_etcd_client_urls(urls)
                 for name in members:
                     if sim.cloud.vm_by_name[name].state != "Running":
                         sim.etcd.vm_powered_off(name)
@@ -171,12 +176,13 @@ class SimServer:
             logging.getLogger("werkzeug").setLevel(logging.WARNING)
         try:
             self.build()
-            self._serve("cloudstack", CloudStackApp(self.sim))
+            self._serve("cloudstack", StatusLines(CloudStackApp(self.sim), jetty_status_line))
             self._serve("admin", AdminApp(self))
             kube_api = _optional("kube_api")
             if kube_api is not None and self.tls is not None:
                 tls_mod = _optional("tls")
-                self._serve("kube", kube_api.make_app(self.sim), tls_mod.server_ssl_context(self.tls))
+                self._serve("kube", StatusLines(kube_api.make_app(self.sim), go_status_line),
+                            tls_mod.server_ssl_context(self.tls))
                 self._kube_url = f"https://{self.host}:{self.servers['kube'].port}"
                 self.sim.kubeconfig_provider = self.kubeconfig_text
                 for cluster in self.sim.cloud.clusters.values():
