@@ -79,6 +79,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("replicasets", "ReplicaSet", "apps", "v1", True, _RO, ("rs",), ("status",)),
         Resource("statefulsets", "StatefulSet", "apps", "v1", True, _RO, ("sts",), ("status",)),
         Resource("daemonsets", "DaemonSet", "apps", "v1", True, _RO, ("ds",), ("status",)),
+        Resource("selfsubjectaccessreviews", "SelfSubjectAccessReview", "authorization.k8s.io", "v1", False,
+                 ("create",)),
     )
 }
 
@@ -334,6 +336,8 @@ class KubeWorld:
         self._pods_by_owner: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
         # Nodes a pod with given tolerations may land on; dropped whenever any node changes.
         self._fit_cache: dict[str, list[str]] = {}
+        # Called (sim.lock held) when a VM's power may change whether the endpoint listens.
+        self.on_endpoint_change: list[Any] = []
         # Pods placed while the world is built are its starting state, not scheduling decisions.
         self._built = False
         # Timers scheduled while building fire on the scheduler thread under sim.lock: hold it
@@ -453,9 +457,17 @@ class KubeWorld:
             return sum(1 for name in self.nodes if self.node_ready_status(name) == "True")
 
     def api_available(self) -> bool:
-        """The API endpoint answers while at least one control node's VM runs an API server."""
-        controls = [n for n in self.nodes.values() if n.node_type == "control"]
+        """The API endpoint answers while a control node's VM behind it runs an API server: any
+        of them behind a load balancer, only the first with ``api_endpoint: first_control_node``."""
+        controls = sorted((n for n in self.nodes.values() if n.node_type == "control"), key=lambda n: n.index)
+        if self.cluster_spec.get("api_endpoint") == "first_control_node":
+            controls = controls[:1]
         return not controls or any(n.vm_running for n in controls)
+
+    def api_listens(self) -> bool:
+        """Whether anything accepts connections at the endpoint: a load balancer always does
+        (and drops them with no API server behind it); a node's own address only while it runs."""
+        return self.cluster_spec.get("api_endpoint") != "first_control_node" or self.api_available()
 
     def snapshot(self) -> dict:
         with self.sim.lock:
@@ -679,9 +691,14 @@ class KubeWorld:
         node = self._raw("nodes", "", name)
         return {"kind": "Node", "name": name, "uid": node["metadata"]["uid"], "apiVersion": "v1"}
 
+    def _api_endpoint_changed(self) -> None:
+        for listener in list(self.on_endpoint_change):
+            listener()
+
     def node_powered_off(self, name: str) -> None:
         state = self.nodes[name]
         state.vm_running = False
+        self._api_endpoint_changed()
         state.kubelet_posting = False
         self.sim.scheduler.cancel(state.boot_timer)
         state.boot_timer = None
@@ -710,6 +727,7 @@ class KubeWorld:
     def node_powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
         state = self.nodes[name]
         state.vm_running = True
+        self._api_endpoint_changed()
         state.cpu, state.memory_mb = int(cpu), int(memory_mb)
         self.sim.scheduler.cancel(state.boot_timer)
         stale = self.sim.faults.take("stale_ready", node=name, cluster=self.cluster_id)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import kube_exec, rbac
+from . import kube_exec, kube_table, rbac
 from .core import drop_connection
 from .kube import RESOURCES, ApiError, KubeWorld, Resource
 from .tls import client_identity, make_tls, read_pem
@@ -496,8 +496,12 @@ def _decode_continue(token: str) -> tuple[str, str]:
 
 
 class KubeApp:
-    def __init__(self, sim: Any) -> None:
+    """One cluster's API server at the root path (``cluster_id`` given), or every cluster's
+    under ``/clusters/<cluster_id>`` (the in-process tests' shared server)."""
+
+    def __init__(self, sim: Any, cluster_id: Optional[str] = None) -> None:
         self.sim = sim
+        self.cluster_id = cluster_id
 
     # --- WSGI ---
 
@@ -508,9 +512,12 @@ class KubeApp:
 
     def _dispatch(self, request: Request, environ: dict[str, Any]) -> Response:
         parts = [p for p in request.path.split("/") if p != ""]
-        if len(parts) < 2 or parts[0] != "clusters" or parts[1] not in self.sim.kube:
+        if self.cluster_id is not None:
+            cluster_id, parts = self.cluster_id, ["clusters", self.cluster_id] + parts
+        elif len(parts) < 2 or parts[0] != "clusters" or parts[1] not in self.sim.kube:
             return _text_response("404 page not found\n", 404)
-        cluster_id = parts[1]
+        else:
+            cluster_id = parts[1]
         world: KubeWorld = self.sim.kube[cluster_id]
         route: Optional[Route] = None
         try:
@@ -560,6 +567,8 @@ class KubeApp:
         try:
             if route.subresource == "exec":
                 response = self._exec(world, route, verb, request, environ, log)
+            elif route.res is not None and route.res.plural == "selfsubjectaccessreviews":
+                response = self._access_review(route, verb, request, user)
             elif route.kind == "health":
                 response = self._health(world, route, request)
             elif route.kind == "version":
@@ -594,6 +603,8 @@ class KubeApp:
         if route.kind != "resource" or route.res is None:
             return None if rbac.allows_path(user, verb, path) else rbac.forbidden_path(user, verb, path)
         res, label = route.res, route.resource_label
+        if rbac.review_needs_no_rule(res.group, res.plural):
+            return None
         verbs = [verb]
         if route.subresource == "exec" and verb == "get" and _at_least(version, 1, 35):
             # AuthorizePodWebsocketUpgradeCreatePermission (beta, on, from 1.35): a websocket
@@ -603,6 +614,12 @@ class KubeApp:
             if not rbac.allows_resource(user, wanted, res.group, label, route.namespace, route.name):
                 return rbac.forbidden_resource(user, wanted, res.group, label, res.kind, route.namespace, route.name)
         return None
+
+    def _access_review(self, route: Route, verb: str, request: Request, user: Optional[rbac.User]) -> Response:
+        if verb != "create" or route.name is not None:
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        assert route.res is not None
+        return _json_response(rbac.access_review(user, self._body(request, route.res)), 201)
 
     # --- pods/exec (kube_exec.py) ---
 
@@ -787,7 +804,12 @@ class KubeApp:
                             content_type="application/json")
         if verb == "get":
             with self.sim.lock:
-                return _json_response(world.get(res.plural, ns, route.name or ""))
+                obj = world.get(res.plural, ns, route.name or "")
+                if route.subresource is None and kube_table.wants_table(request.headers.get("Accept", "")):
+                    return _json_response(kube_table.table(res.plural, [obj], {"resourceVersion": world.current_rv()},
+                                                           include_object=request.args.get("includeObject",
+                                                                                           "Metadata")))
+                return _json_response(obj)
         if verb == "create":
             body = self._body(request, res)
             with self.sim.lock:
@@ -868,6 +890,9 @@ class KubeApp:
                 meta["continue"] = _encode_continue(rv, (last.get("namespace", ""), last["name"]))
                 if not args.get("labelSelector") and not args.get("fieldSelector"):
                     meta["remainingItemCount"] = rest
+            if kube_table.wants_table(request.headers.get("Accept", "")):
+                return json.dumps(kube_table.table(res.plural, items, meta,
+                                                   include_object=args.get("includeObject", "Metadata")))
             # The API server omits kind and apiVersion on list items.
             text = json.dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta,
                                "items": [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")}
@@ -894,16 +919,17 @@ def _node_name_term(plural: str, selector: str) -> Optional[str]:
     return None
 
 
-def make_app(sim: Any) -> KubeApp:
-    """The WSGI app for every cluster in ``sim.kube``, each under ``/clusters/<cluster_id>``."""
-    return KubeApp(sim)
+def make_app(sim: Any, cluster_id: Optional[str] = None) -> KubeApp:
+    """The WSGI app of one cluster's API server at the root path, or (no ``cluster_id``) of
+    every cluster in ``sim.kube``, each under ``/clusters/<cluster_id>``."""
+    return KubeApp(sim, cluster_id)
 
 
 def kubeconfig(sim: Any, cluster_id: str, server_url: str) -> dict:
     """A kubeadm-style admin kubeconfig for one cluster: the sim CA inline, a token and the admin cert.
 
-    ``server_url`` is the HTTPS server's base URL (``https://127.0.0.1:PORT``); the cluster's
-    path prefix is appended.
+    ``server_url`` is the cluster's API server URL as clients must use it: its own server's
+    ``https://127.0.0.1:PORT``, or the shared server's URL with ``/clusters/<cluster_id>``.
     """
     world: KubeWorld = sim.kube[cluster_id]
     tls = getattr(sim, "tls", None) or make_tls(sim.state_dir)
@@ -917,7 +943,7 @@ def kubeconfig(sim: Any, cluster_id: str, server_url: str) -> dict:
         "kind": "Config",
         "preferences": {},
         "clusters": [{"name": world.name, "cluster": {
-            "server": f"{server_url.rstrip('/')}/clusters/{cluster_id}",
+            "server": server_url.rstrip("/"),
             "certificate-authority-data": b64(tls["ca_cert"]),
         }}],
         "users": [{"name": "kubernetes-admin", "user": {
