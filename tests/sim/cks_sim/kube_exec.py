@@ -252,7 +252,7 @@ class EtcdctlInPod:
 
     def __init__(self, member: EtcdMemberFiles, node_ip: str) -> None:
         self.member = member
-        self.local = {f"127.0.0.1:2379", "localhost:2379", f"{node_ip}:2379"}
+        self.local = {"127.0.0.1:2379", "localhost:2379", f"{node_ip}:2379"}
 
     def _endpoint(self, url: str) -> str:
         key = _endpoint_key(url)

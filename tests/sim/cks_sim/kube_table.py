@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable, Optional
 
-TABLE_MEDIA = "as=table"
 
 
 def wants_table(accept: str) -> bool:
@@ -158,33 +157,29 @@ def pod_cells(pod: dict[str, Any], now: datetime.datetime) -> list[Any]:
 
 # --- a few more printers ---------------------------------------------------------------------
 
-def _simple(columns: list[dict[str, Any]], cells: Callable[[dict[str, Any], datetime.datetime], list[Any]]
-            ) -> tuple[list[dict[str, Any]], Callable[[dict[str, Any], datetime.datetime], list[Any]]]:
-    return columns, cells
-
-
 def _pdb_value(value: Any) -> str:
     return "N/A" if value is None else str(value)
 
 
-PRINTERS: dict[str, tuple[list[dict[str, Any]], Callable[[dict[str, Any], datetime.datetime], list[Any]]]] = {
+Cells = Callable[[dict[str, Any], datetime.datetime], list[Any]]
+PRINTERS: dict[str, tuple[list[dict[str, Any]], Cells]] = {
     "nodes": (NODE_COLUMNS, node_cells),
     "pods": (POD_COLUMNS, pod_cells),
-    "namespaces": _simple([_NAME, _column("Status", description="The status of the namespace"), _AGE],
+    "namespaces": ([_NAME, _column("Status", description="The status of the namespace"), _AGE],
                           lambda o, now: [o["metadata"]["name"], o.get("status", {}).get("phase", "Active"),
                                           age(o, now)]),
-    "configmaps": _simple([_NAME, _column("Data", "integer"), _AGE],
-                          lambda o, now: [o["metadata"]["name"], len(o.get("data") or {}) + len(o.get("binaryData")
-                                                                                                 or {}), age(o, now)]),
-    "leases": _simple([_NAME, _column("Holder", description="Holder of the lease"), _AGE],
+    "configmaps": ([_NAME, _column("Data", "integer"), _AGE],
+                          lambda o, now: [o["metadata"]["name"],
+                                          len(o.get("data") or {}) + len(o.get("binaryData") or {}), age(o, now)]),
+    "leases": ([_NAME, _column("Holder", description="Holder of the lease"), _AGE],
                       lambda o, now: [o["metadata"]["name"], (o.get("spec") or {}).get("holderIdentity") or "",
                                       age(o, now)]),
-    "poddisruptionbudgets": _simple(
+    "poddisruptionbudgets": (
         [_NAME, _column("Min Available"), _column("Max Unavailable"), _column("Allowed Disruptions", "integer"), _AGE],
         lambda o, now: [o["metadata"]["name"], _pdb_value(o.get("spec", {}).get("minAvailable")),
                         _pdb_value(o.get("spec", {}).get("maxUnavailable")),
                         int(o.get("status", {}).get("disruptionsAllowed", 0)), age(o, now)]),
-    "deployments": _simple(
+    "deployments": (
         [_NAME, _column("Ready"), _column("Up-to-date", "integer"), _column("Available", "integer"), _AGE],
         lambda o, now: [o["metadata"]["name"],
                         f"{o.get('status', {}).get('readyReplicas', 0)}/{o.get('spec', {}).get('replicas', 0)}",

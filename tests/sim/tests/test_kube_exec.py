@@ -94,9 +94,9 @@ def raw_upgrade(handle: SimHandle, path: str, protocol: str = "v4.channel.k8s.io
                 if not chunk:
                     break
                 data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
+            head, _sep, body = data.partition(b"\r\n\r\n")
             lines = head.decode().split("\r\n")
-            fields = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+            fields = {k.lower(): v.strip() for k, _sep, v in (line.partition(":") for line in lines[1:])}
             if not lines[0].startswith("HTTP/1.1 101"):
                 length = int(fields.get("content-length", "0"))
                 while len(body) < length:
@@ -320,14 +320,33 @@ def test_kubectl_exec_streams_and_closes_stdin_over_v5(shared: SimHandle) -> Non
     pod = etcd_pods(core)[0].metadata.name
     kubectl = [KUBECTL, "--kubeconfig", shared.env["kubeconfig"], "-n", "kube-system", "exec"]
     put = subprocess.run([*kubectl, "-i", pod, "--", "etcdctl", *CERTS, "put", "cks-sim/exec"], input="from-stdin",
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, check=False)
     assert put.returncode == 0, put.stderr
     assert put.stdout.strip() == "OK"
     other = etcd_pods(core)[1].metadata.name
     got = subprocess.run([*kubectl, other, "--", "etcdctl", *CERTS, "get", "cks-sim/exec", "--print-value-only"],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, check=False)
     assert got.returncode == 0 and got.stdout.strip() == "from-stdin"
     failed = subprocess.run([*kubectl, pod, "--", "etcdctl", f"--cacert={PKI}/missing.crt", "endpoint", "health"],
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True, timeout=60, check=False)
     assert failed.returncode == 128
     assert "command terminated with exit code 128" in failed.stderr
+
+
+def test_stdin_is_piped_and_closed_with_the_v5_close_signal(shared: SimHandle) -> None:
+    """v5.channel.k8s.io: the client closes stdin with [255, 0]; etcdctl put then reads EOF."""
+    core = core_of(shared)
+    pod = etcd_pods(core)[0].metadata.name
+    resp = stream(core.connect_get_namespaced_pod_exec, pod, "kube-system",
+                  command=["etcdctl", *CERTS, "put", "cks-sim/stdin"], stderr=True, stdin=True, stdout=True,
+                  tty=False, _preload_content=False)
+    assert resp.subprotocol == "v5.channel.k8s.io"  # the client offers v5 first, the server takes it
+    resp.write_stdin("piped")
+    resp.close_channel(0)
+    resp.run_forever(timeout=30)
+    outcome = Outcome(resp)
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.stdout.strip() == "OK"
+    got = run(core, etcd_pods(core)[2].metadata.name, ["etcdctl", *CERTS, "get", "cks-sim/stdin",
+                                                        "--print-value-only"])
+    assert got.stdout.strip() == "piped"
