@@ -14,7 +14,6 @@ import datetime
 from typing import Any, Callable, Optional
 
 
-
 def wants_table(accept: str) -> bool:
     """The first acceptable media type asks for a meta.k8s.io/v1 Table (kubectl's order)."""
     for part in accept.split(","):
@@ -162,29 +161,42 @@ def _pdb_value(value: Any) -> str:
 
 
 Cells = Callable[[dict[str, Any], datetime.datetime], list[Any]]
+
+
+def namespace_cells(obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
+    return [obj["metadata"]["name"], obj.get("status", {}).get("phase", "Active"), age(obj, now)]
+
+
+def configmap_cells(obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
+    return [obj["metadata"]["name"], len(obj.get("data") or {}) + len(obj.get("binaryData") or {}), age(obj, now)]
+
+
+def lease_cells(obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
+    return [obj["metadata"]["name"], (obj.get("spec") or {}).get("holderIdentity") or "", age(obj, now)]
+
+
+def pdb_cells(obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
+    spec, status = obj.get("spec", {}), obj.get("status", {})
+    return [obj["metadata"]["name"], _pdb_value(spec.get("minAvailable")), _pdb_value(spec.get("maxUnavailable")),
+            int(status.get("disruptionsAllowed", 0)), age(obj, now)]
+
+
+def deployment_cells(obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
+    spec, status = obj.get("spec", {}), obj.get("status", {})
+    return [obj["metadata"]["name"], f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+            int(status.get("updatedReplicas", 0)), int(status.get("availableReplicas", 0)), age(obj, now)]
+
+
 PRINTERS: dict[str, tuple[list[dict[str, Any]], Cells]] = {
     "nodes": (NODE_COLUMNS, node_cells),
     "pods": (POD_COLUMNS, pod_cells),
-    "namespaces": ([_NAME, _column("Status", description="The status of the namespace"), _AGE],
-                          lambda o, now: [o["metadata"]["name"], o.get("status", {}).get("phase", "Active"),
-                                          age(o, now)]),
-    "configmaps": ([_NAME, _column("Data", "integer"), _AGE],
-                          lambda o, now: [o["metadata"]["name"],
-                                          len(o.get("data") or {}) + len(o.get("binaryData") or {}), age(o, now)]),
-    "leases": ([_NAME, _column("Holder", description="Holder of the lease"), _AGE],
-                      lambda o, now: [o["metadata"]["name"], (o.get("spec") or {}).get("holderIdentity") or "",
-                                      age(o, now)]),
-    "poddisruptionbudgets": (
-        [_NAME, _column("Min Available"), _column("Max Unavailable"), _column("Allowed Disruptions", "integer"), _AGE],
-        lambda o, now: [o["metadata"]["name"], _pdb_value(o.get("spec", {}).get("minAvailable")),
-                        _pdb_value(o.get("spec", {}).get("maxUnavailable")),
-                        int(o.get("status", {}).get("disruptionsAllowed", 0)), age(o, now)]),
-    "deployments": (
-        [_NAME, _column("Ready"), _column("Up-to-date", "integer"), _column("Available", "integer"), _AGE],
-        lambda o, now: [o["metadata"]["name"],
-                        f"{o.get('status', {}).get('readyReplicas', 0)}/{o.get('spec', {}).get('replicas', 0)}",
-                        int(o.get("status", {}).get("updatedReplicas", 0)),
-                        int(o.get("status", {}).get("availableReplicas", 0)), age(o, now)]),
+    "namespaces": ([_NAME, _column("Status", description="The status of the namespace"), _AGE], namespace_cells),
+    "configmaps": ([_NAME, _column("Data", "integer"), _AGE], configmap_cells),
+    "leases": ([_NAME, _column("Holder", description="Holder of the lease"), _AGE], lease_cells),
+    "poddisruptionbudgets": ([_NAME, _column("Min Available"), _column("Max Unavailable"),
+                              _column("Allowed Disruptions", "integer"), _AGE], pdb_cells),
+    "deployments": ([_NAME, _column("Ready"), _column("Up-to-date", "integer"), _column("Available", "integer"),
+                     _AGE], deployment_cells),
 }
 
 DEFAULT_COLUMNS = [_NAME, _column("Created At", "date", description=_AGE["description"])]

@@ -347,6 +347,6 @@ def test_stdin_is_piped_and_closed_with_the_v5_close_signal(shared: SimHandle) -
     outcome = Outcome(resp)
     assert outcome.returncode == 0, outcome.stderr
     assert outcome.stdout.strip() == "OK"
-    got = run(core, etcd_pods(core)[2].metadata.name, ["etcdctl", *CERTS, "get", "cks-sim/stdin",
-                                                        "--print-value-only"])
+    other = etcd_pods(core)[2].metadata.name
+    got = run(core, other, ["etcdctl", *CERTS, "get", "cks-sim/stdin", "--print-value-only"])
     assert got.stdout.strip() == "piped"
