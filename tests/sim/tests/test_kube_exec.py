@@ -350,3 +350,15 @@ def test_stdin_is_piped_and_closed_with_the_v5_close_signal(shared: SimHandle) -
     other = etcd_pods(core)[2].metadata.name
     got = run(core, other, ["etcdctl", *CERTS, "get", "cks-sim/stdin", "--print-value-only"])
     assert got.stdout.strip() == "piped"
+
+
+def test_a_kube_error_fault_on_pods_exec_refuses_before_the_upgrade(shared: SimHandle) -> None:
+    """The sim's kube_error fault matches the resource as logged, `pods/exec`, for one call."""
+    core = core_of(shared)
+    pod = etcd_pods(core)[0].metadata.name
+    shared.admin("POST", "/faults", {"kind": "kube_error", "resource": "pods/exec", "name": pod, "status": 503,
+                                     "message": "injected", "count": 1})
+    path = f"/api/v1/namespaces/kube-system/pods/{pod}/exec?command=etcdctl&command=version&stdout=1"
+    line, _h, body = raw_upgrade(shared, path)
+    assert line == "HTTP/1.1 503 Service Unavailable" and json.loads(body)["message"] == "injected"
+    assert raw_upgrade(shared, path)[0] == "HTTP/1.1 101 Switching Protocols"  # count 1: the next one passes
