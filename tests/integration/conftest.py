@@ -128,7 +128,7 @@ class CycleSim:
                                        "poll_interval": 0.05}, **drain)), **(options or {}))
         check = etcd_check_for(self.etcd_endpoints()) if etcd else None
         return BatchCycle(self.cloud, self.kube, self.loader, self.cluster_id, settings, nodes,
-                                options=cycle_options, etcd_check=check, lock=lock).run()
+                          options=cycle_options, etcd_check=check, lock=lock).run()
 
     def release(self, last_error: Optional[str] = None, skipped: Any = None, lock: Any = None) -> Any:
         from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore

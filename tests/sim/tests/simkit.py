@@ -71,4 +71,3 @@ class SimHandle:
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02) -> Any:
         return wait_until(predicate, timeout, interval=interval)
-
