@@ -73,8 +73,8 @@ def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str,
                     report_path: str = "") -> list[str]:
     """The closing lines of a rollout, from its report and the cluster read after it."""
     capacity = {key: _shown(value) for key, value in (report.get("capacity") or {}).items()}
-    counts = {key: _shown(after.get(key)) for key in ("controlnodesoutofdate", "workernodesoutofdate",
-                                                       "etcdnodesoutofdate")}
+    counted = ("controlnodesoutofdate", "workernodesoutofdate", "etcdnodesoutofdate")
+    counts = {key: _shown(after.get(key)) for key in counted}
     restarted = [node for node in report.get("nodes") or [] if node.get("outcome") in DONE_OUTCOMES]
     cancelled = " (cancelled)" if report.get("cancelled") else ""
     return [
