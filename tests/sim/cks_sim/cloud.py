@@ -554,7 +554,10 @@ class CloudWorld:
         self._timeline(vm, "stop_requested", forced=forced)
 
         def body(job: Job, done: Callable[[], None]) -> None:
-            if vm.state == "Stopped":
+            # VirtualMachineManagerImpl.advanceStop returns at once for a Stopped VM, and for an
+            # Error one ("Stopped called on ... but the state is Error"): the job succeeds and
+            # the VM stays in Error.
+            if vm.state in ("Stopped", "Error"):
                 self._complete(job, {"virtualmachine": self.vm_view(vm)})
                 return done()
             fault = self._job_fault(command, vm)
@@ -588,6 +591,10 @@ class CloudWorld:
         self._timeline(vm, "start_requested")
 
         def body(job: Job, done: Callable[[], None]) -> None:
+            if vm.state == "Running" and command == "startVirtualMachine":
+                # UserVmManagerImpl.startVirtualMachine refuses before anything else (an
+                # InvalidParameterValueException, 431 through ApiAsyncJobDispatcher).
+                raise param_error(f"The virtual machine {vm.id} ({vm.name}) is already running")
             if vm.state == "Running":
                 self._complete(job, {"virtualmachine": self.vm_view(vm)})
                 return done()
@@ -814,7 +821,14 @@ class CloudWorld:
         job = self.new_job("resizeVolume", "Volume", volume.id)
 
         def body(job: Job, done: Callable[[], None]) -> None:
-            new_size, offering_id = self._check_resize(vm, volume, size_gb, shrinkok, new_offering)
+            try:
+                new_size, offering_id = self._check_resize(vm, volume, size_gb, shrinkok, new_offering)
+            except CloudError as err:
+                if err.code != 431:
+                    raise
+                # ResizeVolumeCmd.execute turns every InvalidParameterValueException of
+                # VolumeApiServiceImpl.resizeVolume into UNSUPPORTED_ACTION_ERROR.
+                raise CloudError(432, err.text, CS_INVALID_PARAMETER) from None
             fault = self._job_fault("resizeVolume", vm)
             volume.state = "Resizing"
 
@@ -840,6 +854,8 @@ class CloudWorld:
     def _check_resize(self, vm: VM, volume: Volume, size_gb: Optional[int], shrinkok: bool,
                       new_offering: Optional[DiskOffering]) -> tuple[int, str]:
         """VolumeApiServiceImpl.resizeVolume's refusals, in its order. Returns (bytes, offering id)."""
+        if size_gb is not None and size_gb < 0:
+            raise param_error(f"Invalid size {size_gb}")
         if volume.state not in ("Ready", "Allocated"):
             raise param_error(f"Volume should be in ready or allocated state before attempting a resize. Volume {volume.id} is in state {volume.state}.")
         current = self.disk_offerings[volume.disk_offering_id]
@@ -1155,6 +1171,10 @@ class CloudWorld:
                     # CKS also needs the API server's /version to answer before it trusts the count.
                     api_up = world is not None and getattr(world, "api_available", lambda: True)()
                     ready = world.ready_node_count() if api_up else -1
+                    if api_up and self.cloud_opts["scanner_adds_etcd"]:
+                        # KubernetesClusterStartWorker.reconcileAlertCluster (4.21+): etcd nodes
+                        # are no Kubernetes nodes, so their count is added to kubectl's.
+                        ready += cluster.etcd_nodes
                     if ready == self.expected_ready(cluster):
                         self.set_cluster_state(cluster, "Running", "all nodes Ready")
                 elif states and all(s == "Stopped" for s in states):

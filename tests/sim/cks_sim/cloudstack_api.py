@@ -333,8 +333,6 @@ def resize_volume(call: Call) -> dict[str, Any]:
     volume = call.cloud.get_volume(call.get("id"))
     offering = call.cloud.get_disk_offering(call.get("diskofferingid")) if call.get("diskofferingid") else None
     size = call.get("size")
-    if size is not None and size < 0:
-        raise param_error(f"Invalid size {size}")
     return call.job(call.cloud.resize_volume(volume, size, bool(call.get("shrinkok")), offering))
 
 

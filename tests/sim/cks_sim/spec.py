@@ -181,7 +181,8 @@ def normalize(raw: Any) -> dict[str, Any]:
     out["affinity_groups"] = _affinity_groups(spec.get("affinity_groups"), out["hosts"])
 
     cloud = _mapping(spec.get("cloud"), "cloud")
-    _unknown(cloud, ("scanner_counts_etcd", "capacity_release_interval", "page_size_max", "version"), "cloud")
+    _unknown(cloud, ("scanner_counts_etcd", "scanner_adds_etcd", "capacity_release_interval", "page_size_max",
+                     "version"), "cloud")
     out["cloud"] = {
         # The CKS scanner compares the Ready count with control+worker+etcd (reference §1.1),
         # so a cluster with etcd nodes never leaves Alert by itself. False counts only K8s nodes.
@@ -192,6 +193,10 @@ def normalize(raw: Any) -> dict[str, Any]:
         "page_size_max": _int(cloud.get("page_size_max", 500), "cloud.page_size_max", 1),
         "version": str(cloud.get("version", "4.22.1.0")),
     }
+    # From 4.21 the Alert recovery adds the etcd node count to kubectl's Ready count, so a
+    # cluster with etcd nodes recovers; before that it stayed in Alert.
+    out["cloud"]["scanner_adds_etcd"] = _bool(cloud.get("scanner_adds_etcd", _version_at_least(out["cloud"]["version"], (4, 21))),
+                                              "cloud.scanner_adds_etcd")
 
     clusters = _list(spec.get("clusters"), "clusters")
     if not clusters:
@@ -211,6 +216,11 @@ def normalize(raw: Any) -> dict[str, Any]:
         "max_unavailable": {t: _int(max_unavailable.get(t, 1), f"invariants.max_unavailable.{t}") for t in NODE_TYPES}
     }
     return out
+
+
+def _version_at_least(version: str, wanted: tuple[int, int]) -> bool:
+    parts = [int(p) for p in re.findall(r"\d+", version)[:2]]
+    return tuple(parts + [0] * (2 - len(parts))) >= wanted
 
 
 def _hosts(raw: Any, scale_hosts: Optional[int]) -> list[dict[str, Any]]:
