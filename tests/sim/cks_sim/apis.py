@@ -109,6 +109,11 @@ def parse_params(definition: dict[str, Any], params: dict[str, str], is_admin: b
                 raise CloudError(431, f"Unable to execute API command {short_name(definition)} due to missing parameter {name}", 9999)
             continue
         raw = params.get(name)
+        if raw == "" and kind == "list" and not spec["required"]:
+            # ParamProcessWorker skips only an absent parameter (paramObj == null); an empty
+            # one is tokenised into an empty list (that is how a VM's last group is removed).
+            out[name] = []
+            continue
         if raw is None or raw == "":
             if spec["required"]:
                 raise CloudError(431, f"Unable to execute API command {short_name(definition)} due to missing parameter {name}", 9999)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from . import spec as specmod
 from .core import Sim
+from .owners import Account, Directory, OwnerError
 
 GB = 1 << 30
 
@@ -103,6 +104,13 @@ class AffinityGroup:
     type: str
     description: Optional[str]
     dedicated_host_ids: list[str]
+    owner_id: str = ""
+    domain_level_id: Optional[str] = None  # a domain-level group (ACLType.Domain) of that domain
+
+    def ref(self, number: int) -> str:
+        # AffinityGroupVO.toString(), as permission texts quote it.
+        return "AffinityGroup " + json.dumps({"id": number, "name": self.name, "type": self.type, "uuid": self.id},
+                                             separators=(",", ":"))
 
 
 @dataclass
@@ -146,6 +154,7 @@ class VM:
     custom_cpu: Optional[int] = None
     custom_memory: Optional[int] = None
     keypair: Optional[str] = None
+    owner_id: str = ""
     queue: deque = field(default_factory=deque)
     active_job: Optional["Job"] = None
 
@@ -206,6 +215,7 @@ class Cluster:
     autoscaling: bool = False
     minsize: int = 0
     maxsize: int = 0
+    owner_id: str = ""
 
 
 @dataclass
@@ -220,6 +230,7 @@ class Job:
     result_code: int = 0
     result: Optional[dict[str, Any]] = None
     completed: Optional[float] = None
+    caller_id: str = ""
 
     def visible_status(self) -> int:
         if self.status != 0 and time.monotonic() < self.not_before:
@@ -257,10 +268,13 @@ class CloudWorld:
         self.spec = spec
         self.ids = specmod.IdFactory(spec["seed"])
         self.account = spec["account"]
-        self.is_admin = self.account["role"] == "admin"
         self.account_id = self.ids.uuid()
         self.user_id = self.ids.uuid()
         self.domain_id = self.ids.uuid()
+        self.directory = Directory(spec, self.ids.uuid, self.account_id, self.user_id, self.domain_id)
+        # The account of the request being served (the API layer sets it under sim.lock);
+        # the scheduler's work runs as the spec's own account.
+        self.caller: Account = self.directory.primary
         self.cloud_opts = spec["cloud"]
         self.max_unavailable = spec["invariants"]["max_unavailable"]
         base_ms = specmod.created_ms(spec)
@@ -292,6 +306,27 @@ class CloudWorld:
         self._build(spec)
 
     # -- construction ------------------------------------------------------------------------
+
+    @property
+    def is_admin(self) -> bool:
+        """The caller is a root admin: the full VM view, listHosts, admin-only parameters."""
+        return self.caller.role == "admin"
+
+    def owner_error(self, err: OwnerError) -> "CloudError":
+        return CloudError(err.code, err.text, err.cserrorcode)
+
+    def check_access(self, owner_id: str, entity_ref: str) -> None:
+        """@ACL(OperateEntry) on the command's id: the caller must be allowed the owner's resources."""
+        try:
+            self.directory.check_access(self.caller, owner_id, entity_ref)
+        except OwnerError as err:
+            raise self.owner_error(err) from None
+
+    def list_scope(self, values: dict[str, Any]) -> Callable[[str], bool]:
+        try:
+            return self.directory.list_scope(self.caller, values)
+        except OwnerError as err:
+            raise self.owner_error(err) from None
 
     def _tick_ms(self, step: int = 1500) -> int:
         self._clock_ms += step
@@ -328,6 +363,13 @@ class CloudWorld:
         for g in spec["affinity_groups"]:
             group = AffinityGroup(self.ids.uuid(), g["name"], g["type"], g.get("description"),
                                   [host_by_name[n].id for n in g["hosts"]])
+            if g.get("domain"):
+                # A domain-level group (dedication to a domain, or created with domainid only):
+                # kept by the account that made it, usable in that domain.
+                group.owner_id = self.directory.primary.id
+                group.domain_level_id = self.directory.domain_named(g["domain"]).id
+            else:
+                group.owner_id = self.directory.owner_id(g)
             self.affinity_groups[group.id] = group
         for index, c in enumerate(spec["clusters"]):
             self._build_cluster(c, index)
@@ -369,6 +411,7 @@ class CloudWorld:
             vm_ids=[], root_disk_size=c["root_disk_size"], template_id=self.template_id,
             template_name=f"cks-ubuntu-{c['kubernetes_version']}",
         )
+        cluster.owner_id = self.directory.owner_id(c)
         self.clusters[cluster.id] = cluster
         prefix = specmod.node_name_prefix(c["name"], cluster_id)
         overrides = {(o["type"], o["index"]): o for o in c["nodes"]}
@@ -427,6 +470,7 @@ class CloudWorld:
                 (number >> 24) & 255, (number >> 16) & 255, (number >> 8) & 255, number & 255),
             cluster_id=cluster.id if cluster else None, node_type=node_type, is_etcd=node_type == "etcd",
             is_external=external, keypair=cluster.keypair if cluster else None,
+            owner_id=cluster.owner_id if cluster else self.directory.primary.id,
         )
         vm.lastupdated = vm.created
         if cluster:
@@ -506,7 +550,8 @@ class CloudWorld:
 
     def new_job(self, cmd: str, instance_type: Optional[str], instance_id: Optional[str]) -> Job:
         now = time.monotonic()
-        job = Job(self.ids.uuid(), cmd, instance_type, instance_id, time.time(), now + self.sim.delay("job_poll_min"))
+        job = Job(self.ids.uuid(), cmd, instance_type, instance_id, time.time(), now + self.sim.delay("job_poll_min"),
+                  caller_id=self.caller.id)
         self.jobs[job.id] = job
         return job
 
@@ -906,25 +951,59 @@ class CloudWorld:
             raise param_error(f"Cannot resize volume {volume.id}: its VM is in state {vm.state}")
         return new_size, offering_id
 
+    def group_ref(self, group: AffinityGroup) -> str:
+        return group.ref(list(self.affinity_groups).index(group.id) + 1)
+
+    def check_affinity_acl(self, vm: VM, group_ids: list[str]) -> None:
+        """ParamProcessWorker.doAccessChecks for updateVMAffinityGroup, before any job: the VM's
+        owner, then every group named by id (``@ACL`` on affinitygroupids, UseEntry)."""
+        self.check_access(vm.owner_id, self.vm_ref(vm))
+        for group_id in group_ids:
+            group = self.affinity_groups[group_id]
+            try:
+                self.directory.check_group_access(self.caller, group.owner_id, group.domain_level_id, self.group_ref(group))
+            except OwnerError as err:
+                raise self.owner_error(err) from None
+
     def update_affinity(self, vm: VM, group_ids: Optional[list[str]], group_names: Optional[list[str]]) -> Job:
         job = self.new_job("updateVMAffinityGroup", "VirtualMachine", vm.id)
+        caller = self.caller
 
         def body(job: Job, done: Callable[[], None]) -> None:
+            # UpdateVMAffinityGroupCmd.execute, then AffinityGroupServiceImpl.updateVMAffinityGroups.
             if group_ids is not None and group_names is not None:
                 raise param_error("affinitygroupids parameter is mutually exclusive with affinitygroupnames parameter")
             if group_ids is None and group_names is None:
-                raise param_error("Either affinitygroupids or affinitygroupnames must be specified")
+                raise param_error("affinitygroupids parameter or affinitygroupnames parameter must be given")
             if group_names is not None:
                 ids = []
+                owner = self.directory.accounts[vm.owner_id]
                 for name in group_names:
-                    group = next((g for g in self.affinity_groups.values() if g.name == name), None)
+                    # ApiResponseHelper.getAffinityGroupId: by name among the VM owner's groups.
+                    group = next((g for g in self.affinity_groups.values()
+                                  if g.name == name and g.owner_id == vm.owner_id and g.domain_level_id is None), None)
                     if group is None:
-                        raise param_error(f"Unable to find affinity group by name {name}")
+                        raise param_error(f"Unable to find group by name {name} for account {owner.number}")
                     ids.append(group.id)
             else:
                 ids = list(group_ids or [])
             if vm.state != "Stopped":
-                raise param_error(f"Unable to update affinity groups of the virtual machine {self.vm_ref(vm)} in state {vm.state}; {NOT_STOPPED_HINT}")
+                raise param_error(f"Unable update affinity groups of the virtual machine {self.vm_ref(vm)} in state {vm.state};"
+                                  f" {NOT_STOPPED_HINT} and not in an error state before updating.")
+            for group_id in ids:
+                group = self.affinity_groups[group_id]
+                if caller.role == "admin":
+                    # Root admin has access to both, but they must have the same owner; a
+                    # PermissionDeniedException in a job ends it with 530 (ApiAsyncJobDispatcher).
+                    if group.owner_id != vm.owner_id:
+                        raise CloudError(530, f"Affinity Group {self.group_ref(group)} does not belong to the VM's account",
+                                         CS_PERMISSION_DENIED)
+                else:
+                    try:
+                        self.directory.check_group_access(caller, group.owner_id, group.domain_level_id,
+                                                          self.group_ref(group))
+                    except OwnerError as err:
+                        raise CloudError(530, err.text, err.cserrorcode) from None
             fault = self._job_fault("updateVMAffinityGroup", vm)
 
             def finish() -> None:
@@ -987,8 +1066,7 @@ class CloudWorld:
                 for tag in tags:
                     self.tags.setdefault(rid, []).append({
                         "key": tag["key"], "value": tag["value"], "resourceid": rid, "resourcetype": kind,
-                        "account": self.account["name"], "domainid": self.domain_id, "domain": self.account["domain"],
-                        "domainpath": "/", **({"customer": customer} if customer else {}),
+                        **self.owner_fields(self.caller.id), **({"customer": customer} if customer else {}),
                     })
             return {"success": True}
 
@@ -1182,9 +1260,8 @@ class CloudWorld:
 
     # -- views (CloudStack response objects) -------------------------------------------------
 
-    def _owner(self) -> dict[str, Any]:
-        return {"account": self.account["name"], "domainid": self.domain_id, "domain": self.account["domain"],
-                "domainpath": "/"}
+    def owner_fields(self, owner_id: str) -> dict[str, Any]:
+        return self.directory.owner_fields(owner_id)
 
     def tag_views(self, resource_id: str) -> list[dict[str, Any]]:
         return [dict(t) for t in self.tags.get(resource_id, [])]
@@ -1194,8 +1271,9 @@ class CloudWorld:
         want = (lambda key: True) if details is None or "all" in details else (lambda key: key in details)
         network = self.networks[vm.network_id]
         view: dict[str, Any] = {
-            "id": vm.id, "name": vm.name, "displayname": vm.name, **self._owner(),
-            "userid": self.user_id, "username": self.account["name"], "created": vm.created,
+            "id": vm.id, "name": vm.name, "displayname": vm.name, **self.owner_fields(vm.owner_id),
+            "userid": self.directory.accounts[vm.owner_id].user_id,
+            "username": self.directory.accounts[vm.owner_id].name, "created": vm.created,
             "lastupdated": vm.lastupdated, "state": vm.state, "haenable": False, "zoneid": self.zone_id,
             "zonename": self.zone_name, "hypervisor": "KVM", "isdynamicallyscalable": True, "arch": "x86_64",
             "passwordenabled": False, "rootdeviceid": 0, "rootdevicetype": "ROOT", "ostypeid": self.template_id,
@@ -1244,7 +1322,7 @@ class CloudWorld:
                 view.update(diskofferingid=disk.id, diskofferingname=disk.name)
         if want("affgrp"):
             view["affinitygroup"] = [
-                {"id": g.id, "name": g.name, "account": self.account["name"],
+                {"id": g.id, "name": g.name, **self.owner_fields(g.owner_id),
                  **({"description": g.description} if g.description else {})}
                 for g in (self.affinity_groups[i] for i in vm.affinity_group_ids)
             ]
@@ -1265,7 +1343,7 @@ class CloudWorld:
             vm.state, vm.lastupdated, vm.host_id, vm.active_job.id if vm.active_job else None, vm.service_offering_id,
             vm.custom_cpu, vm.custom_memory, tuple(vm.affinity_group_ids), root.disk_offering_id if root else None,
             tuple(sorted(vm.details.items())), tuple((t["key"], t["value"]) for t in self.tags.get(vm.id, ())),
-            frozenset(details) if details else None,
+            frozenset(details) if details else None, self.is_admin,
         )
         cached = self._vm_json_cache.get(vm.id)
         if cached is not None and cached[0] == key:
@@ -1283,7 +1361,7 @@ class CloudWorld:
             "type": volume.type, "deviceid": 0, "virtualmachineid": vm.id, "vmname": vm.name,
             "vmdisplayname": vm.name, "vmstate": vm.state, "vmtype": "User", "provisioningtype": "thin",
             "size": volume.size, "virtualsize": volume.size, "physicalsize": volume.size // 3,
-            "created": volume.created, "state": volume.state, **self._owner(),
+            "created": volume.created, "state": volume.state, **self.owner_fields(vm.owner_id),
             "storagetype": "shared", "hypervisor": "KVM", "storageid": volume.storage_id, "storage": "primary-1",
             "diskofferingid": disk.id, "diskofferingname": disk.name, "diskofferingdisplaytext": disk.displaytext,
             "destroyed": False, "isextractable": False, "quiescevm": False, "supportsstoragesnapshot": False,
@@ -1326,7 +1404,7 @@ class CloudWorld:
 
     def affinity_group_view(self, group: AffinityGroup) -> dict[str, Any]:
         view = {
-            "id": group.id, "name": group.name, "type": group.type, **self._owner(),
+            "id": group.id, "name": group.name, "type": group.type, **self.owner_fields(group.owner_id),
             "virtualmachineIds": [vm.id for vm in self.vms.values() if group.id in vm.affinity_group_ids],
         }
         if group.description:
@@ -1371,7 +1449,7 @@ class CloudWorld:
         view: dict[str, Any] = {
             "id": cluster.id, "name": cluster.name, "description": cluster.description, "created": cluster.created,
             "clustertype": cluster.clustertype, "state": cluster.state, "zoneid": zone["id"], "zonename": zone["name"],
-            **self._owner(),
+            **self.owner_fields(cluster.owner_id),
             "serviceofferingid": offering.id, "serviceofferingname": offering.name,
             "templateid": cluster.template_id, "templatename": cluster.template_name,
             "controlnodes": cluster.control_nodes, "masternodes": cluster.control_nodes, "size": cluster.workers,
@@ -1403,11 +1481,13 @@ class CloudWorld:
 
     def job_view(self, job: Job) -> dict[str, Any]:
         status = job.visible_status()
+        owner = self.directory.accounts.get(job.caller_id) or self.directory.primary
+        domain = self.directory.domains[owner.domain_id]
         view: dict[str, Any] = {
             "jobid": job.id, "cmd": JAVA_CLASSES.get(job.cmd, job.cmd), "jobstatus": status, "jobprocstatus": 0,
             "jobresultcode": job.result_code if status else 0, "created": iso(job.created),
-            "userid": self.user_id, "accountid": self.account_id, "account": self.account["name"],
-            "domainid": self.domain_id, "domainpath": "/", "managementserverid": self.zone_id,
+            "userid": owner.user_id, "accountid": owner.id, "account": owner.name,
+            "domainid": domain.id, "domainpath": domain.path, "managementserverid": self.zone_id,
             "managementservername": "cks-sim",
         }
         if job.instance_type:
@@ -1415,9 +1495,16 @@ class CloudWorld:
             view["jobinstanceid"] = job.instance_id
         if status:
             view["jobresulttype"] = "object"
-            view["jobresult"] = job.result
+            view["jobresult"] = self._restricted(job.result)
             view["completed"] = iso(job.completed or time.time())
         return view
+
+    def _restricted(self, result: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        """ResponseView.Restricted for a caller that is not a root admin: no host, no instance name."""
+        if self.is_admin or not result or "virtualmachine" not in result:
+            return result
+        vm = {k: v for k, v in result["virtualmachine"].items() if k not in ("hostid", "hostname", "instancename")}
+        return dict(result, virtualmachine=vm)
 
     # -- snapshot ----------------------------------------------------------------------------
 

@@ -225,6 +225,7 @@ class SimServer:
             "kube_ca": self.tls["ca_cert"] if self.tls else None,
             "etcd": first["etcd"],
             "clusters": clusters,
+            "keys": cloud.directory.key_listing(),
             "state_dir": self.state_dir,
             "pid": os.getpid(),
         }
