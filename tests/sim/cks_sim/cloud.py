@@ -811,6 +811,39 @@ class CloudWorld:
             if missing:
                 raise param_error("Need to specify custom parameter values cpu, cpu speed and memory when using custom offering")
 
+    def usage(self, kind: str, owner_id: str, resource: str) -> int:
+        """The resource count of an account or a domain (tree): cores, MiB, bytes of primary storage.
+
+        resource.count.running.vms.only is false by default: stopped VMs count as well.
+        """
+        directory = self.directory
+        if kind == "account":
+            owners = {owner_id}
+        else:
+            owners = {a.id for a in directory.accounts.values() if directory.in_subtree(a.domain_id, owner_id)}
+        if resource == "primarystorage":
+            return sum(v.size for v in self.volumes.values() if self.vms[v.vm_id].owner_id in owners)
+        total = 0
+        for vm in self.vms.values():
+            if vm.owner_id in owners:
+                cpu, memory = self.vm_cpu_memory(vm)
+                total += cpu if resource == "cpu" else memory
+        return total
+
+    def check_limit(self, owner_id: str, resource: str, amount: int) -> None:
+        try:
+            self.directory.check_limit(owner_id, resource, amount, self.usage)
+        except OwnerError as err:
+            raise self.owner_error(err) from None
+
+    def _check_offering_limits(self, vm: VM, new: ServiceOffering, details: dict[str, str]) -> None:
+        """ResourceLimitManagerImpl.checkVmResourceLimitsForServiceOfferingChange: only growth counts."""
+        cpu, memory = self.vm_cpu_memory(vm)
+        new_cpu = int(details["cpuNumber"]) if new.iscustomized and "cpuNumber" in details else new.cpu
+        new_memory = int(details["memory"]) if new.iscustomized and "memory" in details else new.memory
+        self.check_limit(vm.owner_id, "cpu", new_cpu - cpu)
+        self.check_limit(vm.owner_id, "memory", new_memory - memory)
+
     def _apply_offering(self, vm: VM, new: ServiceOffering, details: dict[str, str]) -> None:
         old = self.service_offerings[vm.service_offering_id]
         vm.service_offering_id = new.id
@@ -824,6 +857,8 @@ class CloudWorld:
         if vm.state != "Stopped":
             raise param_error(f"Unable to upgrade virtual machine {self.vm_ref(vm)}  in state {vm.state}; {NOT_STOPPED_HINT}")
         self._check_offering_change(vm, new, details)
+        # UpgradeVMCmd turns the ResourceAllocationException into RESOURCE_ALLOCATION_ERROR (535).
+        self._check_offering_limits(vm, new, details)
         self._apply_offering(vm, new, details)
         return vm
 
@@ -834,6 +869,7 @@ class CloudWorld:
             fault = self._job_fault("scaleVirtualMachine", vm)
             if vm.state == "Stopped":
                 self._check_offering_change(vm, new, details)
+                self._check_offering_limits(vm, new, details)
                 apply = True
             elif vm.state == "Running":
                 current = self.service_offerings[vm.service_offering_id]
@@ -949,6 +985,9 @@ class CloudWorld:
             raise param_error(f"Unable to shrink volumes of type QCOW2 (volume {volume.id})")
         if vm.state not in ("Stopped", "Running"):
             raise param_error(f"Cannot resize volume {volume.id}: its VM is in state {vm.state}")
+        # checkResourceLimit(owner, primary_storage, newSize - currentSize); ResizeVolumeCmd
+        # answers the ResourceAllocationException with RESOURCE_ALLOCATION_ERROR (535).
+        self.check_limit(vm.owner_id, "primarystorage", new_size - volume.size)
         return new_size, offering_id
 
     def group_ref(self, group: AffinityGroup) -> str:
