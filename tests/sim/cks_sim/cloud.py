@@ -78,6 +78,18 @@ class DiskOffering:
     created: str
     compute_only: bool = False  # implicit per service offering; listDiskOfferings never shows it
     tags: Optional[str] = None
+    storagetype: str = "shared"  # DiskOffering.isUseLocalStorage
+
+    def tag_list(self) -> list[str]:
+        return [t.strip() for t in (self.tags or "").split(",") if t.strip()]
+
+
+@dataclass
+class StoragePool:
+    id: str
+    name: str
+    scope: str  # shared | local (ScopeType.HOST)
+    tags: Optional[str]
 
 
 @dataclass
@@ -283,6 +295,10 @@ class CloudWorld:
         self.zone_name = spec["zone"]["name"]
         self.dynamic_scale = spec["zone"]["dynamic_scale"]
         self.storage_id = self.ids.uuid()
+        self.storage_pools: dict[str, StoragePool] = {}
+        for number, pool in enumerate(spec["storage_pools"]):
+            pool_id = self.storage_id if number == 0 else self.ids.uuid()
+            self.storage_pools[pool_id] = StoragePool(pool_id, pool["name"], pool["scope"], pool["tags"])
         self.template_id = self.ids.uuid()
         self.hosts: dict[str, Host] = {}
         self.disk_offerings: dict[str, DiskOffering] = {}
@@ -342,7 +358,7 @@ class CloudWorld:
             self.hosts[host.id] = host
         for d in spec["disk_offerings"]:
             off = DiskOffering(self.ids.uuid(), d["name"], d["size"], d["iscustomized"], d["disksizestrictness"],
-                               d["displaytext"], self._stamp(), tags=d.get("tags"))
+                               d["displaytext"], self._stamp(), tags=d.get("tags"), storagetype=d["storagetype"])
             self.disk_offerings[off.id] = off
         disk_by_name = {d.name: d for d in self.disk_offerings.values()}
         for s in spec["service_offerings"]:
@@ -352,7 +368,8 @@ class CloudWorld:
                 # Since 4.17 every compute offering has a disk offering; without a linked one it
                 # is an implicit compute-only offering named after it (hidden from listDiskOfferings).
                 implicit = DiskOffering(self.ids.uuid(), s["name"], s["rootdisksize"], s["rootdisksize"] == 0, False,
-                                        s["displaytext"], self._stamp(), compute_only=True)
+                                        s["displaytext"], self._stamp(), compute_only=True, tags=s["tags"],
+                                        storagetype=s["storagetype"])
                 self.disk_offerings[implicit.id] = implicit
                 disk_id = implicit.id
             off = ServiceOffering(self.ids.uuid(), s["name"], s["cpu"], s["memory"], s["cpuspeed"], s["rootdisksize"],
@@ -434,7 +451,8 @@ class CloudWorld:
                 if dedication not in groups:
                     groups.insert(0, dedication)
             vm = self._new_vm(name, offering, groups, network, cluster, node_type, external,
-                              override.get("root_disk_size", c["root_disk_size"]), c["root_disk_offering"])
+                              override.get("root_disk_size", c["root_disk_size"]), c["root_disk_offering"],
+                              pool_id=next(p.id for p in self.storage_pools.values() if p.name == c["storage_pool"]))
             cluster.cpunumber += offering.cpu
             cluster.memory += offering.memory
             state = override.get("state", "Running")
@@ -457,7 +475,7 @@ class CloudWorld:
 
     def _new_vm(self, name: str, offering: ServiceOffering, groups: list[str], network: Network,
                 cluster: Optional[Cluster], node_type: Optional[str], external: bool, root_gb: int,
-                root_disk_offering: Optional[str]) -> VM:
+                root_disk_offering: Optional[str], pool_id: Optional[str] = None) -> VM:
         self._vm_numbers += 1
         number = self._vm_numbers
         created_ms = int(name.rsplit("-", 1)[-1], 16) if cluster else self._tick_ms()
@@ -486,7 +504,7 @@ class CloudWorld:
         disk = self.disk_offerings[disk_id]
         size_gb = offering.rootdisksize or (disk.size if not disk.iscustomized else root_gb)
         volume = Volume(self.ids.uuid(), f"ROOT-{number}", vm.id, "ROOT", size_gb * GB, disk_id, "Ready", vm.created,
-                        self.storage_id)
+                        pool_id or self.storage_id)
         self.volumes[volume.id] = volume
         self.root_volume[vm.id] = volume
         return vm
@@ -802,6 +820,7 @@ class CloudWorld:
             raise param_error(f"Not upgrading vm {self.vm_ref(vm)} since it already has the requested service offering ({new.name})")
         if new.state != "Active":
             raise param_error(f"Unable to upgrade virtual machine {self.vm_ref(vm)}: service offering {new.name} is not active")
+        self._check_storage_fit(vm, current, new)
         if current.diskofferingstrictness != new.diskofferingstrictness:
             raise param_error("Unable to Scale VM, since disk offering strictness flag is not same for new service offering and old service offering")
         if current.diskofferingstrictness and current.disk_offering_id != new.disk_offering_id:
@@ -843,6 +862,28 @@ class CloudWorld:
         new_memory = int(details["memory"]) if new.iscustomized and "memory" in details else new.memory
         self.check_limit(vm.owner_id, "cpu", new_cpu - cpu)
         self.check_limit(vm.owner_id, "memory", new_memory - memory)
+
+    def _check_storage_fit(self, vm: VM, current: ServiceOffering, new: ServiceOffering) -> None:
+        """VirtualMachineManagerImpl.checkIfCanUpgrade: the storage scope, then the tag subset."""
+        new_disk = self.disk_offerings[new.disk_offering_id]
+        root = self.root_volume.get(vm.id)
+        on_local = root is not None and self.storage_pools[root.storage_id].scope == "local"
+        # checkIfNewOfferingStorageScopeMatchesStoragePool
+        if new_disk.storagetype == "local" and not on_local:
+            raise param_error(f"Unable to upgrade virtual machine {self.vm_ref(vm)}, target offering use local storage but"
+                              " the storage pool where the volume is allocated is a shared storage.")
+        if new_disk.storagetype != "local" and on_local:
+            raise param_error(f"Unable to upgrade virtual machine {self.vm_ref(vm)}, target offering use shared storage but"
+                              " the storage pool where the volume is allocated is a local storage.")
+        # match.storage.pool.tags.with.disk.offering (true): VolumeApiServiceImpl.
+        # doesNewDiskOfferingHasTagsAsOldDiskOffering, the old offering's tags within the new one's.
+        old_tags = self.disk_offerings[current.disk_offering_id].tag_list()
+        new_tags = new_disk.tag_list()
+        if old_tags and (not new_tags or not set(old_tags) <= set(new_tags)):
+            raise param_error(
+                "Unable to upgrade virtual machine; the current service offering  should have tags as subset of the new"
+                f" service offering tags. Current service offering tags: [{', '.join(old_tags)}]; new service offering"
+                f" tags: [{', '.join(new_tags)}]")
 
     def _apply_offering(self, vm: VM, new: ServiceOffering, details: dict[str, str]) -> None:
         old = self.service_offerings[vm.service_offering_id]
@@ -1401,7 +1442,8 @@ class CloudWorld:
             "vmdisplayname": vm.name, "vmstate": vm.state, "vmtype": "User", "provisioningtype": "thin",
             "size": volume.size, "virtualsize": volume.size, "physicalsize": volume.size // 3,
             "created": volume.created, "state": volume.state, **self.owner_fields(vm.owner_id),
-            "storagetype": "shared", "hypervisor": "KVM", "storageid": volume.storage_id, "storage": "primary-1",
+            "storagetype": self.storage_pools[volume.storage_id].scope, "hypervisor": "KVM",
+            "storageid": volume.storage_id, "storage": self.storage_pools[volume.storage_id].name,
             "diskofferingid": disk.id, "diskofferingname": disk.name, "diskofferingdisplaytext": disk.displaytext,
             "destroyed": False, "isextractable": False, "quiescevm": False, "supportsstoragesnapshot": False,
             "displayvolume": True, "path": volume.id, "chaininfo": "", "hasannotations": False,
@@ -1419,7 +1461,8 @@ class CloudWorld:
         return {
             "id": offering.id, "name": offering.name, "displaytext": offering.displaytext, "cpunumber": offering.cpu,
             "cpuspeed": offering.cpuspeed, "memory": offering.memory, "created": offering.created,
-            "storagetype": "shared", "provisioningtype": "thin", "offerha": False, "limitcpuuse": False,
+            "storagetype": disk.storagetype, "provisioningtype": "thin", "offerha": False, "limitcpuuse": False,
+            **({"storagetags": disk.tags} if disk.tags else {}),
             "isvolatile": False, "issystem": False, "defaultuse": False, "iscustomized": offering.iscustomized,
             "iscustomizediops": False, "rootdisksize": offering.rootdisksize, "diskofferingid": disk.id,
             "diskofferingname": disk.name, "diskofferingdisplaytext": disk.displaytext,
@@ -1433,7 +1476,7 @@ class CloudWorld:
         view = {
             "id": offering.id, "name": offering.name, "displaytext": offering.displaytext,
             "disksize": offering.size, "created": offering.created, "iscustomized": offering.iscustomized,
-            "disksizestrictness": offering.disksizestrictness, "storagetype": "shared", "provisioningtype": "thin",
+            "disksizestrictness": offering.disksizestrictness, "storagetype": offering.storagetype, "provisioningtype": "thin",
             "encrypt": False, "displayoffering": True, "suitableforvirtualmachine": True, "iscustomizediops": False,
             "hasannotations": False, "state": "Active", "cacheMode": "none",
         }

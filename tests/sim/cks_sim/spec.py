@@ -129,8 +129,9 @@ def _unique(names: list[str], where: str) -> None:
 TOP_LEVEL = (
     "time_scale", "seed", "timings", "zone", "account", "hosts", "disk_offerings",
     "service_offerings", "affinity_groups", "clusters", "workloads", "pdbs", "invariants", "scale",
-    "cloud", "created", "kube", "etcd", "domains", "accounts", "projects",
+    "cloud", "created", "kube", "etcd", "domains", "accounts", "projects", "storage_pools",
 )
+STORAGE_TYPES = ("shared", "local")
 ROLES = ("admin", "domainadmin", "user")
 LIMIT_TYPES = ("cpu", "memory", "primarystorage")
 
@@ -180,6 +181,7 @@ def normalize(raw: Any) -> dict[str, Any]:
     out["scale"] = {key: _int(value, f"scale.{key}") for key, value in scale.items()}
 
     out["hosts"] = _hosts(spec.get("hosts"), out["scale"].get("hosts"))
+    out["storage_pools"] = _storage_pools(spec.get("storage_pools"))
     out["disk_offerings"] = _disk_offerings(spec.get("disk_offerings"))
     out["service_offerings"] = _service_offerings(spec.get("service_offerings"), out["disk_offerings"])
     out["affinity_groups"] = _affinity_groups(spec.get("affinity_groups"), out["hosts"], out)
@@ -345,12 +347,44 @@ def _hosts(raw: Any, scale_hosts: Optional[int]) -> list[dict[str, Any]]:
     return hosts
 
 
+def _tags(value: Any, where: str) -> Optional[str]:
+    if value is None or value == "":
+        return None
+    if isinstance(value, list):
+        value = ",".join(str(v) for v in value)
+    if not isinstance(value, str):
+        raise SpecError(f"{where} must be a comma-separated string or a list, got {value!r}")
+    return value
+
+
+def _storage_type(value: Any, where: str) -> str:
+    if value not in STORAGE_TYPES:
+        raise SpecError(f"{where} must be one of {', '.join(STORAGE_TYPES)}, got {value!r}")
+    return str(value)
+
+
+def _storage_pools(raw: Any) -> list[dict[str, Any]]:
+    """Primary storage pools; scope shared (zone/cluster wide) or local (on the host)."""
+    pools = []
+    for i, entry in enumerate(_list(raw, "storage_pools")):
+        where = f"storage_pools[{i}]"
+        entry = _mapping(entry, where)
+        _unknown(entry, ("name", "scope", "tags"), where)
+        pools.append({"name": _str(entry.get("name"), f"{where}.name"),
+                      "scope": _storage_type(entry.get("scope", "shared"), f"{where}.scope"),
+                      "tags": _tags(entry.get("tags"), f"{where}.tags")})
+    if not pools:
+        pools = [{"name": "primary-1", "scope": "shared", "tags": None}]
+    _unique([p["name"] for p in pools], "storage_pools")
+    return pools
+
+
 def _disk_offerings(raw: Any) -> list[dict[str, Any]]:
     out = []
     for i, entry in enumerate(_list(raw, "disk_offerings")):
         where = f"disk_offerings[{i}]"
         entry = _mapping(entry, where)
-        _unknown(entry, ("name", "size", "iscustomized", "disksizestrictness", "displaytext", "tags"), where)
+        _unknown(entry, ("name", "size", "iscustomized", "disksizestrictness", "displaytext", "tags", "storagetype"), where)
         size = _int(entry.get("size", 0), f"{where}.size")
         customized = _bool(entry.get("iscustomized", size == 0), f"{where}.iscustomized")
         if not customized and size == 0:
@@ -361,7 +395,8 @@ def _disk_offerings(raw: Any) -> list[dict[str, Any]]:
             "iscustomized": customized,
             "disksizestrictness": _bool(entry.get("disksizestrictness", False), f"{where}.disksizestrictness"),
             "displaytext": str(entry.get("displaytext", entry.get("name"))),
-            "tags": entry.get("tags"),
+            "tags": _tags(entry.get("tags"), f"{where}.tags"),
+            "storagetype": _storage_type(entry.get("storagetype", "shared"), f"{where}.storagetype"),
         })
     _unique([d["name"] for d in out], "disk_offerings")
     return out
@@ -375,7 +410,7 @@ def _service_offerings(raw: Any, disk_offerings: list[dict[str, Any]]) -> list[d
         entry = _mapping(entry, where)
         _unknown(entry, (
             "name", "cpu", "memory", "cpuspeed", "rootdisksize", "diskoffering", "diskofferingstrictness",
-            "dynamicscalingenabled", "iscustomized", "displaytext", "state",
+            "dynamicscalingenabled", "iscustomized", "displaytext", "state", "storagetype", "tags",
         ), where)
         disk = entry.get("diskoffering")
         if disk is not None and disk not in disk_names:
@@ -392,7 +427,12 @@ def _service_offerings(raw: Any, disk_offerings: list[dict[str, Any]]) -> list[d
             "iscustomized": _bool(entry.get("iscustomized", False), f"{where}.iscustomized"),
             "displaytext": str(entry.get("displaytext", entry.get("name"))),
             "state": str(entry.get("state", "Active")),
+            # Of its own (compute-only) disk offering; a linked disk offering brings its own.
+            "storagetype": _storage_type(entry.get("storagetype", "shared"), f"{where}.storagetype"),
+            "tags": _tags(entry.get("tags"), f"{where}.tags"),
         })
+        if disk is not None and (entry.get("storagetype") is not None or entry.get("tags") is not None):
+            raise SpecError(f"{where}: storagetype and tags come from its diskoffering {disk!r}; set them there")
     if not out:
         raise SpecError("service_offerings: at least one service offering is needed")
     _unique([s["name"] for s in out], "service_offerings")
@@ -430,7 +470,7 @@ CLUSTER_FIELDS = (
     "name", "description", "state", "kubernetes_version", "control_nodes", "workers", "etcd_nodes",
     "external_nodes", "offering", "node_offerings", "root_disk_size", "root_disk_offering",
     "dedication_group", "affinity_groups", "keypair", "clustertype", "nodes", "id", "workloads", "pdbs",
-    "account", "project",
+    "account", "project", "storage_pool",
 )
 
 
@@ -468,6 +508,10 @@ def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]
         raise SpecError(f"{where}.root_disk_offering: no disk offering named {root_disk!r}")
     out["root_disk_offering"] = root_disk
     out.update(_owner_ref(entry, where, spec, allow_domain=False))
+    pools = [p["name"] for p in spec["storage_pools"]]
+    out["storage_pool"] = str(entry.get("storage_pool", pools[0]))
+    if out["storage_pool"] not in pools:
+        raise SpecError(f"{where}.storage_pool: no storage pool named {out['storage_pool']!r}")
     out.pop("domain")
     if "dedication_group" in entry:
         dedication = entry.get("dedication_group") or None
