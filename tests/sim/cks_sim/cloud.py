@@ -243,6 +243,7 @@ class Job:
     result: Optional[dict[str, Any]] = None
     completed: Optional[float] = None
     caller_id: str = ""
+    cancelled: bool = False  # by a management server restart: nothing may complete it any more
 
     def visible_status(self) -> int:
         if self.status != 0 and time.monotonic() < self.not_before:
@@ -574,11 +575,32 @@ class CloudWorld:
         return job
 
     def _complete(self, job: Job, result: dict[str, Any]) -> None:
+        if job.cancelled:
+            return
         job.status, job.result_code, job.result, job.completed = 1, 0, result, time.time()
 
     def _fail(self, job: Job, code: int, text: str) -> None:
+        if job.cancelled:
+            return
         job.status, job.result_code, job.completed = 2, code, time.time()
         job.result = {"uuidList": [], "errorcode": code, "errortext": text}
+
+    def cancel_jobs_of_dead_server(self) -> list[str]:
+        """AsyncJobManagerImpl.cleanupLeftOverJobs when a management server (re)starts: every job
+        it was running is FAILED with INTERNAL_ERROR (530) and the plain text "job cancelled
+        because of management server restart or shutdown", which ApiSerializerHelper cannot
+        read back, so queryAsyncJobResult shows no jobresult. Queued VM work is dropped; what
+        the hypervisor was already doing (a stop, a start) still ends as it would."""
+        cancelled = []
+        for job in self.jobs.values():
+            if job.status == 0:
+                job.status, job.result_code, job.completed = 2, 530, time.time()
+                job.result = None
+                job.cancelled = True
+                cancelled.append(job.id)
+        for vm in self.vms.values():
+            vm.queue = deque((job, body) for job, body in vm.queue if not job.cancelled)
+        return cancelled
 
     def _run_vm_job(self, vm: VM, job: Job, body: Callable[[Job, Callable[[], None]], None]) -> Job:
         """Queue ``body`` behind the VM's running job, as CloudStack's VM work queue does."""
@@ -592,6 +614,8 @@ class CloudWorld:
             vm.active_job = None
             return
         job, body = vm.queue.popleft()
+        if job.cancelled:
+            return self._next_vm_job(vm)
         vm.active_job = job
 
         def done() -> None:
@@ -1576,8 +1600,9 @@ class CloudWorld:
             view["jobinstancetype"] = job.instance_type
             view["jobinstanceid"] = job.instance_id
         if status:
-            view["jobresulttype"] = "object"
-            view["jobresult"] = self._restricted(job.result)
+            if job.result is not None:
+                view["jobresulttype"] = "object"
+                view["jobresult"] = self._restricted(job.result)
             view["completed"] = iso(job.completed or time.time())
         return view
 
