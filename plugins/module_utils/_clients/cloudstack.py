@@ -1,15 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""The CloudStack API over the ``cs`` library.
 
-``cs`` signs and sends one request; this module adds what a rollout needs on top: list calls
-paged to the end, async jobs awaited against a deadline, retries of read-only calls on transient
-faults, one error type with the command, CloudStack's error code and text, and a per-command call
-count. Connection settings are those of ngine_io.cloudstack (see ``CloudStackOptions``).
-
-No message built here carries the API secret or a request signature: errors from the transport
-are rewritten without the request's query string.
-"""
+"""CloudStack API over ``cs``: connection options with their CLOUDSTACK_* fallbacks, signed calls,\npaged lists, async jobs polled to a deadline, retries of idempotent calls, errors with CloudStack's answer."""
 
 from __future__ import annotations
 
@@ -19,8 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 try:
     import cs
@@ -32,20 +24,33 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
     HAS_CS = False
     CS_IMPORT_ERROR = str(exc)
 
+
 PAGE_SIZE = 500
+
+
 DEFAULT_POLL_INTERVAL = 0.5
+
+
 DEFAULT_RETRIES = 4
+
+
 RETRY_BACKOFF = 0.25
+
+
 MAX_RETRY_DELAY = 4.0
+
 
 # Commands that only read: safe to send again after a transient fault.
 IDEMPOTENT_PREFIXES = ("list", "query", "get")
+
 
 # CloudStack's own server-side codes (ApiErrorCode): the command ran and failed; sending it
 # again gives the same answer. 511 is the 2FA challenge.
 CLOUDSTACK_SERVER_CODES = frozenset({511, *range(530, 538)})
 
+
 JOB_PENDING, JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED = 0, 1, 2, 3
+
 
 _QUERY = re.compile(r"\?[^\s'\"<>)]*")
 

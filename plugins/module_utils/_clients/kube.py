@@ -1,26 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""The Kubernetes API of one CKS cluster, over the official ``kubernetes`` client.
 
-What it adds to the client:
-
-- the kubeconfig from a path, inline (a dict or YAML text), or by default fetched from CloudStack
-  with getKubernetesClusterConfig, loaded into an isolated ``ApiClient`` (never the process-wide
-  default, so several clusters can live in one process) with the embedded certificates in a
-  private directory that ``close`` removes;
-- timeouts that apply on every supported client version (35.x ignores a float timeout, so a
-  ``(connect, read)`` tuple is always passed) and no urllib3 retries multiplying them;
-- plain dicts in the API's JSON field names out of every call, so code above does not depend on
-  the client's model classes (python-legacy up to 36, pydantic from 37). Every request goes out
-  through the ApiClient as raw JSON: the generated API classes are never imported, because with
-  37.x importing them and turning answers into models and back costs more than a second per
-  module run (a rollout runs one module per batch);
-- one error type, ``KubernetesError``, with the Status message and reason; transport failures
-  (refused, timed out, TLS) become ``KubernetesError`` too, with a message that says what to check.
-
-Raw JSON also keeps MicroTime values of Leases exactly as formatted (37.x would re-serialize a
-parsed datetime with ``isoformat()``), and an eviction's answer is read as the Status it is.
-"""
+"""Kubernetes API over the ``kubernetes`` client's ApiClient, as raw JSON: kubeconfig (file, inline, or\nfetched from CloudStack), nodes, pods, evictions, leases and configmaps with preconditions."""
 
 from __future__ import annotations
 
@@ -34,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 from urllib.parse import quote
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
 
 try:
     import yaml
@@ -42,6 +23,7 @@ try:
     HAS_YAML = True
 except ImportError:  # pragma: no cover
     HAS_YAML = False
+
 
 try:
     import urllib3
@@ -60,11 +42,20 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
         status = 0
         body = ""
 
+
 DEFAULT_REQUEST_TIMEOUT = 20.0
+
+
 LIST_LIMIT = 500
+
+
 MERGE_PATCH = "application/merge-patch+json"
+
+
 # Read-modify-write rounds before a node that keeps changing under us is reported.
 CONFLICT_ATTEMPTS = 5
+
+
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
 
 
@@ -379,10 +370,6 @@ class KubeClient:
         """PUT; ``body.metadata.resourceVersion`` makes it a compare-and-set (409 Conflict if stale)."""
         return self._object("replace", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
                             f"lease {namespace}/{name}", body)
-
-    def delete_lease(self, namespace: str, name: str, resource_version: Optional[str] = None) -> bool:
-        return self._delete(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
-                            f"lease {namespace}/{name}", resource_version)
 
     def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
         return self._object("get", f"/api/v1/namespaces/{namespace}/configmaps", name,
