@@ -743,7 +743,9 @@ def query_async_job_result(call: Call) -> dict[str, Any]:
 
 @handler("listAsyncJobs")
 def list_async_jobs(call: Call) -> dict[str, Any]:
-    jobs = sorted(call.cloud.jobs.values(), key=lambda j: j.created, reverse=True)
+    allowed = call.cloud.list_scope(call.values)
+    jobs = sorted((j for j in call.cloud.jobs.values() if allowed(j.caller_id or call.cloud.directory.primary.id)),
+                  key=lambda j: j.created, reverse=True)
     return call.listing([call.cloud.job_view(j) for j in jobs])
 
 

@@ -107,6 +107,7 @@ def test_a_user_sees_and_touches_only_its_own_resources(tenants):
     assert stopped["state"] == "Stopped" and "hostid" not in stopped
     job = alice.listAsyncJobs()["asyncjobs"][0]
     assert job["account"] == "alice"
+    assert bob.listAsyncJobs() == {}  # listAsyncJobs is scoped like every list
 
 
 def test_project_members_reach_project_resources_with_projectid(tenants):
