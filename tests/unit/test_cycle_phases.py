@@ -11,7 +11,8 @@ import pytest
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import back_for_uncordon, seconds_left
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, PHASES, PHASE_OUTCOMES, PHASE_STEPS, StepRecord
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASES, PHASE_OUTCOMES, PHASE_STEPS
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import cycle_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 

@@ -86,7 +86,7 @@ def test_status_error_uses_the_status_message_and_reason() -> None:
 
 def test_scrub_removes_key_material() -> None:
     blob = "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVB"
-    assert blob not in kube._scrub(f"bad data {blob} here")
+    assert blob not in kube.scrub_secrets(f"bad data {blob} here")
 
 
 class FakeCloudStack:

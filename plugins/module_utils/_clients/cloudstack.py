@@ -1,7 +1,16 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""CloudStack API over ``cs``: connection options with their CLOUDSTACK_* fallbacks, signed calls,\npaged lists, async jobs polled to a deadline, retries of idempotent calls, errors with CloudStack's answer."""
+"""The CloudStack API over the ``cs`` library.
+
+``cs`` signs and sends one request; this module adds what a rollout needs on top: list calls
+paged to the end, async jobs awaited against a deadline, retries of read-only calls on transient
+faults, one error type with the command, CloudStack's error code and text, and a per-command call
+count. Connection settings are those of ngine_io.cloudstack (see ``CloudStackOptions``).
+
+No message built here carries the API secret or a request signature: errors from the transport
+are rewritten without the request's query string.
+"""
 
 from __future__ import annotations
 
@@ -105,7 +114,7 @@ class CloudStackOptions:
     retries: int = DEFAULT_RETRIES
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "CloudStackOptions":
+    def from_params(cls, params: Mapping[str, Any]) -> CloudStackOptions:
         """Options from module parameters; the env fallbacks are already applied by the argspec.
 
         Without ``api_url`` or ``api_key``, the settings come from ``cs``'s own configuration
@@ -268,9 +277,9 @@ class CloudStackClient:
                                   target=target)
         what = f"CloudStack {command} job {jobid}" + (f" on {target}" if target else "")
 
-        def finished() -> Optional[dict[str, Any]]:
+        def finished() -> dict[str, Any]:
             job = self._request("queryAsyncJobResult", {"jobid": jobid}, target=target, deadline=deadline)
-            return job if int(job.get("jobstatus", JOB_PENDING)) != JOB_PENDING else None
+            return job if int(job.get("jobstatus", JOB_PENDING)) != JOB_PENDING else {}
 
         job = wait_for(finished, deadline, interval=self.options.poll_interval, what=what,
                        details={"command": command, "jobid": jobid, "target": target})

@@ -1,7 +1,29 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""etcd's v3 JSON gateway over HTTPS with client certificates: member list and per-member health."""
+"""Would etcd keep its quorum without these members? Asked of the real etcd, over HTTP(S).
+
+Three steps, each small enough to be tested on its own:
+
+1. ``EtcdClient.member_list`` asks the first endpoint that answers for the membership
+   (``POST /v3/cluster/member/list`` on the v3 JSON gateway) and ``parse_members`` reads it:
+   uint64 IDs come as strings, false fields are left out (``isLearner`` absent = a voter), and a
+   member added but never started has neither a name nor client URLs.
+2. ``EtcdClient.probe`` asks each member on its own client URL whether it is healthy:
+   ``GET /readyz`` where the member has it (etcd 3.4.29+/3.5.11+), else ``GET /health``
+   (Debian's 3.4.23 answers 404 to /readyz). Both fail once the member has no leader or cannot
+   do a quorum read, so a member in a minority reports unhealthy.
+3. ``quorum_verdict`` (pure) decides, from those answers, with the arithmetic of ``plan``.
+
+The rule (with n voting members and quorum q = n // 2 + 1 from ``_decisions.quorum.quorum_size``):
+the members going down are counted as down whatever their state now; every other voting member
+counts only if it is healthy now. The step is safe when those healthy others number at least q.
+So members already down elsewhere use up the tolerance (n - q) before the ones going down do:
+with n = 3 that means every member healthy before one goes down and never two at once; with
+n = 5 and one member already down, one more may go down (3 of 5 remain), a second may not.
+Learners are listed and probed but never counted: they do not vote. When ``require_ready`` is
+set, etcd must also answer a linearizable read now (what ``etcdctl endpoint health`` does).
+"""
 
 from __future__ import annotations
 
@@ -119,7 +141,7 @@ class EtcdClient:
             if isinstance(reason, (socket.timeout, TimeoutError)):
                 raise EtcdError(f"{url}: no answer within {self.timeout:g} s") from None
             raise EtcdError(f"{url}: {reason}") from None
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             raise EtcdError(f"{url}: no answer within {self.timeout:g} s") from None
         except (OSError, ssl.SSLError) as exc:
             raise EtcdError(f"{url}: {exc}") from None

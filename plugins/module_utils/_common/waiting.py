@@ -1,7 +1,13 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Deadlines and bounded waits: every wait of the collection ends by a deadline."""
+"""Deadlines and bounded waits.
+
+Every wait of the collection (an async job, a node turning Ready, a pod going away, etcd
+regaining quorum) goes through ``wait_for`` with a ``Deadline``, so that no step can hang a
+rollout: a batch has one deadline, and each step inside it takes its own shorter one with
+``Deadline.sub``.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +45,7 @@ class Deadline:
     def expired(self) -> bool:
         return self._clock() >= self._end
 
-    def sub(self, seconds: float) -> "Deadline":
+    def sub(self, seconds: float) -> Deadline:
         """A deadline for one step: ``seconds`` from now, but never later than this one."""
         return Deadline(min(float(seconds), self.remaining()), clock=self._clock)
 

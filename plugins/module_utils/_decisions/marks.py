@@ -1,7 +1,24 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""The rollout's marks on a node (pending taint, load-balancer exclusion) and the patches that put a\nnode back."""
+"""What a rollout marks on a node besides its cordon and boot-ID annotation, and how it takes
+the marks off again.
+
+- The pending taint ``cloudstack.apache.org/rollout-pending:PreferNoSchedule`` on the nodes still
+  waiting their turn, so that the scheduler prefers other nodes for the pods evicted meanwhile
+  (kOps's ``scheduled-for-update``). It goes when the node's cycle uncordons it, and ``release``
+  takes it off every node that carries it, whoever asked for it (a killed run's leftovers).
+- The load-balancer exclusion: the label ``node.kubernetes.io/exclude-from-external-load-balancers``
+  before the drain (kOps, EKS), so the service controller takes the node out of the cloud load
+  balancers before it stops. The annotation ``LB_EXCLUSION_ANNOTATION`` says the label is ours:
+  a label the node carried before (kubeadm puts it on control nodes) is never removed.
+
+``Node.spec.taints`` has no patch merge key: a patch replaces the whole list. So a taint is added
+or removed by rewriting the list as read, other owners' taints untouched, with the read's
+resourceVersion as a precondition (``KubeClient.patch_node_checked``).
+
+Pure decisions first, then the service behind ``cks_node_cycle`` ``mode=taint_pending``.
+"""
 
 from __future__ import annotations
 

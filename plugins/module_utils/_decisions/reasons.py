@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Iterable, Mapping, Optional, Union
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import TypeSettings, unique_ids
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, WORKER, ClusterView, Node
@@ -30,7 +30,7 @@ class Ref:
 
 
 # Runtime alias: typing.Tuple keeps it importable on the older Pythons of ansible-test sanity.
-ReasonValue = Union[Ref, int, None, Tuple[Ref, ...]]
+ReasonValue = Union[Ref, int, None, tuple[Ref, ...]]
 
 
 def _render(value: ReasonValue) -> Any:

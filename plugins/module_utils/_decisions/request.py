@@ -18,7 +18,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings
     Settings,
     TypeSettings,
 )
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import _UUID, NODE_TYPES, ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, UUID_PATTERN, ClusterView
 
 
 def _node_type_key(parameter: str, key: Any) -> str:
@@ -163,7 +163,7 @@ class NameResolver:
             ids = ", ".join(sorted(g.id for g in matches))
             raise InvalidInput(parameter, list(values), f"{len(matches)} affinity groups are named {value} "
                                f"({ids}); give the id")
-        if _UUID.match(value) and self.view.group(value) is not None:
+        if UUID_PATTERN.match(value) and self.view.group(value) is not None:
             # Not listed for the account (a domain-level group), but a node carries it.
             return value
         known = ", ".join(sorted({g.name for g in self.view.affinity_groups.values()
@@ -233,12 +233,12 @@ def refused(refusals: Sequence[Refusal], request: SettingsRequest) -> InvalidInp
 
 def _given_values(request: SettingsRequest) -> dict[str, Any]:
     given: dict[str, Any] = {}
-    for t, v in request.offerings.items():
-        given[f"{PARAM_OFFERINGS}.{t}"] = v
-    for t, v in request.root_disk_sizes.items():
-        given[f"{PARAM_ROOT_DISKS}.{t}"] = v
-    for t, v in request.affinity_groups.items():
-        given[f"{PARAM_AFFINITY}.{t}"] = list(v)
+    for t, offering in request.offerings.items():
+        given[f"{PARAM_OFFERINGS}.{t}"] = offering
+    for t, size in request.root_disk_sizes.items():
+        given[f"{PARAM_ROOT_DISKS}.{t}"] = size
+    for t, groups in request.affinity_groups.items():
+        given[f"{PARAM_AFFINITY}.{t}"] = list(groups)
     if request.max_unavailable is not None:
         given[PARAM_MAX_UNAVAILABLE] = request.max_unavailable
     return given

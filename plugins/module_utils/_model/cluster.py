@@ -1,7 +1,14 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""The cluster as the rollout sees it: each node is a CloudStack VM joined with its Kubernetes node and\nits node type. Pure: ``build_view`` joins what the loader read."""
+"""The joined view of a CKS cluster: each node is a CloudStack VM plus its Kubernetes node.
+
+``build_view`` is a pure function from the raw API dicts (CloudStack list responses and
+Kubernetes Node objects in API JSON form), so every decision made on a view can be tested
+without a cloud. ``_model.loader.ClusterLoader`` fetches those dicts with a fixed number of list calls,
+whatever the size of the cluster: reading node settings per VM would not scale and would
+hammer the management server.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes
 _CONTROL_NAME = re.compile(r"-(control|master)(-[0-9a-f]+)?$")
 
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})

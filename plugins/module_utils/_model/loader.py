@@ -1,7 +1,8 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Reads a cluster's VMs, volumes, offerings, groups and Kubernetes nodes in a few paged calls and\nbuilds its ``ClusterView``."""
+"""Reads a cluster's VMs, volumes, offerings, groups and Kubernetes nodes in a few paged calls and
+builds its ``ClusterView``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 from typing import Any, Iterable, Mapping, Optional, Protocol
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import _UUID, ClusterView, build_view
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import UUID_PATTERN, ClusterView, build_view
 
 
 class CloudLister(Protocol):
@@ -42,7 +43,7 @@ class ClusterLoader:
     def find(self, cluster: str, project_id: Optional[str] = None) -> dict:
         """The listKubernetesClusters entry named by id or by exact name."""
         scope = {"projectid": project_id} if project_id else {}
-        if _UUID.match(cluster):
+        if UUID_PATTERN.match(cluster):
             by_id = self._by_id(cluster, scope)
             if by_id is not None:
                 return by_id

@@ -7,8 +7,8 @@ Per batch: a preflight (nothing changes unless every other node is up and etcd k
 quorum), then each node of the batch on its own thread: annotate its boot ID, cordon, (exclude
 from load balancers,) drain, (wait for the load balancers,) stop, change (offering, root disk,
 affinity groups), start, verify (Ready with a NEW boot ID, the VM no longer differs, etcd
-healthy), uncordon (taking the rollout's marks off, see ``node_marks``). One deadline covers the
-whole batch. Then, once every node is done, the cluster is validated (``validation``) in the same
+healthy), uncordon (taking the rollout's marks off, see ``_decisions.marks``). One deadline covers the
+whole batch. Then, once every node is done, the cluster is validated (``_rollout.validation``) in the same
 module run: a module run per batch is the rollout's main fixed cost, so validation adds none.
 
 With per-node hooks (the role's ``rollout_hook_before_drain`` / ``rollout_hook_after_verify``) a
@@ -32,6 +32,7 @@ import time
 from typing import Any, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
@@ -39,11 +40,13 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node imp
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.states import ROLLOUT_STATES
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, ClusterView, Node
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_cycle import NodeCycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON, BatchResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import BatchResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ClusterReader, validate
 
 
@@ -56,9 +59,9 @@ class BatchCycle:
     raising LockHeld when the rollout no longer holds the lock.
     """
 
-    def __init__(self, cloud: Any, kube: Any, loader: Any, cluster: str, settings: Settings,
+    def __init__(self, cloud: CloudStackApi, kube: KubernetesApi, loader: ClusterLoader, cluster: str, settings: Settings,
                  nodes: Sequence[str], options: Optional[CycleOptions] = None,
-                 etcd_check: Optional[EtcdCheck] = None, lock: Any = None,
+                 etcd_check: Optional[EtcdCheck] = None, lock: Optional[RolloutLock] = None,
                  project_id: Optional[str] = None) -> None:
         self.cloud = cloud
         self.kube = kube
@@ -190,7 +193,7 @@ class BatchCycle:
 class _LockRenewer:
     """Keeps the rollout lock renewed while a batch runs (a batch may outlast the lease)."""
 
-    def __init__(self, lock: Any) -> None:
+    def __init__(self, lock: Optional[RolloutLock]) -> None:
         self.lock = lock
         self.error: Optional[str] = None
         self._stop = threading.Event()
@@ -203,10 +206,12 @@ class _LockRenewer:
         self._thread.start()
 
     def _run(self) -> None:
-        period = max(1.0, float(getattr(self.lock, "duration_seconds", 600)) / 3)
+        lock = self.lock
+        assert lock is not None  # start() runs no thread without one
+        period = max(1.0, float(lock.duration_seconds) / 3)
         while not self._stop.wait(period):
             try:
-                self.lock.renew()
+                lock.renew()
             except CksError as exc:
                 self.error = exc.msg
                 return

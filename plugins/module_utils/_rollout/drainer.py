@@ -1,7 +1,14 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Drain a node: evict its pods, retrying what a PodDisruptionBudget refuses, until they are gone."""
+"""Drain one Kubernetes node the way ``kubectl drain`` does, through the Eviction API.
+
+The pod filters follow kubectl's chain in its order (skip-deleted, DaemonSet, mirror, local
+storage, unreplicated): any pod that blocks the drain aborts it before a single eviction is
+sent. Selected pods are evicted concurrently; a 429 (a PodDisruptionBudget that does not allow
+the eviction yet) is retried after an interval until the deadline, a 500 (more than one PDB)
+fails at once, and an accepted eviction only counts once the pod is gone by UID.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import (
     DrainOptions,
     DrainReport,
-    _get,
     classify_pod,
+    field_of,
     pdbs_for_pod,
     pod_key,
     pod_uid,
@@ -42,7 +50,7 @@ class _PodState:
 class Drainer:
     """Evicts the pods of one node. ``kube`` is the collection's KubeClient (dict answers)."""
 
-    def __init__(self, kube: Any, options: Optional[DrainOptions] = None) -> None:
+    def __init__(self, kube: PodsApi, options: Optional[DrainOptions] = None) -> None:
         self.kube = kube
         self.options = options or DrainOptions()
 
@@ -75,18 +83,18 @@ class Drainer:
     # -- eviction ----------------------------------------------------------------------------
 
     def _gone(self, state: _PodState, node_down: bool = False) -> bool:
-        meta = _get(state.pod, "metadata") or {}
-        current = self.kube.read_pod(meta.get("namespace"), meta.get("name"))
+        meta = field_of(state.pod, "metadata") or {}
+        current = self.kube.read_pod(str(meta.get("namespace", "")), str(meta.get("name", "")))
         # A StatefulSet brings the pod back under the same name: only a new UID proves it left.
         if current is None or pod_uid(current) != state.uid:
             return True
         # No kubelet runs on a stopped VM to finish the deletion; once the pod is marked for
         # deletion its controller has already replaced it (as Cluster API does for such nodes).
-        return node_down and bool(_get(_get(current, "metadata"), "deletionTimestamp", "deletion_timestamp"))
+        return node_down and bool(field_of(field_of(current, "metadata"), "deletionTimestamp", "deletion_timestamp"))
 
     def _evict_one(self, state: _PodState, deadline: Any, stop: threading.Event, node_down: bool) -> None:
-        meta = _get(state.pod, "metadata") or {}
-        namespace, name = meta.get("namespace"), meta.get("name")
+        meta = field_of(state.pod, "metadata") or {}
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         try:
             while not stop.is_set():
                 result = self.kube.evict(namespace, name, self.options.grace_period)
@@ -162,7 +170,7 @@ class Drainer:
         pending = []
         parts = []
         for state in sorted(left, key=lambda s: s.key):
-            namespace = (_get(state.pod, "metadata") or {}).get("namespace")
+            namespace = (field_of(state.pod, "metadata") or {}).get("namespace")
             blockers = []
             if state.blocked_by:
                 blockers = [state.blocked_by if "/" in state.blocked_by else f"{namespace}/{state.blocked_by}"]

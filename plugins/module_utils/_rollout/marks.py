@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import NodesApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, marks_of, return_patch, taints_of
 
 
-def put_back(kube: Any, name: str, marks: Marks, uncordon: bool,
+def put_back(kube: NodesApi, name: str, marks: Marks, uncordon: bool,
              node: Optional[Mapping[str, Any]] = None) -> None:
     """Write ``return_patch`` to the node: uncordon it (if ``uncordon``) and take ``marks`` off.
 
@@ -23,7 +24,7 @@ def put_back(kube: Any, name: str, marks: Marks, uncordon: bool,
             wanted = Marks(now.pending_taint, marks.lb_exclusion and now.lb_exclusion)
             return return_patch(wanted, uncordon, taints_of(current))
 
-        kube.patch_node_checked(name, build, node=node)
+        kube.patch_node_checked(name, build, node=dict(node) if node is not None else None)
         return
     patch = return_patch(marks, uncordon)
     if patch is not None:

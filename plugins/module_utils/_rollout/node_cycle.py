@@ -10,8 +10,15 @@ from typing import Any, Callable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, DeadlineExceeded, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import LB_EXCLUSION_LABEL, Marks, exclusion_decision, exclusion_patch, marks_of
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import (
+    LB_EXCLUSION_LABEL,
+    ExclusionDecision,
+    exclusion_decision,
+    exclusion_patch,
+    marks_of,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import (
+    CordonDecision,
     back_for_uncordon,
     boot_id_of,
     change_plan,
@@ -25,17 +32,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import Drainer
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import BatchContext
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import (
-    PHASE_ALL,
-    PHASE_CORDON,
-    PHASE_OUTCOMES,
-    PHASE_RESTART,
-    PHASE_STEPS,
-    PHASE_UNCORDON,
-    NodeResult,
-    StepRecord,
-    _cause,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord, step_failure_cause
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_OUTCOMES, PHASE_UNCORDON, steps_for
+
+#: ``_why_not``'s answer for a step done again in a later phase that has nothing to do: not recorded.
+SILENT = "(not recorded)"
 
 
 class NodeCycle:
@@ -57,7 +58,9 @@ class NodeCycle:
         self._old_boot_ids: list[Optional[str]] = []
         self._ours = False
         self._lb_ours = False  # the load-balancer exclusion label is the rollout's
-        self._last_read: Optional[dict[str, Any]] = None  # the node as verify last read it
+        self._last_read: Optional[dict[str, Any]] = None  # the node as last read (by verify, at the latest)
+        self._cordon = CordonDecision(False, False, False, None, "not read")
+        self._exclusion = ExclusionDecision(False, False, "not read")
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -67,7 +70,7 @@ class NodeCycle:
         try:
             detail = fn()
         except StepFailed as exc:
-            record.ended, record.outcome, record.detail = time.time(), "failed", _cause(exc)
+            record.ended, record.outcome, record.detail = time.time(), "failed", step_failure_cause(exc)
             raise
         except CksError as exc:
             record.ended, record.outcome, record.detail = time.time(), "failed", exc.msg
@@ -90,64 +93,82 @@ class NodeCycle:
     def _needs_etcd(self) -> bool:
         return self.node.node_type == ETCD or (self.node.node_type == CONTROL and not self.view.external_etcd)
 
-    # -- check mode ----------------------------------------------------------------------------
+    # -- the step table, read by the real run and by check mode ------------------------------------
+
+    def _observe(self, current: dict[str, Any]) -> None:
+        """What one read of the Node says of it: whose cordon it is, the boot ID before the stop."""
+        self._cordon = cordon_decision(current)
+        self._ours = self._cordon.ours
+        self.result.cordoned_by_others = not self._ours
+        self._old_boot_ids = [self._cordon.boot_id, boot_id_of(current)]
+        self._exclusion = exclusion_decision(current)
+        self._lb_ours = self._exclusion.ours
+        self._last_read = current
+
+    def _why_not(self, name: str, again: bool) -> Optional[str]:
+        """None: the step runs. Else why it is skipped (``SILENT``: a step done again with nothing to do)."""
+        if name == "annotate":
+            return None if self._cordon.annotate else SILENT if again else self._cordon.why
+        if name == "cordon":
+            if self._cordon.cordon:
+                return None
+            return SILENT if again else "already cordoned" if self._ours else self._cordon.why
+        if name == "exclude_from_lb":
+            return None if self._exclusion.label else SILENT if again else self._exclusion.why
+        if name == "lb_wait":
+            if not self._lb_ours:
+                return "the node was out of load balancers before the rollout"
+            return None if self.node.running else f"VM is {self.node.vm_state}: no traffic to wait for"
+        if name == "stop":
+            return "VM already Stopped" if self.node.vm_state == "Stopped" else None
+        if name == "change_offering":
+            return None if self.plan.offering else "offering already as set"
+        if name == "resize_root_disk":
+            return None if self.plan.root_disk else "root disk already large enough"
+        if name == "update_affinity_groups":
+            if self.plan.affinity_groups:
+                return None
+            return "the type records no groups" if self.type_settings.affinity_group_ids is None else "groups already as set"
+        if name == "uncordon":
+            return None if self._ours else "cordoned by someone else before the rollout: left cordoned"
+        if name == "unmark":
+            # Only a node someone else cordoned: for the rollout's own, the uncordon takes the marks off.
+            return None if not self._ours and self._marks_left() else SILENT
+        return None
+
+    def _marks_left(self) -> bool:
+        """Whether the node carries (in check mode: would carry) marks of the rollout when it goes back."""
+        marks = marks_of(self._last_read or {})
+        if self.options.check_mode:
+            return marks.any or bool(self.options.exclude_from_load_balancers and self._exclusion.label)
+        return marks.any
 
     def would_run(self) -> NodeResult:
+        """Check mode: the steps this phase would run for the node, from one read of it; nothing changes."""
         now = time.time()
-        steps: list[tuple[str, str, str]] = []
-        current: dict[str, Any] = {}
         if self._k8s:
-            current = self.kube.read_node(self.node.name)
-            decision = cordon_decision(current)
-            self.result.cordoned_by_others = not decision.ours
-            steps.append(("annotate", "would_run" if decision.annotate else "would_skip", decision.why))
-            steps.append(("cordon", "would_run" if decision.cordon else "would_skip", decision.why))
-            exclusion = exclusion_decision(current)
-            if self.options.exclude_from_load_balancers:
-                steps.append(("exclude_from_lb", "would_run" if exclusion.label else "would_skip", exclusion.why))
-            steps.append(("drain", "would_run", ""))
-            if self.options.exclude_from_load_balancers:
-                waits = exclusion.ours and self.node.running
-                steps.append(("lb_wait", "would_run" if waits else "would_skip",
-                              f"{self.options.exclude_delay:g}s" if waits else "nothing to wait for"))
-        steps.append(("stop", "would_run" if self.node.running else "would_skip", f"VM is {self.node.vm_state}"))
-        for name, change in (("change_offering", self.plan.offering), ("resize_root_disk", self.plan.root_disk),
-                             ("update_affinity_groups", self.plan.affinity_groups)):
-            steps.append((name, "would_run" if change else "would_skip", "" if change else "already as set"))
-        steps.append(("start", "would_run", ""))
-        steps.append(("verify", "would_run", ""))
-        if self._k8s:
-            steps.append(("uncordon", "would_run" if not self.result.cordoned_by_others else "would_skip", ""))
-            marks = marks_of(current)
-            if self.result.cordoned_by_others and (marks.any or self.options.exclude_from_load_balancers):
-                steps.append(("unmark", "would_run", "the rollout's marks come off; the node stays cordoned"))
-        phase = self.options.phase
-        if phase != PHASE_ALL:
-            steps = [step for step in steps if step[0] in PHASE_STEPS[phase]]
-        if phase == PHASE_UNCORDON:
-            steps.insert(0, ("recheck", "would_run", "the node must still be back as the restart phase left it"))
-        self.result.steps = [StepRecord(n, now, now, o, d) for n, o, d in steps]
+            self._observe(self.kube.read_node(self.node.name))
+        for step, again in steps_for(self.options.phase, self._k8s, self.options, again=False):
+            why = self._why_not(step.name, again)
+            if why is not SILENT:
+                self.result.steps.append(StepRecord(step.name, now, now, "would_run" if why is None else "would_skip",
+                                                    why or ""))
         self.result.outcome = "would_cycle"
         self.result.started = self.result.ended = now
         return self.result
-
-    # -- the cycle ------------------------------------------------------------------------------
 
     def run(self) -> None:
         self.result.started = time.time()
         phase = self.options.phase
         try:
-            if self._k8s and phase in (PHASE_ALL, PHASE_CORDON, PHASE_RESTART):
-                self._cordon(resumed=phase == PHASE_RESTART)
-            if phase in (PHASE_ALL, PHASE_RESTART):
-                if self._k8s:
-                    self._drain_and_wait()
-                self._change()
-                self._verify()
-            if phase == PHASE_UNCORDON:
-                self._step("recheck", self._recheck)
-            if self._k8s and phase in (PHASE_ALL, PHASE_UNCORDON):
-                self._uncordon()
+            if self._k8s and phase != PHASE_UNCORDON:
+                self._observe(self.kube.read_node(self.node.name))
+            for step, again in steps_for(phase, self._k8s, self.options):
+                why = self._why_not(step.name, again)
+                if why is None:
+                    self._step(step.name, getattr(self, f"_run_{step.name}"))
+                elif why is not SILENT:
+                    self._skip(step.name, why)
             self.result.outcome = PHASE_OUTCOMES[phase]
         except StepFailed as exc:
             self.failure = exc
@@ -160,66 +181,125 @@ class NodeCycle:
                                  **{k: v for k, v in self.failure.details.items() if k not in ("node", "step")}}
         self.result.ended = time.time()
 
-    def _cordon(self, resumed: bool = False) -> None:
-        """Annotate, cordon, label out of the load balancers: what the node needs of it.
+    # -- the steps ----------------------------------------------------------------------------------
 
-        ``resumed`` (the restart phase): the cordon phase did it already, so the node is read to
-        learn what it did (its recorded boot ID, whose cordon it is), and only what a hook may have
-        undone is done again; steps with nothing to do are not recorded a second time.
-        """
-        current = self.kube.read_node(self.node.name)
-        decision = cordon_decision(current)
-        self._ours = decision.ours
-        self.result.cordoned_by_others = not decision.ours
-        self._old_boot_ids = [decision.boot_id, boot_id_of(current)]
-        if decision.annotate:
-            self._step("annotate", lambda: self._patch({"metadata": {"annotations": {
-                ROLLOUT_ANNOTATION: decision.boot_id or ""}}}, f"boot ID {decision.boot_id}"))
-        elif not resumed:
-            self._skip("annotate", decision.why)
-        if decision.cordon:
-            self._step("cordon", lambda: self._patch({"spec": {"unschedulable": True}}, "unschedulable"))
-        elif not resumed:
-            self._skip("cordon", "already cordoned" if decision.ours else decision.why)
-        if self.options.exclude_from_load_balancers:
-            self._exclude_from_load_balancers(current, resumed)
+    def _run_annotate(self) -> str:
+        boot_id = self._cordon.boot_id
+        return self._patch({"metadata": {"annotations": {ROLLOUT_ANNOTATION: boot_id or ""}}}, f"boot ID {boot_id}")
 
-    def _drain_and_wait(self) -> None:
-        drainer = Drainer(self.kube, self.options.drain)
-        self._step("drain", lambda: self._drain(drainer))
-        if self.options.exclude_from_load_balancers:
-            self._wait_for_load_balancers()
+    def _run_cordon(self) -> str:
+        return self._patch({"spec": {"unschedulable": True}}, "unschedulable")
 
-    def _exclude_from_load_balancers(self, current: dict[str, Any], resumed: bool = False) -> None:
-        exclusion = exclusion_decision(current)
-        self._lb_ours = exclusion.ours
-        if exclusion.label:
-            self._step("exclude_from_lb", lambda: self._patch(
-                exclusion_patch(), f"labelled {LB_EXCLUSION_LABEL}"))
-        elif not resumed:
-            self._skip("exclude_from_lb", exclusion.why)
+    def _run_exclude_from_lb(self) -> str:
+        return self._patch(exclusion_patch(), f"labelled {LB_EXCLUSION_LABEL}")
 
-    def _recheck(self) -> str:
+    def _run_drain(self) -> str:
+        return self._drain(Drainer(self.kube, self.options.drain))
+
+    def _run_lb_wait(self) -> str:
+        return self._lb_wait()
+
+    def _run_stop(self) -> str:
+        return self._stop(self.node.vm_id)
+
+    def _run_change_offering(self) -> str:
+        offering = self.plan.offering
+        assert offering is not None  # _why_not runs it only then
+        return self._call_ok("changeServiceForVirtualMachine", f"{self.view.offering_name(offering.from_)} -> "
+                             f"{self.view.offering_name(offering.to)}", id=self.node.vm_id, serviceofferingid=offering.to)
+
+    def _run_resize_root_disk(self) -> str:
+        disk = self.plan.root_disk
+        assert disk is not None
+        if not self.node.root_volume_id:
+            raise StepFailed(self.node.name, "resize_root_disk", "no ROOT volume visible to resize")
+        return self._job_ok("resizeVolume", f"{disk.from_} GB -> {disk.to} GB", id=self.node.root_volume_id,
+                            size=disk.to)
+
+    def _run_update_affinity_groups(self) -> str:
+        groups = self.plan.affinity_groups
+        assert groups is not None
+        names = self.result.changes.get("affinity_groups", {})
+        return self._job_ok("updateVMAffinityGroup", f"{names.get('from')} -> {names.get('to')}", id=self.node.vm_id,
+                            affinitygroupids=",".join(groups.to))
+
+    def _run_start(self) -> str:
+        return self._job_ok("startVirtualMachine", "Running", id=self.node.vm_id)
+
+    def _run_verify(self) -> str:
+        parts = []
+        if self._k8s:
+            parts.append(self._wait_until_back())
+        parts.append(self._vm_matches())
+        if self._needs_etcd:
+            parts.append(self._wait_for_etcd())
+        return "; ".join(parts)
+
+    def _run_recheck(self) -> str:
         """The uncordon phase: one read says the node is still back as the restart phase left it
         (the after_verify hooks ran since); it also says whose cordon it is."""
         current = None
         if self._k8s:
-            current = self._last_read = self.kube.read_node(self.node.name)
-            self._ours = cordon_decision(current).ours
-            self.result.cordoned_by_others = not self._ours
+            current = self.kube.read_node(self.node.name)
+            self._observe(current)
         ok, why = back_for_uncordon(self.node.vm_state, current)
         if not ok:
             raise StepFailed(self.node.name, "recheck", f"not back as the restart phase left it: {why}")
         return why
 
-    def _wait_for_load_balancers(self) -> None:
-        """Give the service controller time to drop the node before its VM stops (EKS waits too)."""
-        if not self._lb_ours:
-            self._skip("lb_wait", "the node was out of load balancers before the rollout")
-        elif not self.node.running:
-            self._skip("lb_wait", f"VM is {self.node.vm_state}: no traffic to wait for")
-        else:
-            self._step("lb_wait", self._lb_wait)
+    def _run_uncordon(self) -> str:
+        """Back into service in one write: uncordon, drop the annotations and the rollout's marks.
+
+        The marks come off whatever this run's options are (a stopped run may have left them).
+        """
+        return self._return(True)
+
+    def _run_unmark(self) -> str:
+        """A node someone else cordoned stays cordoned; only the rollout's marks come off it."""
+        return self._return(False)
+
+    def _wait_until_back(self) -> str:
+        """Ready with a boot ID other than every one seen before the stop: a stale Ready is not enough."""
+        last = {"why": ""}
+
+        def back() -> bool:
+            self._last_read = self.kube.read_node(self.node.name)
+            ok, why = node_is_back(self._last_read, self._old_boot_ids)
+            last["why"] = why
+            return ok
+
+        try:
+            wait_for(back, self.deadline, self.options.poll_interval, what=f"node {self.node.name} to come back")
+        except DeadlineExceeded:
+            raise StepFailed(self.node.name, "verify", f"not back by the batch deadline: {last['why']}")
+        return last["why"]
+
+    def _vm_matches(self) -> str:
+        refreshed = node_with_vm(self.node, self._read_vm(), self._read_root(), self.view)
+        if refreshed.vm_state != "Running":
+            raise StepFailed(self.node.name, "verify", f"VM is {refreshed.vm_state}")
+        reasons = outdated_reasons(refreshed, self.type_settings, self.view)
+        if reasons:
+            raise StepFailed(self.node.name, "verify", "the VM still differs from the settings: "
+                             + "; ".join(r.message for r in reasons))
+        return "VM matches the settings"
+
+    def _wait_for_etcd(self) -> str:
+        check = self.batch.etcd_check
+        if check is None:
+            raise StepFailed(self.node.name, "verify", "no etcd check configured to prove the member is back")
+        last = {"why": ""}
+
+        def etcd_back() -> bool:
+            ok, why = check(healthy=[self.node.name])
+            last["why"] = why
+            return ok
+
+        try:
+            wait_for(etcd_back, self.deadline, self.options.poll_interval, what=f"etcd member {self.node.name}")
+        except DeadlineExceeded:
+            raise StepFailed(self.node.name, "verify", f"etcd not healthy by the batch deadline: {last['why']}")
+        return f"etcd healthy: {last['why']}"
 
     def _lb_wait(self) -> str:
         delay = max(0.0, float(self.options.exclude_delay))
@@ -240,38 +320,6 @@ class NodeCycle:
         if report.warnings:
             self.result.changes["drain"]["warnings"] = report.warnings
         return f"{len(report.evicted)} pods evicted, {len(report.skipped)} left (DaemonSet and mirror pods)"
-
-    def _change(self) -> None:
-        vm_id = self.node.vm_id
-        if self.node.vm_state == "Stopped":
-            self._skip("stop", "VM already Stopped")
-        else:
-            self._step("stop", lambda: self._stop(vm_id))
-        if self.plan.offering:
-            offering = self.plan.offering
-            self._step("change_offering", lambda: self._call_ok(
-                "changeServiceForVirtualMachine", f"{self.view.offering_name(offering.from_)} -> "
-                f"{self.view.offering_name(offering.to)}", id=vm_id, serviceofferingid=offering.to))
-        else:
-            self._skip("change_offering", "offering already as set")
-        if self.plan.root_disk:
-            disk = self.plan.root_disk
-            if not self.node.root_volume_id:
-                raise StepFailed(self.node.name, "resize_root_disk", "no ROOT volume visible to resize")
-            self._step("resize_root_disk", lambda: self._job_ok(
-                "resizeVolume", f"{disk.from_} GB -> {disk.to} GB", id=self.node.root_volume_id, size=disk.to))
-        else:
-            self._skip("resize_root_disk", "root disk already large enough")
-        if self.plan.affinity_groups:
-            groups = self.plan.affinity_groups
-            names = self.result.changes.get("affinity_groups", {})
-            self._step("update_affinity_groups", lambda: self._job_ok(
-                "updateVMAffinityGroup", f"{names.get('from')} -> {names.get('to')}", id=vm_id,
-                affinitygroupids=",".join(groups.to)))
-        else:
-            why = "the type records no groups" if self.type_settings.affinity_group_ids is None else "groups already as set"
-            self._skip("update_affinity_groups", why)
-        self._step("start", lambda: self._job_ok("startVirtualMachine", "Running", id=vm_id))
 
     def _stop(self, vm_id: str) -> str:
         if self._k8s and self._ours:
@@ -305,67 +353,9 @@ class NodeCycle:
         volumes = self.cloud.list("listVolumes", virtualmachineid=self.node.vm_id, type="ROOT", listall=True)
         return volumes[0] if volumes else None
 
-    def _verify(self) -> None:
-        self._step("verify", self._verify_all)
-
-    def _verify_all(self) -> str:
-        parts = []
-        if self._k8s:
-            last = {"why": ""}
-
-            def back() -> bool:
-                self._last_read = self.kube.read_node(self.node.name)
-                ok, why = node_is_back(self._last_read, self._old_boot_ids)
-                last["why"] = why
-                return ok
-
-            try:
-                wait_for(back, self.deadline, self.options.poll_interval, what=f"node {self.node.name} to come back")
-            except DeadlineExceeded:
-                raise StepFailed(self.node.name, "verify", f"not back by the batch deadline: {last['why']}")
-            parts.append(last["why"])
-        refreshed = node_with_vm(self.node, self._read_vm(), self._read_root(), self.view)
-        if refreshed.vm_state != "Running":
-            raise StepFailed(self.node.name, "verify", f"VM is {refreshed.vm_state}")
-        reasons = outdated_reasons(refreshed, self.type_settings, self.view)
-        if reasons:
-            raise StepFailed(self.node.name, "verify", "the VM still differs from the settings: "
-                             + "; ".join(r.message for r in reasons))
-        parts.append("VM matches the settings")
-        if self._needs_etcd:
-            check = self.batch.etcd_check
-            if check is None:
-                raise StepFailed(self.node.name, "verify", "no etcd check configured to prove the member is back")
-            last_etcd = {"why": ""}
-
-            def etcd_back() -> bool:
-                ok, why = check(healthy=[self.node.name])
-                last_etcd["why"] = why
-                return ok
-
-            try:
-                wait_for(etcd_back, self.deadline, self.options.poll_interval, what=f"etcd member {self.node.name}")
-            except DeadlineExceeded:
-                raise StepFailed(self.node.name, "verify", f"etcd not healthy by the batch deadline: {last_etcd['why']}")
-            parts.append(f"etcd healthy: {last_etcd['why']}")
-        return "; ".join(parts)
-
-    def _uncordon(self) -> None:
-        """Back into service in one write: uncordon, drop the annotations and the rollout's marks.
-
-        The marks come off whatever this run's options are (a stopped run may have left them). A
-        node someone else cordoned stays cordoned; only the marks come off it.
-        """
+    def _return(self, uncordon: bool) -> str:
         current = self._last_read if self._last_read is not None else self.kube.read_node(self.node.name)
         marks = marks_of(current)
-        if self._ours:
-            self._step("uncordon", lambda: self._return(current, marks, True))
-            return
-        self._skip("uncordon", "cordoned by someone else before the rollout: left cordoned")
-        if marks.any:
-            self._step("unmark", lambda: self._return(current, marks, False))
-
-    def _return(self, current: dict[str, Any], marks: Marks, uncordon: bool) -> str:
         put_back(self.kube, self.node.name, marks, uncordon, node=current)
         done = ["uncordoned, annotation removed"] if uncordon else []
         if marks.any:

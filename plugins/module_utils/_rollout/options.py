@@ -6,12 +6,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Optional, Protocol
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import PHASE_ALL
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
 
 DEFAULT_BATCH_TIMEOUT = 1800.0
@@ -45,8 +46,8 @@ class CycleOptions:
 class BatchContext(Protocol):
     """What each node's cycle reads from its batch: the clients, the options, the settings, etcd."""
 
-    cloud: Any
-    kube: Any
+    cloud: CloudStackApi
+    kube: KubernetesApi
     options: CycleOptions
     settings: Settings
     etcd_check: Optional[EtcdCheck]

@@ -1,7 +1,21 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""The release that ends every rollout, however it ended."""
+"""``release``: how every rollout ends, whatever stopped it. Idempotent: run it twice, same end.
+
+1. Uncordon the annotated nodes that are back (Ready with a boot ID other than the annotated
+   one) and remove their annotation; also those that never went down (annotated and cordoned,
+   but no stop was ever sent: a drain that failed). Every other annotated node stays cordoned,
+   with the reason. A node without our annotation is never uncordoned: someone else cordoned it.
+   The rollout's marks (``_decisions.marks``) come off too: the pending taint from every node that
+   carries it, whatever this run's options (a killed run's leftovers); our load-balancer
+   exclusion from the nodes uncordoned and any other node in service, in the same write.
+2. Recount the cluster's CPU cores and memory from the VMs' actual offerings (CloudStack's own
+   numbers go stale: nothing outside the management server can update them).
+3. The outcome: Running when every VM runs, every node is Ready and no node was left cordoned;
+   Alert otherwise. It goes into the record with the last error (or the error is cleared).
+4. Give the lock back, if this run still holds it.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +23,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import capacity, health_problems, outcome, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
 
 
 @dataclass
@@ -72,8 +89,9 @@ def compose_last_error(last_error: Optional[str], skipped: Optional[Sequence[str
 class Release:
     """``Release(cloud, kube, loader, cluster, record_store, lock).run(last_error, skipped)``."""
 
-    def __init__(self, cloud: Any, kube: Any, loader: Any, cluster: str, record_store: Any = None,
-                 lock: Any = None, project_id: Optional[str] = None, check_mode: bool = False) -> None:
+    def __init__(self, cloud: CloudStackApi, kube: KubernetesApi, loader: ClusterLoader, cluster: str,
+                 record_store: Optional[RecordStore] = None, lock: Optional[RolloutLock] = None,
+                 project_id: Optional[str] = None, check_mode: bool = False) -> None:
         self.cloud = cloud
         self.kube = kube
         self.loader = loader
@@ -128,6 +146,8 @@ class Release:
     def _record(self, result: ReleaseResult) -> bool:
         """Store the outcome and the last error (cleared when None). True if the record changed."""
         store = self.record_store
+        if store is None:
+            return False
         current = store.read()
         if current is not None and current.outcome == result.outcome and current.last_error == result.last_error:
             return False
@@ -141,4 +161,4 @@ class Release:
 
     def _release_lock(self) -> bool:
         """Give the lock back if we hold it; False when it was not ours or already free."""
-        return bool(self.lock.release())
+        return self.lock is not None and bool(self.lock.release())

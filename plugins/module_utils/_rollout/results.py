@@ -9,31 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, READ_ONLY_STEPS
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationResult
-
-# The phases of a batch (see the module docstring): one run does it all, or three runs in turn.
-PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON = "all", "cordon", "restart", "uncordon"
-
-
-PHASES = (PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON)
-
-
-#: The steps each phase runs (``all``: every one of them). The restart phase also cordons again a
-#: node found uncordoned (a hook undid it), as a resumed node is: those steps show only then.
-PHASE_STEPS: dict[str, frozenset[str]] = {
-    PHASE_CORDON: frozenset({"annotate", "cordon", "exclude_from_lb"}),
-    PHASE_RESTART: frozenset({"drain", "lb_wait", "stop", "change_offering", "resize_root_disk",
-                              "update_affinity_groups", "start", "verify"}),
-    PHASE_UNCORDON: frozenset({"recheck", "uncordon", "unmark"}),
-}
-
-
-#: A node's outcome when its phase went through: only the last phase (or ``all``) makes it done.
-PHASE_OUTCOMES = {PHASE_ALL: "done", PHASE_CORDON: "cordoned", PHASE_RESTART: "restarted", PHASE_UNCORDON: "done"}
-
-
-# Steps that only read: they change nothing, so they do not make a node "changed".
-READ_ONLY_STEPS = frozenset({"verify", "recheck"})
 
 
 @dataclass
@@ -113,9 +90,10 @@ class BatchResult:
             details = {k: v for k, v in self.error.details.items() if k not in ("node", "step")}
             details.update(self.to_dict())
             details["changed"] = self.changed
-            raise StepFailed(self.error.node, self.error.step, _cause(self.error), **details)
+            raise StepFailed(self.error.node, self.error.step, step_failure_cause(self.error), **details)
 
 
-def _cause(error: StepFailed) -> str:
+def step_failure_cause(error: StepFailed) -> str:
+    """The failure's message without the node and step it starts with."""
     prefix = f"node {error.node}: {error.step} failed: "
     return error.msg[len(prefix):] if error.msg.startswith(prefix) else error.msg

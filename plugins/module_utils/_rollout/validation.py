@@ -1,7 +1,23 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Validation between batches: rounds of node, API and etcd health until they pass or time runs out."""
+"""Validation between batches: is the cluster still healthy after a batch, before the next one
+takes more capacity away? (kOps's ``--validate-count`` / ``--validation-timeout``.)
+
+One round reads three things and judges them (``round_problems``, pure):
+
+- every Kubernetes node Ready (kubelet Ready, no ``unreachable`` / ``not-ready`` taint);
+- the API server's ``/readyz`` answering 200 (its own checks, etcd behind it included);
+- with etcd endpoints configured, etcd keeping a quorum of healthy voting members and answering
+  a quorum read. A single member down does not fail the round: the quorum preflight of the next
+  etcd or control batch decides whether that batch may go, and restarting that member's node is
+  what brings it back. The unhealthy members are still named in the round's notes.
+
+``validate`` repeats rounds, pausing ``interval`` seconds after each (kOps sleeps between
+validations too), until ``count`` consecutive rounds pass (a failed round starts the count again),
+or fails once the next round could not start within ``timeout``. The first round always runs,
+whatever the timeout.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import KubernetesApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import round_problems
 
 DEFAULT_COUNT = 1
@@ -115,7 +132,7 @@ class ClusterReader:
     ``kube``: KubeClient; ``etcd_check``: cycle.EtcdCheck (called with nobody going down).
     """
 
-    def __init__(self, kube: Any, etcd_check: Optional[Callable[..., "tuple[bool, str]"]] = None) -> None:
+    def __init__(self, kube: KubernetesApi, etcd_check: Optional[Callable[..., tuple[bool, str]]] = None) -> None:
         self.kube = kube
         self.etcd_check = etcd_check
 

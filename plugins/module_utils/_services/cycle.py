@@ -20,7 +20,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options im
     DEFAULT_POLL_INTERVAL,
     CycleOptions,
 )
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import PHASE_ALL, PHASE_CORDON, PHASES
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, PHASE_CORDON, PHASES
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_COUNT as DEFAULT_VALIDATE_COUNT
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_INTERVAL as DEFAULT_VALIDATE_INTERVAL
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_TIMEOUT as DEFAULT_VALIDATE_TIMEOUT

@@ -1,7 +1,17 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""The service behind cks_node_outdated: which nodes differ and why, and the ordered plan."""
+"""The service behind ``cks_node_outdated``: which nodes differ and why, and the rollout plan.
+
+Read-only. The decisions are ``_decisions``'; this file reads the record and the lock, shapes one
+record per node for the operator (and for ``select``), and lays the plan out the way a playbook
+consumes it: the batches, the ``serial`` list, the hosts in order, the nodes to release and the
+node types that cannot be rolled, with a message ready to be kept as the last error.
+
+For a dry run it also judges the nodes against settings given with the call (as a rollout would
+store them), and, with ``drain_check``, what would block the drain of each planned node: one
+listing of the pods and one of the PodDisruptionBudgets, judged by ``drain.drain_blockers``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +19,7 @@ from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.order import plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
@@ -99,7 +110,7 @@ def read_etcd_health(params: Mapping[str, Any]) -> Optional[EtcdHealth]:
     return EtcdHealth(down=tuple(m.name for m in verdict.unhealthy if m.name), message=verdict.message)
 
 
-def read_drain_check(kube: Any, options: DrainOptions) -> DrainCheck:
+def read_drain_check(kube: PodsApi, options: DrainOptions) -> DrainCheck:
     """The reads behind the drain check, bounded whatever the plan: the pods and the PDBs listed
     once (paged), and one GET per DaemonSet that controls a pod."""
     pods = kube.list_all_pods()

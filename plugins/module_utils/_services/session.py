@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import DEFAULT_LOCK_SECONDS, Lock, RecordStore
@@ -29,8 +30,8 @@ class ClusterSession:
     client made already (a test's, or a caller's); ``diff``: the module runs with --diff.
     """
 
-    def __init__(self, cloud: Any, connect_kube: Optional[KubeConnector], cluster: str,
-                 project_id: Optional[str] = None, needs_cluster_id: bool = True, kube: Any = None,
+    def __init__(self, cloud: CloudStackApi, connect_kube: Optional[KubeConnector], cluster: str,
+                 project_id: Optional[str] = None, needs_cluster_id: bool = True, kube: Optional[KubernetesApi] = None,
                  diff: bool = False) -> None:
         self.cloud = cloud
         self.cluster = cluster
@@ -42,7 +43,7 @@ class ClusterSession:
         self._entry: Optional[Mapping[str, Any]] = None
 
     @classmethod
-    def of(cls, params: Mapping[str, Any], cloud: Any, kube: Any) -> ClusterSession:
+    def of(cls, params: Mapping[str, Any], cloud: Any, kube: KubernetesApi) -> ClusterSession:
         """A session over clients made already (``params['cluster']`` and ``project_id`` name the cluster)."""
         return cls(cloud, None, str(params.get("cluster") or ""), params.get("project_id"), kube=kube)
 

@@ -1,7 +1,23 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""The service behind cks_node_settings: read, validate and store the per-type settings; cancel."""
+"""The service behind ``cks_node_settings``: read, validate and store the per-type node settings.
+
+The flow, for one call:
+
+1. the cluster's CKS state decides whether settings may be stored at all (not while a CKS
+   operation runs, not while a rollout holds our lock);
+2. offering and affinity group names are resolved to ids against the lists the cluster view
+   already holds (no extra calls), refusing unknown, ambiguous and dedication groups;
+3. the requested changes are laid over the stored settings, or, on first use, over the
+   settings copied from the cluster (``_decisions.settings.initial_settings``), so a change to one node type
+   leaves the others as they are;
+4. ``_decisions.refusals.validate`` judges what changes; anything refused means nothing is written;
+5. with ``rollout=true`` the lock is taken before the settings are stored; if storing fails,
+   the lock is given back and the failure kept as the last error.
+
+``cancel_rollout`` only sets the cancel flag that a running rollout reads between batches.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +36,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession, LockFactory
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import NAMESPACE, RECORD_NAME, Lock, LockInfo, Record, RecordConflict, RecordStore
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import (
-    _older,
+    cancel_older_than_lock,
     effective_settings,
     lock_dict,
     lock_held_error,
@@ -116,7 +132,7 @@ class NodeSettingsService:
             if lock is not None:
                 if lock.taken_over_from:
                     record.previous_holder_stopped = lock.taken_over_from
-                if record.cancel and _older(record.updated, lock.acquire_time):
+                if record.cancel and cancel_older_than_lock(record.updated, lock.acquire_time):
                     # A cancel left from before this rollout took the lock; one asked for since
                     # (while the settings are being stored) stays and stops it before its first batch.
                     record.cancel = False
@@ -160,6 +176,7 @@ class NodeSettingsService:
         if not running:
             result["msg"] = "no rollout holds the lock of this cluster: nothing to cancel"
             return result
+        assert info is not None  # running says it is
         if already:
             result["msg"] = f"a cancel is already asked of the rollout of {info.holder}"
             return result

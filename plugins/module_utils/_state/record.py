@@ -1,7 +1,17 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""The rollout's state in the cluster itself: the lock (a Lease) and the record (a ConfigMap) beside it."""
+"""The rollout's state, kept in the cluster next to the nodes it concerns.
+
+- The lock: Lease ``cloudstack-cks-rollout`` in ``kube-system`` (coordination.k8s.io/v1). Taken,
+  renewed and released with resourceVersion compare-and-set, so of two rollouts racing for it
+  exactly one wins. The API server never expires a lease; expiry is judged here (see ``Lock``).
+- The record: ConfigMap ``cloudstack-cks-rollout`` in ``kube-system`` with the stored per-type
+  settings, the cancel flag, the last error and the outcome. Written with compare-and-set too.
+
+Nothing else is stored: the work left is what the nodes themselves show (still different,
+stopped, or still annotated).
+"""
 
 from __future__ import annotations
 
@@ -15,16 +25,19 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, KubernetesError, LockHeld
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
 
 
-def held_lock(kube: Any, holder: Optional[str]) -> Any:
+def held_lock(kube: StateApi, holder: Optional[str]) -> Optional[Lock]:
     """The rollout lock as held by ``holder`` (None: no lock is checked), keeping its duration."""
     if not holder:
         return None
 
     current = Lock(kube, holder_identity=holder).read()
     duration = current.duration_seconds if current is not None and current.duration_seconds > 0 else None
-    return Lock(kube, holder_identity=holder, **({"duration_seconds": duration} if duration else {}))
+    if duration:
+        return Lock(kube, holder_identity=holder, duration_seconds=duration)
+    return Lock(kube, holder_identity=holder)
 
 
 NAMESPACE = "kube-system"
@@ -84,7 +97,7 @@ def default_holder_identity() -> str:
 class RecordConflict(CksError):
     """The record changed since it was read; ``current`` is what it is now."""
 
-    def __init__(self, msg: str, current: Optional["Record"] = None) -> None:
+    def __init__(self, msg: str, current: Optional[Record] = None) -> None:
         super().__init__(msg)
         self.current = current
 
@@ -121,7 +134,7 @@ class Record:
         return data
 
     @classmethod
-    def from_configmap(cls, configmap: dict[str, Any]) -> "Record":
+    def from_configmap(cls, configmap: dict[str, Any]) -> Record:
         data = configmap.get("data") or {}
         try:
             settings = json.loads(data.get("settings") or "{}")
@@ -142,7 +155,7 @@ class Record:
 class RecordStore:
     """Reads and writes the record with compare-and-set on its resourceVersion."""
 
-    def __init__(self, kube: Any, namespace: str = NAMESPACE, name: str = RECORD_NAME,
+    def __init__(self, kube: StateApi, namespace: str = NAMESPACE, name: str = RECORD_NAME,
                  clock: Clock = utcnow) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -228,7 +241,7 @@ class Lock:
     rollout wins a takeover, whatever the clocks say.
     """
 
-    def __init__(self, kube: Any, holder_identity: Optional[str] = None,
+    def __init__(self, kube: StateApi, holder_identity: Optional[str] = None,
                  duration_seconds: int = DEFAULT_LOCK_SECONDS, namespace: str = NAMESPACE, name: str = LOCK_NAME,
                  clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS, clock: Clock = utcnow) -> None:
         if int(duration_seconds) < 1:

@@ -46,7 +46,7 @@ def settings_data(settings: Settings, max_unavailable: Optional[int]) -> dict[st
 def effective_settings(view: ClusterView, record: Optional[Record]) -> tuple[Settings, bool]:
     """The settings the nodes are judged against, and whether they are recorded.
 
-    Before first use they are the ones copied from the cluster (``plan.initial_settings``).
+    Before first use they are the ones copied from the cluster (``_decisions.settings.initial_settings``).
     """
     stored = stored_settings(record)
     if stored is not None:
@@ -70,7 +70,7 @@ def lock_held_error(info: LockInfo) -> LockHeld:
                     duration_seconds=info.duration_seconds)
 
 
-def _older(updated: Optional[str], acquired: Optional[str]) -> bool:
+def cancel_older_than_lock(updated: Optional[str], acquired: Optional[str]) -> bool:
     """Whether the record was last written before the lock was taken."""
     if not updated or not acquired:
         return True
