@@ -14,8 +14,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from . import spec as specmod
-
 CS_PERMISSION_DENIED = 4365
 CS_RESOURCE_ALLOCATION = 4370
 UNLIMITED = -1
@@ -342,9 +340,3 @@ class Directory:
                     f"Current Resource Reservation = {shown(0)}, Requested Resource Amount = {shown(amount)}."),
                     CS_RESOURCE_ALLOCATION)
 
-
-def spec_owner(entry: dict[str, Any]) -> dict[str, Optional[str]]:
-    return {"account": entry.get("account"), "project": entry.get("project")}
-
-
-__all__ = ["Account", "Directory", "Domain", "OwnerError", "Project", "human_size", "specmod"]
