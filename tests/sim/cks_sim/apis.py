@@ -43,6 +43,7 @@ EXTRA_COMMANDS: dict[str, dict[str, Any]] = {
     },
 }
 
+
 def _list_command(name: str, java_class: str, response_object: str, params: list[tuple[str, str]],
                   fields: list[str]) -> dict[str, Any]:
     return {
