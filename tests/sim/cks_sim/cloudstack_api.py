@@ -587,7 +587,12 @@ def query_async_job_result(call: Call) -> dict[str, Any]:
 @handler("listAsyncJobs")
 def list_async_jobs(call: Call) -> dict[str, Any]:
     jobs = sorted(call.cloud.jobs.values(), key=lambda j: j.created, reverse=True)
-    return call.listing([call.cloud.job_view(j) for j in jobs])
+    views = [call.cloud.job_view(j) for j in jobs]
+    keyword = call.get("keyword")
+    if keyword:
+        # QueryManagerImpl.searchForAsyncJobsInternal: sc.addAnd("cmd", LIKE, "%" + keyword + "%").
+        views = [v for v in views if str(keyword).lower() in str(v["cmd"]).lower()]
+    return call.listing(views)
 
 
 @handler("listApis")
@@ -664,6 +669,12 @@ class CloudStackApp:
             return Response("<html><body><h1>503 Service Unavailable</h1></body></html>", status=503,
                             content_type="text/html")
         response, errorcode, extra = self._dispatch(request, params, name)
+        if self.sim.faults.take("lost_answer", command=name) is not None:
+            # Carried out (a job was queued, a change made), but the answer never reaches the client.
+            self.sim.calls.add(api="cloudstack", command=name, params=logged, status=0, errorcode=errorcode,
+                               fault="lost_answer", **extra)
+            drop_connection(environ)
+            return Response(b"", status=500)
         self.sim.calls.add(api="cloudstack", command=name, params=logged, status=response.status_code,
                            errorcode=errorcode, **extra)
         return response
