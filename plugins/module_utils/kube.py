@@ -29,12 +29,16 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 from urllib.parse import quote
 
 from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils.retry import (
+    RetryLog, RetryPolicy, Transient, parse_retry_after)
+from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
 
 try:
     import yaml
@@ -66,6 +70,10 @@ MERGE_PATCH = "application/merge-patch+json"
 # Read-modify-write rounds before a node that keeps changing under us is reported.
 CONFLICT_ATTEMPTS = 5
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
+# What a read is sent again on (kube-apiserver restarting, a proxy in front of it, load shedding).
+READ_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# A write's 500 can be the API's answer (an eviction covered by two PDBs): only these are retried.
+WRITE_RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
 def _scrub(text: str) -> str:
@@ -188,6 +196,11 @@ class KubeClient:
         self.api_client = api_client
         self.options = options
         self.host = api_client.configuration.host
+        self.retry_log = RetryLog()
+        self.policy = RetryPolicy()
+        # The batch's deadline, when a batch runs: no retry waits past it.
+        self.deadline: Optional[Deadline] = None
+        self._sleep: Callable[[float], None] = time.sleep
         self._temp_dir = temp_dir
         self._finalizer = weakref.finalize(self, _remove_temp_dir, temp_dir)
 
@@ -230,12 +243,10 @@ class KubeClient:
             if options.ca_cert:
                 configuration.ssl_ca_cert = options.ca_cert
             # urllib3's default would retry reads three times and multiply the timeout by four.
-            # Here a GET is tried once more only when the connection was dropped under it
-            # (a kept-alive connection the server had closed); a timeout is never retried by
-            # the transport, and writes are never resent (callers decide on what they read back).
-            configuration.retries = _DroppedConnectionRetry(total=1, connect=1, read=1, status=0, other=0,
-                                                            allowed_methods=frozenset({"GET"}),
-                                                            backoff_factor=0.1, redirect=False)
+            # The transport retries nothing here: every retry goes through the one policy
+            # (retry.py), which counts it, and writes are settled by reading back first.
+            configuration.retries = _DroppedConnectionRetry(total=0, connect=0, read=0, status=0, other=0,
+                                                            allowed_methods=frozenset({"GET"}), redirect=False)
             api_client = k8s_client.ApiClient(configuration=configuration)
         except BaseException:
             _remove_temp_dir(temp_dir)
@@ -264,10 +275,19 @@ class KubeClient:
 
     def _json(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
               body: Optional[Any] = None, content_type: str = "application/json",
-              missing_is_none: bool = False) -> Any:
+              missing_is_none: bool = False, settle: Optional[Callable[[], Any]] = None) -> Any:
         """One request; the answer's JSON object. A non-2xx answer raises KubernetesError with the
-        Status's message and reason (a 404 gives None instead with ``missing_is_none``)."""
-        status, text = self._raw(action, method, path, query=query, body=body, content_type=content_type)
+        Status's message and reason (a 404 gives None instead with ``missing_is_none``).
+
+        ``settle`` (writes): after a transient fault, reads what the write changes and returns the
+        object as written (the write went through), or None (it did not: send it again); it raises
+        the error the server would have given (409) when someone else wrote meanwhile.
+        """
+        answer = self._request(action, method, path, query=query, body=body, content_type=content_type,
+                               settle=settle)
+        if isinstance(answer, _Settled):
+            return answer.value
+        status, text = answer
         if missing_is_none and status == 404:
             return None
         data = _json_or_none(text)
@@ -299,8 +319,15 @@ class KubeClient:
     def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch of a node (annotations, labels, ``spec.unschedulable``); None values
         delete keys. A ``metadata.resourceVersion`` in it makes it apply to that version only."""
+        def settle() -> Optional[dict[str, Any]]:
+            node = self._json(f"read node {name}", "GET", f"/api/v1/nodes/{quote(name, safe='')}",
+                              missing_is_none=True)
+            if node is None:
+                raise KubernetesError(f"patch node {name}", f'nodes "{name}" not found', status=404, reason="NotFound")
+            return node if merge_patch_applied(node, patch) else None
+
         return self._json(f"patch node {name}", "PATCH", f"/api/v1/nodes/{quote(name, safe='')}", body=patch,
-                          content_type=MERGE_PATCH)
+                          content_type=MERGE_PATCH, settle=settle)
 
     def patch_node_checked(self, name: str, build: Callable[[dict[str, Any]], Optional[dict[str, Any]]],
                            node: Optional[dict[str, Any]] = None,
@@ -353,7 +380,20 @@ class KubeClient:
         if grace_seconds is not None:
             body["deleteOptions"] = {"gracePeriodSeconds": int(grace_seconds)}
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/eviction"
-        status, text = self._raw(f"evict pod {namespace}/{name}", "POST", path, body=body)
+
+        def settle() -> Optional[EvictionResult]:
+            # Gone: evicted (or deleted); terminating: the eviction went through; else post again.
+            pod = self.read_pod(namespace, name)
+            if pod is None:
+                return EvictionResult("gone", 404, "the pod was gone when the eviction was checked")
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                return EvictionResult("evicted", 201, "the pod was terminating when the eviction was checked")
+            return None
+
+        answer = self._request(f"evict pod {namespace}/{name}", "POST", path, body=body, settle=settle)
+        if isinstance(answer, _Settled):
+            return answer.value
+        status, text = answer
         data = _json_or_none(text)
         return eviction_result(status, data if isinstance(data, dict) else {})
 
@@ -404,15 +444,56 @@ class KubeClient:
                 body: Optional[dict[str, Any]] = None) -> Any:
         method = {"get": "GET", "create": "POST", "replace": "PUT"}[verb]
         path = collection if name is None else f"{collection}/{quote(name, safe='')}"
-        return self._json(f"{verb} {what}", method, path, body=body, missing_is_none=verb == "get")
+        settle = None
+        if body is not None:
+            target = str(name or (body.get("metadata") or {}).get("name"))
+            settle = self._settle_put(f"{verb} {what}", f"{collection}/{quote(target, safe='')}", body,
+                                      creating=verb == "create")
+        return self._json(f"{verb} {what}", method, path, body=body, missing_is_none=verb == "get", settle=settle)
+
+    def _settle_put(self, action: str, path: str, body: dict[str, Any], creating: bool) -> Callable[[], Any]:
+        """How to tell whether a create or a compare-and-set replace whose answer was lost happened.
+
+        The object as read carries our ``spec`` / ``data`` (every write here is a whole object,
+        the Lease's with our holder and renew time): it did. A replace finds the resourceVersion
+        it was sent with still there: it did not, send again. Anything else is what the server
+        would have answered the second send with: 409 (someone else wrote), 404 (deleted).
+        """
+        sent_version = (body.get("metadata") or {}).get("resourceVersion")
+
+        def settle() -> Optional[dict[str, Any]]:
+            current = self._json(f"read back after {action}", "GET", path, missing_is_none=True)
+            if current is None:
+                if creating:
+                    return None
+                raise KubernetesError(action, "it was deleted meanwhile", status=404, reason="NotFound")
+            if all(current.get(key) == body.get(key) for key in ("spec", "data") if key in body):
+                return current
+            if not creating and sent_version is not None and \
+                    (current.get("metadata") or {}).get("resourceVersion") == sent_version:
+                return None
+            raise KubernetesError(action, "the object has been modified by someone else meanwhile",
+                                  status=409, reason="AlreadyExists" if creating else "Conflict")
+
+        return settle
 
     def _delete(self, collection: str, name: str, what: str, resource_version: Optional[str]) -> bool:
         """True if deleted, False if it was already gone."""
         body = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if resource_version:
             body["preconditions"] = {"resourceVersion": resource_version}
-        answer = self._json(f"delete {what}", "DELETE", f"{collection}/{quote(name, safe='')}", body=body,
-                            missing_is_none=True)
+        path = f"{collection}/{quote(name, safe='')}"
+
+        def settle() -> Optional[dict[str, Any]]:
+            current = self._json(f"read back after delete {what}", "GET", path, missing_is_none=True)
+            if current is None:
+                return {"kind": "Status", "status": "Success"}
+            if resource_version and (current.get("metadata") or {}).get("resourceVersion") != resource_version:
+                raise KubernetesError(f"delete {what}", "the object has been modified by someone else meanwhile",
+                                      status=409, reason="Conflict")
+            return None
+
+        answer = self._json(f"delete {what}", "DELETE", path, body=body, missing_is_none=True, settle=settle)
         return answer is not None
 
     # -- raw requests --------------------------------------------------------------------------
@@ -420,17 +501,96 @@ class KubeClient:
     def raw_get(self, path: str, query: Optional[Mapping[str, str]] = None) -> tuple[int, str]:
         """GET a path that is no API object (``/readyz``, ``/readyz/etcd``, ``/version``).
 
-        Returns the HTTP status and body text whatever the status; transport failures raise.
+        Returns the HTTP status and body text whatever the status (a 500 of /readyz is an
+        answer); transport failures are retried, then raise.
         """
-        return self._raw(f"GET {path}", "GET", path, query=query, accept="*/*")
+        answer = self._request(f"GET {path}", "GET", path, query=query, accept="*/*", retry_statuses=frozenset())
+        assert not isinstance(answer, _Settled)
+        return answer
+
+    def _request(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
+                 body: Optional[Any] = None, accept: str = "application/json",
+                 content_type: str = "application/json", settle: Optional[Callable[[], Any]] = None,
+                 retry_statuses: Optional[frozenset[int]] = None) -> Any:
+        """(status, text), or ``_Settled`` when a write's lost answer was settled by ``settle``.
+
+        Reads are sent again on a dropped connection, a 429 or a 5xx (retry.RetryPolicy). A write
+        is sent again only after ``settle`` said it did not happen; without ``settle`` it is sent
+        once and its fault is the caller's.
+        """
+        reading = method == "GET"
+        statuses = retry_statuses if retry_statuses is not None else (
+            READ_RETRY_STATUSES if reading else WRITE_RETRY_STATUSES)
+
+        def send() -> tuple[int, str]:
+            status, text, headers = self._raw(action, method, path, query=query, body=body, accept=accept,
+                                              content_type=content_type)
+            if status in statuses and not _budget_refusal(status, text):
+                message = _json_or_none(text)
+                message = message.get("message") if isinstance(message, dict) else None
+                raise _AnsweredTransient(f"HTTP {status}: {_scrub(str(message or 'no message'))}", status=status,
+                                         retry_after=parse_retry_after(_header(headers, "Retry-After")),
+                                         answer=(status, text))
+            return status, text
+
+        def on_retry(fault: Transient, wait: float) -> None:
+            self.retry_log.retried(action, fault.message, wait)
+
+        if reading:
+            try:
+                return self.policy.run(send, deadline=self.deadline, on_retry=on_retry, sleep=self._sleep)
+            except Transient as fault:
+                return self._give_up(action, fault)
+        try:
+            return send()
+        except Transient as fault:
+            if settle is None:
+                return self._give_up(action, fault)
+            first: Optional[Transient] = fault
+
+        def settled_or_sent() -> Any:
+            nonlocal first
+            if first is not None:
+                fault, first = first, None
+                raise fault
+            return send()
+
+        # Each round: read what the write changes; done -> that; not done -> the policy's next send.
+        def attempt() -> Any:
+            try:
+                return settled_or_sent()
+            except Transient as fault:
+                if not fault.maybe_done and fault.retry_after is None and not isinstance(fault, _AnsweredTransient):
+                    raise
+                value = settle()
+                if value is not None:
+                    self.retry_log.reconciled(action, "already done: not sent again")
+                    return _Settled(value)
+                raise
+
+        try:
+            return self.policy.run(attempt, deadline=self.deadline, on_retry=on_retry, sleep=self._sleep)
+        except Transient as fault:
+            return self._give_up(action, fault)
+
+    def _give_up(self, action: str, fault: Transient) -> tuple[int, str]:
+        """The last fault as the caller sees it: the server's answer, or the transport's error."""
+        if isinstance(fault, _AnsweredTransient):
+            return fault.answer
+        if isinstance(fault, _TransportFault):
+            raise fault.error
+        raise KubernetesError(action, fault.message)
 
     def _raw(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
              body: Optional[dict[str, Any]] = None, accept: str = "application/json",
-             content_type: str = "application/json") -> tuple[int, str]:
+             content_type: str = "application/json") -> tuple[int, str, Any]:
+        """One HTTP request: (status, text, headers). A failure below HTTP raises ``_TransportFault``
+        (retryable) or, for TLS, ``KubernetesError``."""
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         query_params = list((query or {}).items())
+        answer_headers: Any = {}
         try:
             if hasattr(self.api_client, "param_serialize"):
                 # 37.x: build the request, then send it; a non-2xx answer does not raise.
@@ -441,6 +601,7 @@ class KubeClient:
                 response.read()
                 data = response.data
                 status = int(response.status)
+                answer_headers = _headers_of(response)
             else:
                 # Up to 36.x: call_api does it all and raises ApiException on non-2xx.
                 try:
@@ -450,20 +611,38 @@ class KubeClient:
                         _preload_content=False, _request_timeout=self._timeout)
                     data = response.data
                     status = int(response.status)
+                    answer_headers = _headers_of(response)
                 except ApiException as exc:
                     if not exc.status:
                         raise
                     data, status = exc.body, int(exc.status)
+                    answer_headers = getattr(exc, "headers", None) or {}
         except ApiException as exc:
-            raise self._transport_error(action, exc)
+            raise self._fault(action, exc)
         except Exception as exc:
             known = self._transport_error_or_none(action, exc)
             if known is not None:
-                raise known
+                raise self._fault(action, exc, known)
             raise
         if isinstance(data, bytes):
             data = data.decode("utf-8", "replace")
-        return status, data or ""
+        return status, data or "", answer_headers
+
+    def _fault(self, action: str, exc: BaseException, error: Optional[KubernetesError] = None) -> Exception:
+        """TLS failures are final; any other failure below HTTP is worth another try."""
+        error = error if error is not None else self._transport_error(action, exc)
+        if error.msg.startswith(f"Kubernetes {action} failed: TLS verification"):
+            return error
+        inner: BaseException = exc
+        while isinstance(getattr(inner, "reason", None), BaseException):
+            inner = inner.reason  # type: ignore[assignment]
+        if isinstance(inner, TimeoutError) or (HAS_KUBERNETES and isinstance(
+                inner, (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ConnectTimeoutError))):
+            # request_timeout is the operator's bound on one request: a slow server is not
+            # asked again (client-go does not retry a timeout either).
+            return error
+        refused = HAS_KUBERNETES and isinstance(inner, urllib3.exceptions.NewConnectionError)
+        return _TransportFault(error, maybe_done=not refused)
 
     # -- errors ----------------------------------------------------------------------------------
 
@@ -501,6 +680,83 @@ class KubeClient:
             return KubernetesError(action, f"cannot reach the Kubernetes API at {self.host}: "
                                            f"{type(inner).__name__}: {_scrub(_short(text))}")
         return None
+
+
+class _TransportFault(Transient):
+    """No HTTP answer: the connection was refused, dropped or timed out."""
+
+    def __init__(self, error: KubernetesError, maybe_done: bool = True) -> None:
+        super().__init__(error.msg, maybe_done=maybe_done)
+        self.error = error
+
+
+class _AnsweredTransient(Transient):
+    """An HTTP answer worth another try (429, 5xx); ``answer`` is it, for when the tries run out."""
+
+    def __init__(self, message: str, status: int, retry_after: Optional[float], answer: tuple[int, str]) -> None:
+        super().__init__(message, status=status, retry_after=retry_after)
+        self.answer = answer
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """A write whose answer was lost, found done by reading it back: ``value`` is the object."""
+
+    value: Any
+
+
+def merge_patch_applied(current: Mapping[str, Any], patch: Mapping[str, Any]) -> bool:
+    """Whether ``current`` already is what JSON merge patch ``patch`` (RFC 7386) makes of it.
+
+    ``metadata.resourceVersion`` is a precondition, not content: it is not compared.
+    """
+    for key, value in patch.items():
+        if value is None:
+            if key in current:
+                return False
+        elif isinstance(value, Mapping):
+            inner = current.get(key)
+            wanted = {k: v for k, v in value.items() if not (key == "metadata" and k == "resourceVersion")}
+            if not isinstance(inner, Mapping):
+                if any(v is not None for v in wanted.values()):
+                    return False
+                continue
+            if not merge_patch_applied(inner, wanted):
+                return False
+        elif current.get(key) != value:
+            return False
+    return True
+
+
+def _budget_refusal(status: int, text: str) -> bool:
+    """A 429 of the eviction API because of a PodDisruptionBudget: an answer, not load shedding."""
+    if status != 429:
+        return False
+    data = _json_or_none(text)
+    causes = ((data or {}).get("details") or {}).get("causes") or [] if isinstance(data, dict) else []
+    return any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes)
+
+
+def _headers_of(response: Any) -> Any:
+    getter = getattr(response, "getheaders", None)
+    if callable(getter):
+        try:
+            return getter() or {}
+        except Exception:  # a response object without headers must not hide its answer
+            return {}
+    return getattr(response, "headers", None) or {}
+
+
+def _header(headers: Any, name: str) -> Optional[str]:
+    if not headers:
+        return None
+    getter = getattr(headers, "get", None)
+    if callable(getter):
+        value = getter(name)
+        if value is None:
+            value = getter(name.lower())
+        return value
+    return None
 
 
 def fetch_kubeconfig(cloudstack: Any, cluster_id: str) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def parse_retry_after(value: Any) -> Optional[float]:
 class RetryPolicy:
     """How many times and how long to try one request again.
 
-    ``attempts`` counts the first try. ``budget`` bounds the time spent waiting between tries
+    ``attempts`` counts the first try. ``budget`` bounds the time from the first try to the last
     when the caller has no deadline.
     """
 
@@ -93,33 +93,34 @@ class RetryPolicy:
         step = min(self.max_delay, self.base_delay * 2 ** max(0, retry - 1))
         return step / 2 + rng.uniform(0, step / 2)
 
-    def may_retry(self, retry: int, wait: float, deadline: Optional[Deadline], waited: float) -> bool:
-        """Whether retry number ``retry``, after waiting ``wait`` s, still fits."""
+    def may_retry(self, retry: int, wait: float, deadline: Optional[Deadline], spent: float) -> bool:
+        """Whether retry number ``retry``, after waiting ``wait`` s, still fits (``spent``: seconds
+        since the first try)."""
         if retry >= self.attempts:
             return False
         if deadline is not None:
             return deadline.remaining() > wait
-        return waited + wait <= self.budget
+        return spent + wait <= self.budget
 
     def run(self, send: Callable[[], T], deadline: Optional[Deadline] = None,
             on_retry: Optional[Callable[[Transient, float], None]] = None,
-            sleep: Callable[[float], None] = time.sleep, rng: Optional[random.Random] = None) -> T:
+            sleep: Callable[[float], None] = time.sleep, rng: Optional[random.Random] = None,
+            clock: Callable[[], float] = time.monotonic) -> T:
         """``send()`` until it returns; ``Transient`` raised by it is retried while the policy allows,
         then raised again (the caller turns it into its own error)."""
         retry = 0
-        waited = 0.0
+        started = clock()
         while True:
             try:
                 return send()
             except Transient as fault:
                 retry += 1
                 wait = self.delay(retry, fault.retry_after, rng)
-                if not self.may_retry(retry, wait, deadline, waited):
+                if not self.may_retry(retry, wait, deadline, clock() - started):
                     raise
                 if on_retry is not None:
                     on_retry(fault, wait)
                 sleep(wait)
-                waited += wait
 
 
 class RetryLog:
