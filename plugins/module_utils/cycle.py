@@ -54,6 +54,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.errors import (
     StepFailed,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils.release import release_plan
+from ansible_collections.cloudstack.cks.plugins.module_utils.retry import retry_report
 from ansible_collections.cloudstack.cks.plugins.module_utils.validation import (
     DEFAULT_COUNT as DEFAULT_VALIDATE_COUNT,
     DEFAULT_INTERVAL as DEFAULT_VALIDATE_INTERVAL,
@@ -63,6 +64,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils.validation import (
     ValidationResult,
     validate,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils.vm_changes import VmChanges, settled
 from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
 
 DEFAULT_BATCH_TIMEOUT = 1800.0
@@ -324,6 +326,7 @@ class BatchResult:
     ended: Optional[float] = None
     validation: Optional[ValidationResult] = None
     phase: str = PHASE_ALL
+    retries: dict[str, Any] = field(default_factory=dict)  # what the clients sent again (retry.py)
 
     @property
     def failed(self) -> bool:
@@ -345,6 +348,7 @@ class BatchResult:
             "ended": self.ended,
             "check_mode": self.check_mode,
             "validation": self.validation.to_dict() if self.validation is not None else None,
+            "retries": dict(self.retries),
         }
 
     def raise_for_failure(self) -> None:
@@ -408,6 +412,9 @@ class BatchCycle:
         result = BatchResult(nodes=list(self.names), check_mode=self.options.check_mode, started=time.time(),
                              phase=phase)
         deadline = Deadline(seconds_left(self.options.batch_timeout, self.options.batch_started, result.started))
+        if hasattr(self.kube, "deadline"):
+            # The Kubernetes client's retries wait no longer than the batch may run.
+            self.kube.deadline = deadline
         try:
             if not self.names:
                 return result
@@ -469,6 +476,10 @@ class BatchCycle:
                                       exc.msg, **exc.details)
         finally:
             result.ended = time.time()
+            result.retries = retry_report(("cloudstack", getattr(self.cloud, "retry_log", None)),
+                                          ("kubernetes", getattr(self.kube, "retry_log", None)))
+            if hasattr(self.kube, "deadline"):
+                self.kube.deadline = None
         return result
 
     def return_nodes_that_are_back(self, view: ClusterView) -> list[dict[str, str]]:
@@ -588,10 +599,6 @@ class NodeCycle:
     def _skip(self, name: str, why: str) -> None:
         now = time.time()
         self.result.steps.append(StepRecord(name=name, started=now, ended=now, outcome="skipped", detail=why))
-
-    def _job(self, command: str, **params: Any) -> Any:
-        return self.cloud.run_job(command, self.deadline.sub(self.options.job_timeout),
-                                  target=self.node.vm_name, **params)
 
     @property
     def _k8s(self) -> bool:
@@ -754,57 +761,53 @@ class NodeCycle:
 
     def _change(self) -> None:
         vm_id = self.node.vm_id
+        changes = VmChanges(self.cloud, vm_id, target=self.node.vm_name)
         if self.node.vm_state == "Stopped":
             self._skip("stop", "VM already Stopped")
         else:
-            self._step("stop", lambda: self._stop(vm_id))
+            self._step("stop", lambda: self._stop(changes))
         if self.plan.offering:
             offering = self.plan.offering
-            self._step("change_offering", lambda: self._call_ok(
-                "changeServiceForVirtualMachine", f"{self.view.offering_name(offering.from_)} -> "
-                f"{self.view.offering_name(offering.to)}", id=vm_id, serviceofferingid=offering.to))
+            self._step("change_offering", lambda: settled(
+                f"{self.view.offering_name(offering.from_)} -> {self.view.offering_name(offering.to)}",
+                changes.change_offering(offering.to, self.deadline)))
         else:
             self._skip("change_offering", "offering already as set")
         if self.plan.root_disk:
             disk = self.plan.root_disk
             if not self.node.root_volume_id:
                 raise StepFailed(self.node.name, "resize_root_disk", "no ROOT volume visible to resize")
-            self._step("resize_root_disk", lambda: self._job_ok(
-                "resizeVolume", f"{disk.from_} GB -> {disk.to} GB", id=self.node.root_volume_id, size=disk.to))
+            volume_id = self.node.root_volume_id
+            self._step("resize_root_disk", lambda: settled(
+                f"{disk.from_} GB -> {disk.to} GB", changes.resize_root_disk(volume_id, disk.to, self._job_deadline())))
         else:
             self._skip("resize_root_disk", "root disk already large enough")
         if self.plan.affinity_groups:
             groups = self.plan.affinity_groups
             names = self.result.changes.get("affinity_groups", {})
-            self._step("update_affinity_groups", lambda: self._job_ok(
-                "updateVMAffinityGroup", f"{names.get('from')} -> {names.get('to')}", id=vm_id,
-                affinitygroupids=",".join(groups.to)))
+            self._step("update_affinity_groups", lambda: settled(
+                f"{names.get('from')} -> {names.get('to')}", changes.set_affinity_groups(groups.to, self._job_deadline())))
         else:
             why = "the type records no groups" if self.type_settings.affinity_group_ids is None else "groups already as set"
             self._skip("update_affinity_groups", why)
-        self._step("start", lambda: self._job_ok("startVirtualMachine", "Running", id=vm_id))
+        self._step("start", lambda: settled("Running", changes.start(self._job_deadline())))
 
-    def _stop(self, vm_id: str) -> str:
+    def _job_deadline(self) -> Deadline:
+        return self.deadline.sub(self.options.job_timeout)
+
+    def _stop(self, changes: VmChanges) -> str:
         if self._k8s and self._ours:
             # Release must know a stop may have happened: then a Ready with the old boot ID is
             # never taken for "it never went down" (it may be the stale one from before the stop).
             self.kube.patch_node(self.node.name, {"metadata": {"annotations": {STOP_ANNOTATION: _now_text()}}})
         try:
-            self._job("stopVirtualMachine", id=vm_id)
+            how = changes.stop(self._job_deadline())
         except CloudStackError:
-            # The submit may have gone through although its answer was lost: the VM's state says.
-            vm = self._read_vm()
-            if vm.get("state") != "Stopped":
+            # A failed job may still have left the VM stopped: its state says.
+            if changes.read_vm().get("state") != "Stopped":
                 raise
-        return "Stopped"
-
-    def _call_ok(self, command: str, detail: str, **params: Any) -> str:
-        self.cloud.call(command, target=self.node.vm_name, deadline=self.deadline, **params)
-        return detail
-
-    def _job_ok(self, command: str, detail: str, **params: Any) -> str:
-        self._job(command, **params)
-        return detail
+            how = "the VM is Stopped after all"
+        return settled("Stopped", how)
 
     def _read_vm(self) -> dict[str, Any]:
         found = self.cloud.list("listVirtualMachines", id=self.node.vm_id, listall=True)
