@@ -4,7 +4,8 @@
     .venv/bin/python tests/chaos/transient.py --runs 20 --mode drop --rate 0.05 --seed 200 --out out/transient-drop
     .venv/bin/python tests/chaos/transient.py --runs 10 --mode mixed --rate 0.05 --seed 300 --out out/transient-mixed
 
-Each run starts a fresh cks-sim whose seed is ``--seed`` + the run's index (so the faults fall on
+The rollout is the four workers of ``tests/sim/examples/small.yml`` to cks-large, a 30 GB root disk
+and the workers-spread group (two batches of two). Each run starts a fresh cks-sim whose seed is ``--seed`` + the run's index (so the faults fall on
 different requests in every run), adds cks-sim's ``transient`` fault to both APIs (``5xx``: a
 503; ``drop``: the connection closed before the request is handled; ``mixed``: both, each at
 ``--rate``) for the whole playbook, and runs ``playbooks/rollout.yml`` once, unkilled and not
@@ -75,7 +76,9 @@ def one_run(index: int, args: argparse.Namespace, workdir: str) -> dict[str, Any
     state_dir = os.path.join(workdir, name, "sim")
     os.makedirs(os.path.dirname(state_dir), exist_ok=True)
     spec = seeded_spec(args.spec, seed, workdir)
-    target = simctl.Target()
+    # The rollout: the four workers only (two batches of two), each through all five
+    # CloudStack changes (stop, offering, root disk, affinity groups, start).
+    target = simctl.Target(root_disk_sizes={"worker": 30})
     sim = simctl.start_sim(spec, state_dir, args.time_scale)
     record: dict[str, Any] = {"run": index, "seed": seed, "mode": args.mode, "rate": args.rate}
     try:
