@@ -16,10 +16,10 @@ from typing import Any, Callable
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
-from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock
-from ansible_collections.cloudstack.cks.plugins.module_utils.release import Release, ReleaseUnfinished
-from ansible_collections.cloudstack.cks.plugins.module_utils.record import RecordStore
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseUnfinished
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
 
 from conftest import CycleSim
 
@@ -75,8 +75,8 @@ def test_a_change_whose_request_never_arrived_is_sent_again(cycle_sim: Callable[
     view = sim.view()
     assert view.node(node).vm_state == "Running"
 
-    from ansible_collections.cloudstack.cks.plugins.module_utils.vm_changes import VmChanges
-    from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+    from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.vm_changes import VmChanges
+    from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
     changes = VmChanges(sim.cloud, view.node(node).vm_id, target=node)
     # The next CloudStack request (the stop) is dropped before CloudStack sees it.

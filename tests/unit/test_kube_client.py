@@ -16,8 +16,8 @@ import yaml
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import cloudstack as cs_doc
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import kubernetes as kube_doc
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as am
-from ansible_collections.cloudstack.cks.plugins.module_utils import kube
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube, kube_http
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
 
 KUBECONFIG = {
     "apiVersion": "v1", "kind": "Config", "current-context": "c",
@@ -77,10 +77,10 @@ def test_blocked_eviction_message_is_the_pdb_cause() -> None:
 def test_status_error_uses_the_status_message_and_reason() -> None:
     body = {"kind": "Status", "reason": "Conflict",
             "message": 'Operation cannot be fulfilled on leases "x": the object has been modified'}
-    err = kube._status_error("replace lease kube-system/x", 409, body)
+    err = kube_http._status_error("replace lease kube-system/x", 409, body)
     assert (err.status, err.reason) == (409, "Conflict")
     assert err.msg.startswith("Kubernetes replace lease kube-system/x failed (HTTP 409 Conflict): Operation cannot")
-    other = kube._status_error("x", 500, None)
+    other = kube_http._status_error("x", 500, None)
     assert (other.status, other.reason) == (500, None) and "no message" in other.msg
 
 

@@ -9,14 +9,7 @@ from typing import Callable, Optional
 import pytest
 from factories import ClusterFactory
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import (
-    batch_is_safe,
-    capacity,
-    health_problems,
-    outcome,
-    preflight_problems,
-    release_decisions,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, capacity, health_problems, outcome, preflight_problems, release_decisions
 
 Setup = Optional[Callable[[ClusterFactory], None]]
 
@@ -164,16 +157,3 @@ def test_outcome(setup: Setup, state: str, problem: Optional[str]) -> None:
     assert health_problems(view) == ([problem.format(**names)] if problem else [])
 
 
-@pytest.mark.parametrize("state, rollout, allowed", [
-    ("Running", True, True), ("Alert", True, True), ("Stopped", True, False), ("Created", True, False),
-    ("Error", True, False), ("Scaling", True, False), ("Upgrading", True, False),
-    ("Running", False, True), ("Alert", False, True), ("Stopped", False, True), ("Created", False, True),
-    ("Error", False, True), ("Scaling", False, False), ("Upgrading", False, False), ("Starting", False, False),
-    ("Destroying", False, False), ("Destroyed", False, False), ("RemovingNodes", False, False),
-])
-def test_state_problem(state: str, rollout: bool, allowed: bool) -> None:
-    from ansible_collections.cloudstack.cks.plugins.module_utils.plan import state_problem
-    problem = state_problem(ClusterFactory(state=state).view(), rollout)
-    assert (problem is None) is allowed
-    if problem:
-        assert state in problem and "demo" in problem

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 import requests
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import kube as kube_mod
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, KubernetesError
-from ansible_collections.cloudstack.cks.plugins.module_utils.retry import (
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube as kube_mod
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube_http
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import (
     RetryLog, RetryPolicy, Transient, parse_retry_after, retry_report)
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 from test_cloudstack_client import api_error, client_and_fake
 
@@ -184,7 +185,7 @@ class ScriptedKube(kube_mod.KubeClient):
 
 
 def dropped() -> Exception:
-    return kube_mod._TransportFault(KubernetesError("x", "cannot reach the Kubernetes API: RemoteDisconnected"))
+    return kube_http._TransportFault(KubernetesError("x", "cannot reach the Kubernetes API: RemoteDisconnected"))
 
 
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l"
@@ -221,8 +222,8 @@ def test_a_node_patch_already_applied_is_not_sent_again() -> None:
     assert kube.patch_node("n", {"metadata": {"annotations": {"a": "1", "gone": None}, "resourceVersion": "8"},
                                  "spec": {"unschedulable": True}}) == node
     assert [m for m, _ in kube.sent] == ["PATCH", "GET"]
-    assert kube_mod.merge_patch_applied(node, {"spec": {"unschedulable": None}}) is False
-    assert kube_mod.merge_patch_applied(node, {"metadata": {"labels": {"x": None}}}) is True
+    assert kube_http.merge_patch_applied(node, {"spec": {"unschedulable": None}}) is False
+    assert kube_http.merge_patch_applied(node, {"metadata": {"labels": {"x": None}}}) is True
 
 
 def test_an_eviction_is_posted_again_only_while_the_pod_is_still_there() -> None:

@@ -1,34 +1,23 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""Validation between batches: is the cluster still healthy after a batch, before the next one
-takes more capacity away? (kOps's ``--validate-count`` / ``--validation-timeout``.)
 
-One round reads three things and judges them (``round_problems``, pure):
-
-- every Kubernetes node Ready (kubelet Ready, no ``unreachable`` / ``not-ready`` taint);
-- the API server's ``/readyz`` answering 200 (its own checks, etcd behind it included);
-- with etcd endpoints configured, etcd keeping a quorum of healthy voting members and answering
-  a quorum read. A single member down does not fail the round: the quorum preflight of the next
-  etcd or control batch decides whether that batch may go, and restarting that member's node is
-  what brings it back. The unhealthy members are still named in the round's notes.
-
-``validate`` repeats rounds, pausing ``interval`` seconds after each (kOps sleeps between
-validations too), until ``count`` consecutive rounds pass (a failed round starts the count again),
-or fails once the next round could not start within ``timeout``. The first round always runs,
-whatever the timeout.
-"""
+"""Validation between batches: rounds of node, API and etcd health until they pass or time runs out."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import UNHEALTHY_TAINTS
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import round_problems
 
 DEFAULT_COUNT = 1
+
+
 DEFAULT_INTERVAL = 10.0
+
+
 DEFAULT_TIMEOUT = 300.0
 
 
@@ -41,55 +30,6 @@ class ValidationOptions:
     @property
     def enabled(self) -> bool:
         return self.count > 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Judging one round (pure)
-
-
-def node_problems(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The Kubernetes nodes that are not Ready, each with what its Ready condition says."""
-    problems = []
-    for node in sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name", ""))):
-        name = (node.get("metadata") or {}).get("name", "?")
-        conditions = (node.get("status") or {}).get("conditions") or []
-        ready = next((c for c in conditions if c.get("type") == "Ready"), {})
-        taints = sorted({str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []}
-                        & UNHEALTHY_TAINTS)
-        if ready.get("status") != "True":
-            reason = f", {ready['reason']}" if ready.get("reason") else ""
-            problems.append(f"node {name} not Ready (Ready={ready.get('status', 'missing')}{reason})")
-        elif taints:
-            problems.append(f"node {name} tainted {', '.join(taints)}")
-    return problems
-
-
-def readyz_problems(status: int, text: str) -> list[str]:
-    """The API server's /readyz: 200 is ready; otherwise the checks it lists as failed."""
-    if status == 200:
-        return []
-    if status == 0:
-        return [f"API server /readyz: {text}"]
-    failed = [line.strip() for line in text.splitlines() if line.strip().startswith("[-]")]
-    detail = "; ".join(failed) or " ".join(text.split())[:200] or "no answer text"
-    return [f"API server /readyz HTTP {status}: {detail}"]
-
-
-def etcd_problems(verdict: Optional[tuple[bool, str]]) -> list[str]:
-    """etcd's verdict with nobody going down: (quorum kept and ready, message); None: not asked."""
-    if verdict is None or verdict[0]:
-        return []
-    return [f"etcd: {verdict[1]}"]
-
-
-def round_problems(nodes: Sequence[Mapping[str, Any]], readyz: tuple[int, str],
-                   etcd: Optional[tuple[bool, str]] = None) -> list[str]:
-    """Everything that fails one round; empty when the cluster validates."""
-    return node_problems(nodes) + readyz_problems(*readyz) + etcd_problems(etcd)
-
-
-# ---------------------------------------------------------------------------------------------
-# Rounds until it validates, or the timeout
 
 
 @dataclass

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 GIB = 1024 ** 3
 

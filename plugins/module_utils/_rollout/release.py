@@ -1,19 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""``release``: how every rollout ends, whatever stopped it. Idempotent: run it twice, same end.
 
-1. Uncordon the annotated nodes that are back (Ready with a boot ID other than the annotated
-   one) and remove their annotation; also those that never went down (annotated and cordoned,
-   but no stop was ever sent: a drain that failed). Every other annotated node stays cordoned,
-   with the reason. A node without our annotation is never uncordoned: someone else cordoned it.
-   The rollout's marks (``node_marks``) come off too: the pending taint from every node that
-   carries it, whatever this run's options (a killed run's leftovers); our load-balancer
-   exclusion from the nodes uncordoned and any other node in service, in the same write.
-2. Recount the cluster's CPU cores and memory from the VMs' actual offerings (CloudStack's own
-   numbers go stale: nothing outside the management server can update them).
-3. The outcome: Running when every VM runs, every node is Ready and no node was left cordoned;
-   Alert otherwise. It goes into the record with the last error (or the error is cleared).
-4. Give the lock back, if this run still holds it.
+"""The release that ends every rollout, however it ended.
 
 Each step is tried again on transient faults until it is done or ``DEFAULT_RELEASE_SECONDS``
 (for all steps together) are up; the lock goes back last, so that no other rollout starts on a
@@ -25,14 +13,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import node_marks
-from ansible_collections.cloudstack.cks.plugins.module_utils import plan as planning
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import STOP_ANNOTATION, ClusterView, Node
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError, CloudStackError, KubernetesError
-from ansible_collections.cloudstack.cks.plugins.module_utils.retry import RetryPolicy, retry_report
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryPolicy, retry_report
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import capacity, health_problems, outcome, release_plan
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import format_microtime, parse_microtime
 
 T = TypeVar("T")
 
@@ -83,34 +74,6 @@ class Persistent:
                     self.unfinished.append({"step": step, "error": exc.msg})
                     return None
                 self._sleep(wait)
-
-
-def never_went_down(node: Node) -> bool:
-    """Annotated, no stop ever sent, and still up with the boot ID it was annotated with.
-
-    Without the stop mark a Ready with the annotated boot ID is not stale: the VM was never
-    stopped by a rollout, so this node can simply go back into service.
-    """
-    return (node.annotated and STOP_ANNOTATION not in node.annotations and node.running and node.ready
-            and node.boot_id is not None and node.boot_id == node.rollout_boot_id)
-
-
-def release_plan(view: ClusterView) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(node, why) to uncordon and (node, why) to leave cordoned. Pure."""
-    back, leave = planning.release_decisions(view)
-    uncordon = [(name, "Ready with a new boot ID") for name in back]
-    kept: list[tuple[str, str]] = []
-    for name, why in leave:
-        node = view.node(name)
-        if never_went_down(node):
-            uncordon.append((name, "never went down (no stop was sent): back into service"))
-        elif (STOP_ANNOTATION in node.annotations and node.running and node.ready
-              and node.boot_id == node.rollout_boot_id):
-            kept.append((name, "stopped by the rollout but still reports the boot ID from before the stop "
-                               "(a stale Ready): not proven back"))
-        else:
-            kept.append((name, why))
-    return uncordon, kept
 
 
 @dataclass
@@ -210,9 +173,9 @@ class Release:
     def _put_back_nodes(self, view: ClusterView, result: ReleaseResult, steps: Persistent,
                         last_error: Optional[str], skipped: Optional[Sequence[str] | str]) -> None:
         uncordon, leave = release_plan(view)
-        marks, kept = node_marks.release_marks(view, [name for name, _why in uncordon])
+        marks, kept = release_marks(view, [name for name, _why in uncordon])
         for name, why in uncordon:
-            taken = marks.pop(name, node_marks.Marks())
+            taken = marks.pop(name, Marks())
             if steps.run(f"uncordon {name}", lambda: self._put_back(name, taken, True, result) or True):
                 result.uncordoned.append({"node": name, "why": why})
                 result.changed = True
@@ -225,11 +188,11 @@ class Release:
         result.left_cordoned = [{"node": name, "why": why} for name, why in leave]
         result.cordoned_by_others = [n.name for n in view.nodes if n.cordoned_by_others]
 
-        result.cores, result.memory_mb = planning.capacity(view)
+        result.cores, result.memory_mb = capacity(view)
         result.cloudstack_cores, result.cloudstack_memory_mb = view.recorded_cores, view.recorded_memory_mb
-        result.problems = planning.health_problems(view) + [
+        result.problems = health_problems(view) + [
             f"{name}: left cordoned ({why})" for name, why in leave]
-        result.outcome = "Alert" if result.problems else planning.outcome(view)
+        result.outcome = "Alert" if result.problems else outcome(view)
         result.last_error = compose_last_error(last_error, skipped, leave)
 
         if not self.check_mode and self.record_store is not None:
@@ -253,9 +216,6 @@ class Release:
         name = f"{getattr(self.lock, 'namespace', 'kube-system')}/{getattr(self.lock, 'name', 'cloudstack-cks-rollout')}"
         holder = getattr(self.lock, "holder_identity", "this rollout")
         if seen is not None and seen.renew_time:
-            from ansible_collections.cloudstack.cks.plugins.module_utils.record import format_microtime, parse_microtime
-            from datetime import timedelta
-
             try:
                 until = format_microtime(parse_microtime(seen.renew_time) + timedelta(seconds=seen.duration_seconds))
                 return (f"the lock {name} stays held by {holder} until {until} (its lease then expires and the "
@@ -265,10 +225,10 @@ class Release:
         return (f"the lock {name} stays held by {holder} until its lease expires (leaseDurationSeconds after its "
                 f"last renewal; the status playbook shows when)")
 
-    def _put_back(self, name: str, marks: node_marks.Marks, uncordon: bool, result: ReleaseResult) -> None:
+    def _put_back(self, name: str, marks: Marks, uncordon: bool, result: ReleaseResult) -> None:
         """One write per node: uncordon (if ``uncordon``) and take ``marks`` off."""
         if not self.check_mode:
-            node_marks.put_back(self.kube, name, marks, uncordon)
+            put_back(self.kube, name, marks, uncordon)
         if marks.pending_taint:
             result.pending_taint_removed.append(name)
         if marks.lb_exclusion:
@@ -291,18 +251,3 @@ class Release:
     def _release_lock(self) -> bool:
         """Give the lock back if we hold it; False when it was not ours or already free."""
         return bool(self.lock.release())
-
-
-def node_release(params: dict[str, Any], cloud: Any, kube: Any, check_mode: bool = False) -> dict[str, Any]:
-    """``release`` as the module's parameters say (mode=release)."""
-    from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterLoader
-    from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock, RecordStore
-
-    # Not held_lock: it reads the lease up front, and the release must not fail on that read.
-    # Giving the lock back writes duration 1 anyway, so the lease's own duration is not needed.
-    holder = params.get("lock_holder")
-    lock = Lock(kube, holder_identity=holder) if holder else None
-    release = Release(cloud, kube, ClusterLoader(cloud, kube), str(params["cluster"]), RecordStore(kube),
-                      lock, project_id=params.get("project_id"), check_mode=check_mode)
-    result = release.run(last_error=params.get("last_error"), skipped=params.get("skipped"))
-    return {"release": result.to_dict(), "changed": result.changed}

@@ -1,16 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""The rollout's state, kept in the cluster next to the nodes it concerns.
 
-- The lock: Lease ``cloudstack-cks-rollout`` in ``kube-system`` (coordination.k8s.io/v1). Taken,
-  renewed and released with resourceVersion compare-and-set, so of two rollouts racing for it
-  exactly one wins. The API server never expires a lease; expiry is judged here (see ``Lock``).
-- The record: ConfigMap ``cloudstack-cks-rollout`` in ``kube-system`` with the stored per-type
-  settings, the cancel flag, the last error and the outcome. Written with compare-and-set too.
-
-Nothing else is stored: the work left is what the nodes themselves show (still different,
-stopped, or still annotated).
-"""
+"""The rollout's state in the cluster itself: the lock (a Lease) and the record (a ConfigMap) beside it."""
 
 from __future__ import annotations
 
@@ -23,17 +14,40 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError, KubernetesError, LockHeld
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, KubernetesError, LockHeld
+
+
+def held_lock(kube: Any, holder: Optional[str]) -> Any:
+    """The rollout lock as held by ``holder`` (None: no lock is checked), keeping its duration."""
+    if not holder:
+        return None
+
+    current = Lock(kube, holder_identity=holder).read()
+    duration = current.duration_seconds if current is not None and current.duration_seconds > 0 else None
+    return Lock(kube, holder_identity=holder, **({"duration_seconds": duration} if duration else {}))
+
 
 NAMESPACE = "kube-system"
+
+
 RECORD_NAME = "cloudstack-cks-rollout"
+
+
 LOCK_NAME = "cloudstack-cks-rollout"
+
+
 MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
 DEFAULT_LOCK_SECONDS = 600
+
+
 # How far apart the clocks of two controllers may be (see Lock): NTP keeps them well inside this.
 DEFAULT_CLOCK_SKEW_SECONDS = 15
 
+
 _TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:?\d\d)?$")
+
 
 Clock = Callable[[], datetime]
 
@@ -78,8 +92,6 @@ class RecordConflict(CksError):
 class LockLost(CksError):
     """This rollout no longer holds the lock (it expired and another one took it, or it was released)."""
 
-
-# -- the record ---------------------------------------------------------------------------------------
 
 @dataclass
 class Record:
@@ -187,11 +199,6 @@ class RecordStore:
     def set_cancel(self) -> Record:
         return self.update(lambda record: setattr(record, "cancel", True))
 
-    def clear_cancel(self) -> Record:
-        return self.update(lambda record: setattr(record, "cancel", False))
-
-
-# -- the lock -------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class LockInfo:

@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 T = TypeVar("T")
 

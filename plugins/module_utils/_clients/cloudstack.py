@@ -1,15 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""The CloudStack API over the ``cs`` library.
 
-``cs`` signs and sends one request; this module adds what a rollout needs on top: list calls
-paged to the end, async jobs awaited against a deadline, retries of read-only calls on transient
-faults, one error type with the command, CloudStack's error code and text, and a per-command call
-count. Connection settings are those of ngine_io.cloudstack (see ``CloudStackOptions``).
-
-No message built here carries the API secret or a request signature: errors from the transport
-are rewritten without the request's query string.
-"""
+"""CloudStack API over ``cs``: connection options with their CLOUDSTACK_* fallbacks, signed calls,\npaged lists, async jobs polled to a deadline, retries of idempotent calls, errors with CloudStack's answer."""
 
 from __future__ import annotations
 
@@ -20,10 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.retry import (
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import (
     RetryLog, RetryPolicy, Transient, parse_retry_after)
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 try:
     import cs

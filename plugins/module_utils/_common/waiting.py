@@ -1,21 +1,17 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""Deadlines and bounded waits.
 
-Every wait of the collection (an async job, a node turning Ready, a pod going away, etcd
-regaining quorum) goes through ``wait_for`` with a ``Deadline``, so that no step can hang a
-rollout: a batch has one deadline, and each step inside it takes its own shorter one with
-``Deadline.sub``.
-"""
+"""Deadlines and bounded waits: every wait of the collection ends by a deadline."""
 
 from __future__ import annotations
 
 import time
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import DeadlineExceeded
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import DeadlineExceeded
 
 T = TypeVar("T")
+
 
 # Polling every half second keeps the time to notice a change under a second without
 # loading the APIs; no jitter, so waits are reproducible in tests and benchmarks.

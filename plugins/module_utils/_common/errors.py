@@ -1,11 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""The typed errors of the collection.
 
-module_utils raise these; each module turns them into ``fail_json`` in one place
-(``ansible_module.run``). The message is what the operator reads: it names the node, pod, PDB,
-command or parameter at fault and, where it can, what to change. Secrets never go in.
-"""
+"""The typed errors of the collection; ``ansible_module.run`` turns each into one failure."""
 
 from __future__ import annotations
 
