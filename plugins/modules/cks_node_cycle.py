@@ -413,7 +413,7 @@ retries:
     - What the clients sent again after a transient fault (a 5xx, a 429 with its Retry-After, a dropped
       connection) while this run did the batch, C(total) and per API (C(cloudstack), C(kubernetes)) C(retries),
       C(by_action) (counts), C(lost_answers_settled) (writes whose answer was lost, settled by reading what they
-      change: polled, found done, or sent again) and C(recent) (the last few, with their cause).
+      change - polled, found done, or sent again) and C(recent) (the last few, with their cause).
   returned: mode=cycle
   type: dict
   sample: {total: 2, kubernetes: {retries: 2, by_action: {list nodes: 1, patch node prod-node-2a1f: 1}}}

@@ -251,5 +251,3 @@ def test_reads_retry_5xx_and_drops_and_count_them() -> None:
     with pytest.raises(KubernetesError) as info:
         kube.read_node("n")
     assert info.value.status == 500 and len(kube.sent) == 6
-
-

@@ -1,7 +1,9 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""CloudStack API over ``cs``: connection options with their CLOUDSTACK_* fallbacks, signed calls,\npaged lists, async jobs polled to a deadline, retries of idempotent calls, errors with CloudStack's answer."""
+"""CloudStack API over ``cs``: connection options with their CLOUDSTACK_* fallbacks, signed calls,
+paged lists, async jobs polled to a deadline, retries of idempotent calls (retry.py), changes whose
+lost answer is settled by reading what they change (``run_change``), errors with CloudStack's answer."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Kubernetes API over the ``kubernetes`` client's ApiClient, as raw JSON: kubeconfig (file, inline, or\nfetched from CloudStack), nodes, pods, evictions, leases and configmaps with preconditions."""
+"""Kubernetes API over the ``kubernetes`` client's ApiClient, as raw JSON: kubeconfig (file, inline, or
+fetched from CloudStack), nodes, pods, evictions, leases and configmaps with preconditions; the HTTP
+side and its retries are in kube_http.py."""
 
 from __future__ import annotations
 
@@ -41,7 +43,6 @@ LIST_LIMIT = 500
 MERGE_PATCH = "application/merge-patch+json"
 # Read-modify-write rounds before a node that keeps changing under us is reported.
 CONFLICT_ATTEMPTS = 5
-
 
 
 @dataclass(frozen=True)
@@ -416,7 +417,6 @@ class KubeClient(KubeHttp):
 
         answer = self._json(f"delete {what}", "DELETE", path, body=body, missing_is_none=True, settle=settle)
         return answer is not None
-
 
 
 def fetch_kubeconfig(cloudstack: Any, cluster_id: str) -> dict[str, Any]:

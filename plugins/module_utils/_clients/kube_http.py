@@ -91,9 +91,7 @@ class KubeHttp:
         Returns the HTTP status and body text whatever the status (a 500 of /readyz is an
         answer); transport failures are retried, then raise.
         """
-        answer = self._request(f"GET {path}", "GET", path, query=query, accept="*/*", retry_statuses=frozenset())
-        assert not isinstance(answer, _Settled)
-        return answer
+        return self._request(f"GET {path}", "GET", path, query=query, accept="*/*", retry_statuses=frozenset())
 
     def _request(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
                  body: Optional[Any] = None, accept: str = "application/json",
