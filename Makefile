@@ -18,7 +18,7 @@ KUBE_OLDEST := kubernetes==35.0.0
 VENV_K35 := .venv-k35
 
 .PHONY: all setup demo demo-check test unit sim-test integration lint sanity ansible-lint client-ends \
-	core-2.21 etcd-installed shellcheck-installed clean bench bench-smoke molecule molecule-default chaos chaos-smoke
+	core-2.21 etcd-installed shellcheck-installed clean bench bench-smoke molecule molecule-default chaos chaos-smoke chaos-transient
 
 all: test
 
@@ -120,6 +120,12 @@ chaos: setup
 
 chaos-smoke: setup
 	$(call pytest,$(BIN)/python,chaos-smoke,tests/chaos)
+
+# Rollouts of the four workers under 5% transient faults on both APIs, never rerun (issue 16):
+# N with 5xx answers, then N with dropped connections, each run with its own simulator seed.
+chaos-transient: setup
+	$(BIN)/python tests/chaos/transient.py --runs $(N) --mode 5xx --rate 0.05 --seed 1000 --out out/transient-5xx
+	$(BIN)/python tests/chaos/transient.py --runs $(N) --mode drop --rate 0.05 --seed 2000 --out out/transient-drop
 
 # The kube tests again with the oldest allowed kubernetes client (its requests go out through
 # python-legacy's ApiClient.call_api, 37.x's through param_serialize).

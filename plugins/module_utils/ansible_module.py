@@ -35,8 +35,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube impor
     KubeOptions,
     fetch_kubeconfig,
     parse_kubeconfig,
-    scrub_secrets,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import scrub_secrets
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 

@@ -408,6 +408,15 @@ uncordoned:
   type: list
   elements: dict
   sample: [{node: prod-node-2a1f, why: Ready with a new boot ID}]
+retries:
+  description:
+    - What the clients sent again after a transient fault (a 5xx, a 429 with its Retry-After, a dropped
+      connection) while this run did the batch, C(total) and per API (C(cloudstack), C(kubernetes)) C(retries),
+      C(by_action) (counts), C(lost_answers_settled) (writes whose answer was lost, settled by reading what they
+      change - polled, found done, or sent again) and C(recent) (the last few, with their cause).
+  returned: mode=cycle
+  type: dict
+  sample: {total: 2, kubernetes: {retries: 2, by_action: {list nodes: 1, patch node prod-node-2a1f: 1}}}
 validation:
   description: The validation after the batch; V(null) when it did not run (off, check mode, or a node failed).
   returned: mode=cycle
@@ -519,6 +528,16 @@ release:
     lock_released:
       description: Whether the lock was given back now.
       type: bool
+    retries:
+      description: What the clients sent again during the release, as RV(retries) of a batch.
+      type: dict
+    unfinished:
+      description:
+        - The release's steps that kept failing for the release's two minutes (C(step), C(error)); empty when
+          it finished. When not empty the task fails, and its message says what is left (the lock held until
+          its lease expires, the nodes still cordoned).
+      type: list
+      elements: dict
 """
 
 from typing import Any

@@ -59,6 +59,9 @@ class Options:
     duration: Optional[float]
     workdir: str
     keep_workdir: bool = False
+    # Mixed-fault mode: this rate of 5xx answers and as much of dropped connections on both APIs,
+    # during every trial (the kills and the reruns alike). 0: off.
+    transient_rate: float = 0.0
 
 
 class Run:
@@ -198,7 +201,23 @@ class Trials:
         # The sim flags more workers down at once than the rollout may take (its clamp).
         simctl.admin(sim.env, "POST", "/actions",
                      {"action": "set_config", "max_unavailable": {"worker": self.target.max_unavailable}})
+        self.transient_on(sim)
         return sim, set()
+
+    def transient_on(self, sim: simctl.SimProcess) -> None:
+        if self.opts.transient_rate > 0:
+            for mode in ("5xx", "drop"):
+                sim.admin("/faults", {"kind": "transient", "api": "both", "rate": self.opts.transient_rate, "mode": mode})
+
+    def judge(self, sim: simctl.SimProcess, foreign: set[str]) -> dict[str, Any]:
+        """The verdict, read with the transient faults off (the judge's Lease read is no rollout's)."""
+        if self.opts.transient_rate <= 0:
+            return simctl.judge(sim, self.target, foreign)
+        sim.admin("/faults", method="DELETE")
+        try:
+            return simctl.judge(sim, self.target, foreign)
+        finally:
+            self.transient_on(sim)
 
     def foreign_cordon(self, sim: simctl.SimProcess, rng: random.Random) -> set[str]:
         _cloud, kube, _etcd = simctl.cluster_state(sim)
@@ -212,7 +231,7 @@ class Trials:
         try:
             run = Run(sim, self.target, self.opts, os.path.join(self.opts.workdir, "calibrate", "run"))
             rc, duration = run.run()
-            verdict = simctl.judge(sim, self.target, foreign)
+            verdict = self.judge(sim, foreign)
         finally:
             sim.stop()
         if rc != 0 or not simctl.converged(verdict):
@@ -239,11 +258,11 @@ class Trials:
                 steps = node_steps(sim)
                 record["nodes_at_kill"] = steps
                 record["step"] = step_label(steps)
-                record["lock_at_kill"] = bool(lock_left(sim))
+                record["lock_at_kill"] = bool(self.judge(sim, foreign)["lock"])
             else:
                 record["phase"] = record["step"] = "finished_before_kill"
             reruns: list[dict[str, Any]] = []
-            verdict = simctl.judge(sim, self.target, foreign)
+            verdict = self.judge(sim, foreign)
             done = not kill["killed"] and kill["rc"] == 0 and simctl.converged(verdict)
             while not done and len(reruns) < self.opts.max_reruns:
                 self.wait_out_lease(sim)
@@ -251,7 +270,7 @@ class Trials:
                 rc, took = rerun.run()
                 reruns.append({"rc": rc, "seconds": round(took, 3), "log": rerun.log_path,
                                "previous_holder_stopped": self._taken_over(rerun)})
-                verdict = simctl.judge(sim, self.target, foreign)
+                verdict = self.judge(sim, foreign)
                 done = rc == 0 and simctl.converged(verdict)
             record["reruns"] = len(reruns)
             record["rerun_rcs"] = [r["rc"] for r in reruns]
@@ -265,10 +284,9 @@ class Trials:
             sim.stop()
         return record
 
-    @staticmethod
-    def wait_out_lease(sim: simctl.SimProcess) -> float:
+    def wait_out_lease(self, sim: simctl.SimProcess) -> float:
         """Sleep until a lease left by a dead run counts as expired for the collection; seconds slept."""
-        lease = lock_left(sim)
+        lease = self.judge(sim, set())["lock"]
         if not lease:
             return 0.0
         until = simctl.lease_expiry(lease) - time.time()
@@ -297,6 +315,7 @@ def summarise(records: list[dict[str, Any]], calibration: dict[str, Any], opts: 
         "spec": os.path.relpath(opts.spec, simctl.ROOT),
         "time_scale": opts.time_scale,
         "lock_duration": opts.lock_duration,
+        "transient_rate": opts.transient_rate,
         "unkilled_rollout_seconds": calibration["duration"],
         "killed": sum(1 for r in records if r["killed"]),
         "finished_before_kill": sum(1 for r in records if not r["killed"]),
@@ -329,11 +348,14 @@ def parse(argv: list[str]) -> Options:
                         help="share of trials in which someone else cordons a worker before the rollout")
     parser.add_argument("--duration", type=float, help="skip the unkilled run; kill within [0, DURATION)")
     parser.add_argument("--workdir", help="where the sims and logs go (default: a temp dir, kept on failure)")
+    parser.add_argument("--transient", type=float, default=0.0, metavar="RATE",
+                        help="mixed-fault mode: RATE of 5xx answers plus RATE of dropped connections on both "
+                             "APIs during every trial (e.g. 0.05)")
     args = parser.parse_args(argv)
     workdir = os.path.abspath(args.workdir) if args.workdir else tempfile.mkdtemp(prefix="cks-chaos-")
     return Options(args.trials, args.seed, os.path.abspath(args.spec), os.path.abspath(args.out), args.time_scale,
                    args.lock_duration, args.max_reruns, args.foreign_cordon_rate, args.duration, workdir,
-                   keep_workdir=bool(args.workdir))
+                   keep_workdir=bool(args.workdir), transient_rate=args.transient)
 
 
 def main(argv: list[str]) -> int:

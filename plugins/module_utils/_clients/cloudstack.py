@@ -7,6 +7,8 @@
 paged to the end, async jobs awaited against a deadline, retries of read-only calls on transient
 faults, one error type with the command, CloudStack's error code and text, and a per-command call
 count. Connection settings are those of ngine_io.cloudstack (see ``CloudStackOptions``).
+Retries follow the one policy of ``retry.py``; a change whose answer was lost is settled by reading
+what it would have changed (``run_change``), never sent twice blindly.
 
 No message built here carries the API secret or a request signature: errors from the transport
 are rewritten without the request's query string.
@@ -18,8 +20,10 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from datetime import datetime
+from typing import Any, Callable, Mapping, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient, parse_retry_after
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
@@ -33,33 +37,30 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
     HAS_CS = False
     CS_IMPORT_ERROR = str(exc)
 
-
 PAGE_SIZE = 500
-
-
 DEFAULT_POLL_INTERVAL = 0.5
-
-
-DEFAULT_RETRIES = 4
-
-
-RETRY_BACKOFF = 0.25
-
-
-MAX_RETRY_DELAY = 4.0
-
+DEFAULT_RETRIES = 5
 
 # Commands that only read: safe to send again after a transient fault.
 IDEMPOTENT_PREFIXES = ("list", "query", "get")
-
 
 # CloudStack's own server-side codes (ApiErrorCode): the command ran and failed; sending it
 # again gives the same answer. 511 is the 2FA challenge.
 CLOUDSTACK_SERVER_CODES = frozenset({511, *range(530, 538)})
 
-
 JOB_PENDING, JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED = 0, 1, 2, 3
 
+# The command class each async change runs as (the ``cmd`` of its job; the admin variants end in
+# ByAdmin, which the substring still matches): StopVMCmd, StartVMCmd, ResizeVolumeCmd,
+# UpdateVMAffinityGroupCmd in api/src/main/java/org/apache/cloudstack/api/command/user/.
+JOB_CLASSES = {
+    "stopVirtualMachine": "StopVMCmd",
+    "startVirtualMachine": "StartVMCmd",
+    "resizeVolume": "ResizeVolumeCmd",
+    "updateVMAffinityGroup": "UpdateVMAffinityGroupCmd",
+}
+# How much earlier than our clock a management server may date a job it created for us.
+JOB_CLOCK_SKEW = 120.0
 
 _QUERY = re.compile(r"\?[^\s'\"<>)]*")
 
@@ -194,14 +195,22 @@ def job_object(jobresult: Any) -> Any:
     return jobresult
 
 
+class AnswerLost(CloudStackError):
+    """A command was sent and its answer lost (no answer, or a proxy's 5xx): CloudStack may or may
+    not have carried it out. ``run_change`` settles it by reading what the command would change."""
+
+
 class CloudStackClient:
-    """One connection to the CloudStack API. ``calls`` counts HTTP requests per command."""
+    """One connection to the CloudStack API. ``calls`` counts HTTP requests per command,
+    ``retry_log`` what was sent again after a transient fault."""
 
     def __init__(self, options: CloudStackOptions, session: Any = None) -> None:
         if not HAS_CS:
             raise CloudStackError("connect", f"the cs Python library is required: {CS_IMPORT_ERROR}")
         self.options = options
         self.calls: Counter[str] = Counter()
+        self.retry_log = RetryLog()
+        self.policy = RetryPolicy(attempts=max(1, int(options.retries) + 1))
         # cs's own retries and job polling stay off: retries are decided here per command,
         # and job polls are bounded by our deadlines.
         self._cs = cs.CloudStack(
@@ -264,17 +273,20 @@ class CloudStackClient:
                 **params: Any) -> Any:
         """Submit an async command and wait for its job; returns the object under ``jobresult``.
 
-        The submit is never retried: if its connection fails, CloudStack may or may not have
-        started the job, so ``CloudStackError`` says so and the caller re-reads the state (a VM's
-        state tells whether a stop went through) before deciding again. Polls of
-        queryAsyncJobResult are retried like any read. The job keeps running in CloudStack when
-        the deadline passes; ``DeadlineExceeded`` names the command and the job id.
+        The submit is never sent twice here: if its answer is lost, CloudStack may or may not have
+        started the job, so ``AnswerLost`` says so (``run_change`` settles that by reading the
+        state). Polls of queryAsyncJobResult are retried like any read. The job keeps running in
+        CloudStack when the deadline passes; ``DeadlineExceeded`` names the command and the job id.
         """
         submitted = self._request(command, params, target=target, deadline=deadline)
         jobid = submitted.get("jobid")
         if not jobid:
             raise CloudStackError(command, "answered without a jobid; it is not an async command here",
                                   target=target)
+        return self.await_job(command, str(jobid), deadline, target=target)
+
+    def await_job(self, command: str, jobid: str, deadline: Deadline, target: Optional[str] = None) -> Any:
+        """Poll job ``jobid`` of ``command`` until it ends; its object, or ``CloudStackError``."""
         what = f"CloudStack {command} job {jobid}" + (f" on {target}" if target else "")
 
         def finished() -> dict[str, Any]:
@@ -295,34 +307,120 @@ class CloudStackClient:
         raise CloudStackError(command, f"job {jobid}: {errortext or 'failed without an error text'}",
                               errorcode=int(code) if code else None, target=target)
 
+    def run_change(self, command: str, deadline: Deadline, done: Callable[[], bool],
+                   instance_id: Optional[str] = None, target: Optional[str] = None, **params: Any) -> str:
+        """Carry out one change (a command that writes), riding out a lost answer.
+
+        ``done()`` reads what the command changes (a VM's state or offering, a volume's size, a
+        VM's groups) and says whether it is as asked. ``instance_id`` is the VM or volume an async
+        command's job runs on (None: a synchronous command, no job to look for). When the answer
+        to the command is lost, CloudStack is asked instead of sent the command again:
+
+        1. a job of this command on that instance still pending (listAsyncJobs): it is polled;
+        2. otherwise, if ``done()``: the command went through (skipped as done);
+        3. otherwise it never ran: it is sent again, up to the policy's attempts.
+
+        Returns how it ended: ``sent``, ``polled job <id> after a lost answer``, or ``already done
+        after a lost answer``. Refusals (a 4xx, CloudStack's 53x) and failed jobs raise as before.
+        """
+        asynchronous = instance_id is not None
+        retry = 0
+        while True:
+            sent_at = time.time()
+            try:
+                if asynchronous:
+                    self.run_job(command, deadline, target=target, **params)
+                else:
+                    self._request(command, params, target=target, deadline=deadline)
+                return "sent" if retry == 0 else f"sent again after {retry} lost answer(s)"
+            except AnswerLost:
+                retry += 1
+                if asynchronous:
+                    job = self.pending_job(command, str(instance_id), since=sent_at, deadline=deadline)
+                    if job is not None:
+                        jobid = str(job["jobid"])
+                        self.retry_log.reconciled(command, "job still running: polled")
+                        self.await_job(command, jobid, deadline, target=target)
+                        return f"polled job {jobid} after a lost answer"
+                if done():
+                    self.retry_log.reconciled(command, "already done: not sent again")
+                    return "already done after a lost answer"
+                wait = self.policy.delay(retry)
+                if not self.policy.may_retry(retry, wait, deadline, 0.0):
+                    raise
+                self.retry_log.reconciled(command, "not carried out: sent again")
+                self._sleep(wait)
+
+    def pending_job(self, command: str, instance_id: str, since: float,
+                    deadline: Optional[Deadline] = None) -> Optional[dict[str, Any]]:
+        """The newest pending job of ``command`` on ``instance_id`` (listAsyncJobs), or None.
+
+        listAsyncJobs (ListAsyncJobsCmd, QueryManagerImpl.searchForAsyncJobsInternal) has no
+        instance filter; ``keyword`` matches the job's command class (``cmd LIKE %keyword%``), so the
+        account's other jobs stay out of the answer and the instance is matched here. Jobs created
+        more than ``JOB_CLOCK_SKEW`` seconds before ``since`` are not ours.
+        """
+        keyword = JOB_CLASSES.get(command)
+        params: dict[str, Any] = {"listall": True}
+        if keyword:
+            params["keyword"] = keyword
+        jobs = self.list("listAsyncJobs", target=instance_id, deadline=deadline, **params)
+        ours = []
+        for job in jobs:
+            if str(job.get("jobinstanceid") or "").lower() != instance_id.lower():
+                continue
+            if keyword and keyword not in str(job.get("cmd") or ""):
+                continue
+            if int(job.get("jobstatus", JOB_PENDING)) != JOB_PENDING:
+                continue
+            created = parse_cloudstack_time(job.get("created"))
+            if created is not None and created < since - JOB_CLOCK_SKEW:
+                continue
+            ours.append(job)
+        ours.sort(key=lambda j: str(j.get("created") or ""))
+        return ours[-1] if ours else None
+
     # -- one request, with the retry policy ------------------------------------------------------
 
     def _request(self, command: str, params: Mapping[str, Any], target: Optional[str],
                  deadline: Optional[Deadline]) -> dict[str, Any]:
-        retries = self.options.retries if is_idempotent(command) else 0
-        attempt = 0
-        while True:
-            attempt += 1
+        def send() -> dict[str, Any]:
             try:
                 return self._send(command, params, deadline)
-            except _Transient as fault:
-                error = fault.error
-                delay = min(RETRY_BACKOFF * 2 ** (attempt - 1), MAX_RETRY_DELAY)
-                if attempt > retries or (deadline is not None and deadline.remaining() <= delay):
-                    if not is_idempotent(command) and fault.unknown_outcome:
-                        raise CloudStackError(
-                            command,
-                            f"{error}; CloudStack may or may not have carried it out (not retried: "
-                            f"re-read the state before trying again)",
-                            target=target,
-                        )
-                    raise CloudStackError(command, error, errorcode=fault.status, target=target)
-                self._sleep(delay)
             except _Failed as failure:
                 raise CloudStackError(command, failure.errortext, errorcode=failure.errorcode, target=target)
 
+        if not is_idempotent(command):
+            try:
+                return send()
+            except Transient as fault:
+                if fault.maybe_done:
+                    raise AnswerLost(command, f"{fault.message}; CloudStack may or may not have carried it out "
+                                              f"(not sent again blindly: re-read what it changes before sending it again)",
+                                     target=target)
+                # It never reached CloudStack: sending it again cannot do it twice.
+                return self._retry(command, send, target, deadline, first=fault)
+        return self._retry(command, send, target, deadline)
+
+    def _retry(self, command: str, send: Callable[[], dict[str, Any]], target: Optional[str],
+               deadline: Optional[Deadline], first: Optional[Transient] = None) -> dict[str, Any]:
+        def on_retry(fault: Transient, wait: float) -> None:
+            self.retry_log.retried(command, fault.message, wait)
+
+        def attempt() -> dict[str, Any]:
+            nonlocal first
+            if first is not None:
+                fault, first = first, None
+                raise fault
+            return send()
+
+        try:
+            return self.policy.run(attempt, deadline=deadline, on_retry=on_retry, sleep=self._sleep)
+        except Transient as fault:
+            raise CloudStackError(command, fault.message, errorcode=fault.status, target=target)
+
     def _send(self, command: str, params: Mapping[str, Any], deadline: Optional[Deadline]) -> dict[str, Any]:
-        """One HTTP request. Raises ``_Transient`` (may retry) or ``_Failed`` (final)."""
+        """One HTTP request. Raises ``Transient`` (may retry) or ``_Failed`` (final)."""
         timeout = self.options.api_timeout
         if deadline is not None:
             # At the deadline one last short request still goes out (wait_for's final check);
@@ -339,14 +437,14 @@ class CloudStackClient:
             code = _int_or_none(error.get("errorcode")) or status
             text = redact(str(error.get("errortext") or (exc.args[0] if exc.args else "error")), secret)
             if is_transient_status(status):
-                raise _Transient(f"HTTP {status}: {text}", status=code)
+                raise Transient(f"HTTP {status}: {text}", status=code, retry_after=_retry_after(exc))
             raise _Failed(text, code)
         except cs.CloudStackException as exc:
             # Not a CloudStack answer (a proxy's HTML page, a truncated body): judge by the status.
             status = getattr(getattr(exc, "response", None), "status_code", None)
             text = redact(" ".join(str(a) for a in exc.args), secret)
             if is_transient_status(status):
-                raise _Transient(text, status=status)
+                raise Transient(text, status=status, retry_after=_retry_after(exc))
             raise _Failed(text, status)
         except requests.exceptions.SSLError as exc:
             raise _Failed(
@@ -356,13 +454,14 @@ class CloudStackClient:
                 None,
             )
         except requests.exceptions.ConnectTimeout as exc:
-            raise _Transient(f"connecting to {redact(self.options.api_url)} timed out after {timeout}s "
-                             f"({_reason(exc, secret)})", unknown_outcome=False)
+            raise Transient(f"connecting to {redact(self.options.api_url)} timed out after {timeout}s "
+                            f"({_reason(exc, secret)})", maybe_done=False)
         except requests.exceptions.Timeout as exc:
-            raise _Transient(f"no answer from {redact(self.options.api_url)} within {timeout}s "
-                             f"({_reason(exc, secret)})")
+            raise Transient(f"no answer from {redact(self.options.api_url)} within {timeout}s "
+                            f"({_reason(exc, secret)})")
         except requests.exceptions.RequestException as exc:
-            raise _Transient(f"connection to {redact(self.options.api_url)} failed ({_reason(exc, secret)})")
+            raise Transient(f"connection to {redact(self.options.api_url)} failed ({_reason(exc, secret)})",
+                            maybe_done=not isinstance(exc, requests.exceptions.ConnectionError) or _reached(exc))
         if not isinstance(response, dict):
             raise _Failed(f"unexpected response type {type(response).__name__}", None)
         if "errortext" in response and "errorcode" in response:
@@ -371,20 +470,37 @@ class CloudStackClient:
         return response
 
 
-class _Transient(Exception):
-    def __init__(self, error: str, status: Optional[int] = None, unknown_outcome: bool = True) -> None:
-        super().__init__(error)
-        self.error = error
-        self.status = status
-        # False when the request surely never reached CloudStack.
-        self.unknown_outcome = unknown_outcome
-
-
 class _Failed(Exception):
     def __init__(self, errortext: str, errorcode: Optional[int]) -> None:
         super().__init__(errortext)
         self.errortext = errortext
         self.errorcode = errorcode
+
+
+def _retry_after(exc: BaseException) -> Optional[float]:
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    return parse_retry_after(headers.get("Retry-After")) if hasattr(headers, "get") else None
+
+
+def _reached(exc: BaseException) -> bool:
+    """False when the connection was refused (nothing was sent); True when it broke later."""
+    inner: Any = exc
+    while inner is not None:
+        if isinstance(inner, (ConnectionRefusedError,)) or type(inner).__name__ == "NewConnectionError":
+            return False
+        nxt = getattr(inner, "reason", None) or (inner.args[0] if getattr(inner, "args", None) else None)
+        inner = nxt if isinstance(nxt, BaseException) and nxt is not inner else None
+    return True
+
+
+def parse_cloudstack_time(value: Any) -> Optional[float]:
+    """Unix time of a CloudStack date (``2026-12-03T12:49:18+0000``), or None."""
+    if not value:
+        return None
+    try:
+        return datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return None
 
 
 def _int_or_none(value: Any) -> Optional[int]:

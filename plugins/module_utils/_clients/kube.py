@@ -21,21 +21,23 @@ What it adds to the client:
 
 Raw JSON also keeps MicroTime values of Leases exactly as formatted (37.x would re-serialize a
 parsed datetime with ``isoformat()``), and an eviction's answer is read as the Status it is.
+
+The HTTP side (raw JSON requests, their retries and the checks that make a write safe to
+repeat) is in ``kube_http.py``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import ssl
 import tempfile
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 from urllib.parse import quote
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import KubeHttp, _json_or_none, _Settled, merge_patch_applied, scrub_secrets
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
 
 try:
@@ -45,11 +47,9 @@ try:
 except ImportError:  # pragma: no cover
     HAS_YAML = False
 
-
 try:
     import urllib3
     from kubernetes import client as k8s_client
-    from kubernetes.client.exceptions import ApiException
     from kubernetes.config import kube_config
     from kubernetes.config.config_exception import ConfigException
 
@@ -59,30 +59,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = str(exc)
 
-    class ApiException(Exception):  # type: ignore[no-redef]
-        status = 0
-        body = ""
-
-
 DEFAULT_REQUEST_TIMEOUT = 20.0
-
-
 LIST_LIMIT = 500
-
-
 MERGE_PATCH = "application/merge-patch+json"
-
-
 # Read-modify-write rounds before a node that keeps changing under us is reported.
 CONFLICT_ATTEMPTS = 5
-
-
-_BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
-
-
-def scrub_secrets(text: str) -> str:
-    """Drop long base64 runs (certificate or key data, tokens) from a message."""
-    return _BASE64_RUN.sub("<redacted>", text)
 
 
 @dataclass(frozen=True)
@@ -193,13 +174,11 @@ if HAS_KUBERNETES:
                                      _pool=_pool, _stacktrace=_stacktrace)
 
 
-class KubeClient:
+class KubeClient(KubeHttp):
     """One cluster's API. Use ``KubeClient.connect``; call ``close`` when done."""
 
     def __init__(self, api_client: Any, options: KubeOptions, temp_dir: Optional[str] = None) -> None:
-        self.api_client = api_client
-        self.options = options
-        self.host = api_client.configuration.host
+        super().__init__(api_client, options)
         self._temp_dir = temp_dir
         self._finalizer = weakref.finalize(self, _remove_temp_dir, temp_dir)
 
@@ -242,12 +221,10 @@ class KubeClient:
             if options.ca_cert:
                 configuration.ssl_ca_cert = options.ca_cert
             # urllib3's default would retry reads three times and multiply the timeout by four.
-            # Here a GET is tried once more only when the connection was dropped under it
-            # (a kept-alive connection the server had closed); a timeout is never retried by
-            # the transport, and writes are never resent (callers decide on what they read back).
-            configuration.retries = _DroppedConnectionRetry(total=1, connect=1, read=1, status=0, other=0,
-                                                            allowed_methods=frozenset({"GET"}),
-                                                            backoff_factor=0.1, redirect=False)
+            # The transport retries nothing here: every retry goes through the one policy
+            # (retry.py), which counts it, and writes are settled by reading back first.
+            configuration.retries = _DroppedConnectionRetry(total=0, connect=0, read=0, status=0, other=0,
+                                                            allowed_methods=frozenset({"GET"}), redirect=False)
             api_client = k8s_client.ApiClient(configuration=configuration)
         except BaseException:
             _remove_temp_dir(temp_dir)
@@ -266,28 +243,6 @@ class KubeClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    @property
-    def _timeout(self) -> tuple[float, float]:
-        t = float(self.options.request_timeout)
-        return (t, t)
-
-    # -- nodes, pods, evictions, PDBs ----------------------------------------------------------
-
-    def _json(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
-              body: Optional[Any] = None, content_type: str = "application/json",
-              missing_is_none: bool = False) -> Any:
-        """One request; the answer's JSON object. A non-2xx answer raises KubernetesError with the
-        Status's message and reason (a 404 gives None instead with ``missing_is_none``)."""
-        status, text = self._raw(action, method, path, query=query, body=body, content_type=content_type)
-        if missing_is_none and status == 404:
-            return None
-        data = _json_or_none(text)
-        if not 200 <= status < 300:
-            raise _status_error(action, status, data)
-        if not isinstance(data, dict):
-            raise KubernetesError(action, "the answer is not a JSON object", status=status)
-        return data
 
     def _paged(self, action: str, path: str, **query: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -311,8 +266,15 @@ class KubeClient:
     def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch of a node (annotations, labels, ``spec.unschedulable``); None values
         delete keys. A ``metadata.resourceVersion`` in it makes it apply to that version only."""
+        def settle() -> Optional[dict[str, Any]]:
+            node = self._json(f"read node {name}", "GET", f"/api/v1/nodes/{quote(name, safe='')}",
+                              missing_is_none=True)
+            if node is None:
+                raise KubernetesError(f"patch node {name}", f'nodes "{name}" not found', status=404, reason="NotFound")
+            return node if merge_patch_applied(node, patch) else None
+
         return self._json(f"patch node {name}", "PATCH", f"/api/v1/nodes/{quote(name, safe='')}", body=patch,
-                          content_type=MERGE_PATCH)
+                          content_type=MERGE_PATCH, settle=settle)
 
     def patch_node_checked(self, name: str, build: Callable[[dict[str, Any]], Optional[dict[str, Any]]],
                            node: Optional[dict[str, Any]] = None,
@@ -365,7 +327,20 @@ class KubeClient:
         if grace_seconds is not None:
             body["deleteOptions"] = {"gracePeriodSeconds": int(grace_seconds)}
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/eviction"
-        status, text = self._raw(f"evict pod {namespace}/{name}", "POST", path, body=body)
+
+        def settle() -> Optional[EvictionResult]:
+            # Gone: evicted (or deleted); terminating: the eviction went through; else post again.
+            pod = self.read_pod(namespace, name)
+            if pod is None:
+                return EvictionResult("gone", 404, "the pod was gone when the eviction was checked")
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                return EvictionResult("evicted", 201, "the pod was terminating when the eviction was checked")
+            return None
+
+        answer = self._request(f"evict pod {namespace}/{name}", "POST", path, body=body, settle=settle)
+        if isinstance(answer, _Settled):
+            return answer.value
+        status, text = answer
         data = _json_or_none(text)
         return eviction_result(status, data if isinstance(data, dict) else {})
 
@@ -412,102 +387,57 @@ class KubeClient:
                 body: Optional[dict[str, Any]] = None) -> Any:
         method = {"get": "GET", "create": "POST", "replace": "PUT"}[verb]
         path = collection if name is None else f"{collection}/{quote(name, safe='')}"
-        return self._json(f"{verb} {what}", method, path, body=body, missing_is_none=verb == "get")
+        settle = None
+        if body is not None:
+            target = str(name or (body.get("metadata") or {}).get("name"))
+            settle = self._settle_put(f"{verb} {what}", f"{collection}/{quote(target, safe='')}", body,
+                                      creating=verb == "create")
+        return self._json(f"{verb} {what}", method, path, body=body, missing_is_none=verb == "get", settle=settle)
+
+    def _settle_put(self, action: str, path: str, body: dict[str, Any], creating: bool) -> Callable[[], Any]:
+        """How to tell whether a create or a compare-and-set replace whose answer was lost happened.
+
+        The object as read carries our ``spec`` / ``data`` (every write here is a whole object,
+        the Lease's with our holder and renew time): it did. A replace finds the resourceVersion
+        it was sent with still there: it did not, send again. Anything else is what the server
+        would have answered the second send with: 409 (someone else wrote), 404 (deleted).
+        """
+        sent_version = (body.get("metadata") or {}).get("resourceVersion")
+
+        def settle() -> Optional[dict[str, Any]]:
+            current = self._json(f"read back after {action}", "GET", path, missing_is_none=True)
+            if current is None:
+                if creating:
+                    return None
+                raise KubernetesError(action, "it was deleted meanwhile", status=404, reason="NotFound")
+            if all(current.get(key) == body.get(key) for key in ("spec", "data") if key in body):
+                return current
+            if not creating and sent_version is not None and \
+                    (current.get("metadata") or {}).get("resourceVersion") == sent_version:
+                return None
+            raise KubernetesError(action, "the object has been modified by someone else meanwhile",
+                                  status=409, reason="AlreadyExists" if creating else "Conflict")
+
+        return settle
 
     def _delete(self, collection: str, name: str, what: str, resource_version: Optional[str]) -> bool:
         """True if deleted, False if it was already gone."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if resource_version:
             body["preconditions"] = {"resourceVersion": resource_version}
-        answer = self._json(f"delete {what}", "DELETE", f"{collection}/{quote(name, safe='')}", body=body,
-                            missing_is_none=True)
+        path = f"{collection}/{quote(name, safe='')}"
+
+        def settle() -> Optional[dict[str, Any]]:
+            current = self._json(f"read back after delete {what}", "GET", path, missing_is_none=True)
+            if current is None:
+                return {"kind": "Status", "status": "Success"}
+            if resource_version and (current.get("metadata") or {}).get("resourceVersion") != resource_version:
+                raise KubernetesError(f"delete {what}", "the object has been modified by someone else meanwhile",
+                                      status=409, reason="Conflict")
+            return None
+
+        answer = self._json(f"delete {what}", "DELETE", path, body=body, missing_is_none=True, settle=settle)
         return answer is not None
-
-    # -- raw requests --------------------------------------------------------------------------
-
-    def raw_get(self, path: str, query: Optional[Mapping[str, str]] = None) -> tuple[int, str]:
-        """GET a path that is no API object (``/readyz``, ``/readyz/etcd``, ``/version``).
-
-        Returns the HTTP status and body text whatever the status; transport failures raise.
-        """
-        return self._raw(f"GET {path}", "GET", path, query=query, accept="*/*")
-
-    def _raw(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
-             body: Optional[dict[str, Any]] = None, accept: str = "application/json",
-             content_type: str = "application/json") -> tuple[int, str]:
-        headers = {"Accept": accept}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        query_params = list((query or {}).items())
-        try:
-            if hasattr(self.api_client, "param_serialize"):
-                # 37.x: build the request, then send it; a non-2xx answer does not raise.
-                request = self.api_client.param_serialize(
-                    method=method, resource_path=path, query_params=query_params or None,
-                    header_params=headers, body=body, auth_settings=["BearerToken"])
-                response = self.api_client.call_api(*request, _request_timeout=self._timeout)
-                response.read()
-                data = response.data
-                status = int(response.status)
-            else:
-                # Up to 36.x: call_api does it all and raises ApiException on non-2xx.
-                try:
-                    response = self.api_client.call_api(
-                        path, method, query_params=query_params, header_params=headers, body=body,
-                        auth_settings=["BearerToken"], response_type=None, _return_http_data_only=True,
-                        _preload_content=False, _request_timeout=self._timeout)
-                    data = response.data
-                    status = int(response.status)
-                except ApiException as exc:
-                    if not exc.status:
-                        raise
-                    data, status = exc.body, int(exc.status)
-        except ApiException as exc:
-            raise self._transport_error(action, exc)
-        except Exception as exc:
-            known = self._transport_error_or_none(action, exc)
-            if known is not None:
-                raise known
-            raise
-        if isinstance(data, bytes):
-            data = data.decode("utf-8", "replace")
-        return status, data or ""
-
-    # -- errors ----------------------------------------------------------------------------------
-
-    def _transport_error(self, action: str, exc: BaseException) -> KubernetesError:
-        error = self._transport_error_or_none(action, exc)
-        return error if error is not None else KubernetesError(action, scrub_secrets(str(exc)))
-
-    def _transport_error_or_none(self, action: str, exc: BaseException) -> Optional[KubernetesError]:
-        """A clear KubernetesError for a failure below HTTP, or None if ``exc`` is not one."""
-        inner: BaseException = exc
-        reason = getattr(inner, "reason", None)
-        while isinstance(reason, BaseException):
-            inner, reason = reason, getattr(reason, "reason", None)
-        text = str(getattr(exc, "reason", "") or exc) if isinstance(exc, ApiException) else str(inner)
-        is_tls = isinstance(inner, (ssl.SSLError, urllib3.exceptions.SSLError)) or (
-            isinstance(exc, ApiException) and "SSLError" in text)
-        if is_tls:
-            return KubernetesError(
-                action,
-                f"TLS verification of the Kubernetes API at {self.host} failed ({scrub_secrets(_short(text))}); check "
-                f"the kubeconfig's certificate-authority(-data), ca_cert (K8S_AUTH_SSL_CA_CERT), or "
-                f"validate_certs (K8S_AUTH_VERIFY_SSL)",
-            )
-        if isinstance(inner, urllib3.exceptions.NewConnectionError):
-            # (a subclass of ConnectTimeoutError in urllib3, so it is looked at first)
-            return KubernetesError(action, f"cannot connect to the Kubernetes API at {self.host}: "
-                                           f"{scrub_secrets(_short(text))}")
-        if isinstance(inner, urllib3.exceptions.ConnectTimeoutError):
-            return KubernetesError(action, f"connecting to {self.host} timed out after "
-                                           f"{self.options.request_timeout:g}s")
-        if isinstance(inner, (urllib3.exceptions.ReadTimeoutError, TimeoutError)):
-            return KubernetesError(action, f"no answer from {self.host} within {self.options.request_timeout:g}s")
-        if isinstance(inner, (urllib3.exceptions.HTTPError, ConnectionError, OSError)):
-            return KubernetesError(action, f"cannot reach the Kubernetes API at {self.host}: "
-                                           f"{type(inner).__name__}: {scrub_secrets(_short(text))}")
-        return None
 
 
 def fetch_kubeconfig(cloudstack: Any, cluster_id: str) -> dict[str, Any]:
@@ -538,23 +468,3 @@ def _remove_temp_dir(temp_dir: Optional[str]) -> None:
             if isinstance(path, str) and path.startswith(prefix):
                 cache.pop(key, None)
     shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def _json_or_none(text: Any) -> Any:
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    try:
-        return json.loads(text) if text else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _status_error(action: str, status: int, data: Any) -> KubernetesError:
-    data = data if isinstance(data, dict) else {}
-    return KubernetesError(action, scrub_secrets(str(data.get("message") or "no message")), status=status,
-                           reason=data.get("reason") or None)
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = re.sub(r"<[^>]*>:\s*", "", " ".join(text.split()))
-    return text if len(text) <= limit else text[: limit - 3] + "..."

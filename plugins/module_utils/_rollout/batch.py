@@ -31,6 +31,7 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import retry_report
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
@@ -79,6 +80,9 @@ class BatchCycle:
         result = BatchResult(nodes=list(self.names), check_mode=self.options.check_mode, started=time.time(),
                              phase=phase)
         deadline = Deadline(seconds_left(self.options.batch_timeout, self.options.batch_started, result.started))
+        if hasattr(self.kube, "deadline"):
+            # The Kubernetes client's retries wait no longer than the batch may run.
+            self.kube.deadline = deadline
         try:
             if not self.names:
                 return result
@@ -140,6 +144,10 @@ class BatchCycle:
                                       exc.msg, **exc.details)
         finally:
             result.ended = time.time()
+            result.retries = retry_report(("cloudstack", getattr(self.cloud, "retry_log", None)),
+                                          ("kubernetes", getattr(self.kube, "retry_log", None)))
+            if hasattr(self.kube, "deadline"):
+                self.kube.deadline = None
         return result
 
     def return_nodes_that_are_back(self, view: ClusterView) -> list[dict[str, str]]:
@@ -207,7 +215,8 @@ class _LockRenewer:
 
     def _run(self) -> None:
         lock = self.lock
-        assert lock is not None  # start() runs no thread without one
+        if lock is None:  # start() runs no thread without one
+            return
         period = max(1.0, float(lock.duration_seconds) / 3)
         while not self._stop.wait(period):
             try:

@@ -34,6 +34,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import BatchContext
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord, step_failure_cause
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_OUTCOMES, PHASE_UNCORDON, steps_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.vm_changes import VmChanges, settled
 
 #: ``_why_not``'s answer for a step done again in a later phase that has nothing to do: not recorded.
 SILENT = "(not recorded)"
@@ -61,6 +62,7 @@ class NodeCycle:
         self._last_read: Optional[dict[str, Any]] = None  # the node as last read (by verify, at the latest)
         self._cordon = CordonDecision(False, False, False, None, "not read")
         self._exclusion = ExclusionDecision(False, False, "not read")
+        self._changes = VmChanges(self.cloud, node.vm_id, target=node.vm_name)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -80,10 +82,6 @@ class NodeCycle:
     def _skip(self, name: str, why: str) -> None:
         now = time.time()
         self.result.steps.append(StepRecord(name=name, started=now, ended=now, outcome="skipped", detail=why))
-
-    def _job(self, command: str, **params: Any) -> Any:
-        return self.cloud.run_job(command, self.deadline.sub(self.options.job_timeout),
-                                  target=self.node.vm_name, **params)
 
     @property
     def _k8s(self) -> bool:
@@ -200,31 +198,35 @@ class NodeCycle:
         return self._lb_wait()
 
     def _run_stop(self) -> str:
-        return self._stop(self.node.vm_id)
+        return self._stop(self._changes)
 
     def _run_change_offering(self) -> str:
         offering = self.plan.offering
-        assert offering is not None  # _why_not runs it only then
-        return self._call_ok("changeServiceForVirtualMachine", f"{self.view.offering_name(offering.from_)} -> "
-                             f"{self.view.offering_name(offering.to)}", id=self.node.vm_id, serviceofferingid=offering.to)
+        if offering is None:
+            raise AssertionError("change_offering runs only for an offering change")
+        return settled(f"{self.view.offering_name(offering.from_)} -> {self.view.offering_name(offering.to)}",
+                       self._changes.change_offering(offering.to, self.deadline))
 
     def _run_resize_root_disk(self) -> str:
         disk = self.plan.root_disk
-        assert disk is not None
-        if not self.node.root_volume_id:
+        if disk is None:
+            raise AssertionError("resize_root_disk runs only for a root disk change")
+        volume_id = self.node.root_volume_id
+        if not volume_id:
             raise StepFailed(self.node.name, "resize_root_disk", "no ROOT volume visible to resize")
-        return self._job_ok("resizeVolume", f"{disk.from_} GB -> {disk.to} GB", id=self.node.root_volume_id,
-                            size=disk.to)
+        return settled(f"{disk.from_} GB -> {disk.to} GB",
+                       self._changes.resize_root_disk(volume_id, disk.to, self._job_deadline()))
 
     def _run_update_affinity_groups(self) -> str:
         groups = self.plan.affinity_groups
-        assert groups is not None
+        if groups is None:
+            raise AssertionError("update_affinity_groups runs only for a change of groups")
         names = self.result.changes.get("affinity_groups", {})
-        return self._job_ok("updateVMAffinityGroup", f"{names.get('from')} -> {names.get('to')}", id=self.node.vm_id,
-                            affinitygroupids=",".join(groups.to))
+        return settled(f"{names.get('from')} -> {names.get('to')}",
+                       self._changes.set_affinity_groups(groups.to, self._job_deadline()))
 
     def _run_start(self) -> str:
-        return self._job_ok("startVirtualMachine", "Running", id=self.node.vm_id)
+        return settled("Running", self._changes.start(self._job_deadline()))
 
     def _run_verify(self) -> str:
         parts = []
@@ -321,27 +323,22 @@ class NodeCycle:
             self.result.changes["drain"]["warnings"] = report.warnings
         return f"{len(report.evicted)} pods evicted, {len(report.skipped)} left (DaemonSet and mirror pods)"
 
-    def _stop(self, vm_id: str) -> str:
+    def _job_deadline(self) -> Deadline:
+        return self.deadline.sub(self.options.job_timeout)
+
+    def _stop(self, changes: VmChanges) -> str:
         if self._k8s and self._ours:
             # Release must know a stop may have happened: then a Ready with the old boot ID is
             # never taken for "it never went down" (it may be the stale one from before the stop).
             self.kube.patch_node(self.node.name, {"metadata": {"annotations": {STOP_ANNOTATION: _now_text()}}})
         try:
-            self._job("stopVirtualMachine", id=vm_id)
+            how = changes.stop(self._job_deadline())
         except CloudStackError:
-            # The submit may have gone through although its answer was lost: the VM's state says.
-            vm = self._read_vm()
-            if vm.get("state") != "Stopped":
+            # A failed job may still have left the VM stopped: its state says.
+            if changes.read_vm().get("state") != "Stopped":
                 raise
-        return "Stopped"
-
-    def _call_ok(self, command: str, detail: str, **params: Any) -> str:
-        self.cloud.call(command, target=self.node.vm_name, deadline=self.deadline, **params)
-        return detail
-
-    def _job_ok(self, command: str, detail: str, **params: Any) -> str:
-        self._job(command, **params)
-        return detail
+            how = "the VM is Stopped after all"
+        return settled("Stopped", how)
 
     def _read_vm(self) -> dict[str, Any]:
         found = self.cloud.list("listVirtualMachines", id=self.node.vm_id, listall=True)

@@ -15,20 +15,79 @@
 3. The outcome: Running when every VM runs, every node is Ready and no node was left cordoned;
    Alert otherwise. It goes into the record with the last error (or the error is cleared).
 4. Give the lock back, if this run still holds it.
+
+Each step is tried again on transient faults until it is done or ``DEFAULT_RELEASE_SECONDS``
+(for all steps together) are up; the lock goes back last, so that no other rollout starts on a
+cluster this one is still putting back. If an API stays down that long, ``ReleaseUnfinished``
+says exactly what is left: the lock held until its lease expires, the nodes still cordoned.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from datetime import timedelta
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryPolicy, retry_report
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import capacity, health_problems, outcome, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import format_microtime, parse_microtime
+
+T = TypeVar("T")
+
+# How long a release keeps trying while an API fails: long enough for a kube-apiserver restart
+# or a management server failover, short enough that an operator is told what is left.
+DEFAULT_RELEASE_SECONDS = 120.0
+
+
+def is_transient(error: CksError) -> bool:
+    """An API failure another try may cure (no answer, 429, 5xx that is not CloudStack's own)."""
+    if isinstance(error, KubernetesError):
+        return error.status is None or error.status == 429 or error.status >= 500
+    if isinstance(error, CloudStackError):
+        code = error.errorcode
+        return code is None or code == 429 or (500 <= code < 600 and not 530 <= code <= 537)
+    return False
+
+
+class ReleaseUnfinished(CksError):
+    """The release could not finish while an API kept failing; the message says what is left."""
+
+
+class Persistent:
+    """Runs the release's steps, each again after a transient fault, all within one deadline.
+
+    Once the deadline is past, a step still gets its one try (the lock must at least be tried).
+    """
+
+    def __init__(self, seconds: float = DEFAULT_RELEASE_SECONDS, policy: Optional[RetryPolicy] = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.deadline = Deadline(seconds)
+        self.policy = policy or RetryPolicy(attempts=10 ** 6, max_delay=10.0)
+        self._sleep = sleep
+        self.unfinished: list[dict[str, str]] = []
+
+    def run(self, step: str, fn: Callable[[], T]) -> Optional[T]:
+        """``fn()``'s value, or None when it kept failing (the step is listed in ``unfinished``)."""
+        retry = 0
+        while True:
+            try:
+                return fn()
+            except CksError as exc:
+                if not is_transient(exc):
+                    raise
+                retry += 1
+                wait = self.policy.delay(retry)
+                if self.deadline.remaining() <= wait:
+                    self.unfinished.append({"step": step, "error": exc.msg})
+                    return None
+                self._sleep(wait)
 
 
 @dataclass
@@ -50,6 +109,8 @@ class ReleaseResult:
     changed: bool = False
     started: float = 0.0
     ended: float = 0.0
+    retries: dict[str, Any] = field(default_factory=dict)
+    unfinished: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +129,8 @@ class ReleaseResult:
             "lock_released": self.lock_released,
             "started": self.started,
             "ended": self.ended,
+            "retries": dict(self.retries),
+            "unfinished": [dict(u) for u in self.unfinished],
         }
 
 
@@ -89,9 +152,11 @@ def compose_last_error(last_error: Optional[str], skipped: Optional[Sequence[str
 class Release:
     """``Release(cloud, kube, loader, cluster, record_store, lock).run(last_error, skipped)``."""
 
-    def __init__(self, cloud: CloudStackApi, kube: KubernetesApi, loader: ClusterLoader, cluster: str,
-                 record_store: Optional[RecordStore] = None, lock: Optional[RolloutLock] = None,
-                 project_id: Optional[str] = None, check_mode: bool = False) -> None:
+    def __init__(self, cloud: Any, kube: Any, loader: Any, cluster: str, record_store: Any = None,
+                 lock: Any = None, project_id: Optional[str] = None, check_mode: bool = False,
+                 seconds: float = DEFAULT_RELEASE_SECONDS, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.seconds = float(seconds)
+        self._sleep = sleep
         self.cloud = cloud
         self.kube = kube
         self.loader = loader
@@ -104,16 +169,35 @@ class Release:
     def run(self, last_error: Optional[str] = None,
             skipped: Optional[Sequence[str] | str] = None) -> ReleaseResult:
         result = ReleaseResult(started=time.time())
-        view = self.loader.load(self.cluster, self.project_id)
+        steps = Persistent(self.seconds, sleep=self._sleep)
+        view = steps.run("read the cluster", lambda: self.loader.load(self.cluster, self.project_id))
+        if view is not None:
+            self._put_back_nodes(view, result, steps, last_error, skipped)
+        if not self.check_mode and self.lock is not None:
+            # Giving the lock back is reported (lock_released), not counted as a change.
+            result.lock_released = bool(steps.run("give the lock back", self._release_lock))
+        result.ended = time.time()
+        result.retries = retry_report(("cloudstack", getattr(self.cloud, "retry_log", None)),
+                                      ("kubernetes", getattr(self.kube, "retry_log", None)))
+        if steps.unfinished:
+            result.unfinished = steps.unfinished
+            raise ReleaseUnfinished(self._left_message(result, view, steps), release=result.to_dict())
+        return result
+
+    def _put_back_nodes(self, view: ClusterView, result: ReleaseResult, steps: Persistent,
+                        last_error: Optional[str], skipped: Optional[Sequence[str] | str]) -> None:
         uncordon, leave = release_plan(view)
         marks, kept = release_marks(view, [name for name, _why in uncordon])
         for name, why in uncordon:
-            self._put_back(name, marks.pop(name, Marks()), True, result)
-            result.uncordoned.append({"node": name, "why": why})
-            result.changed = True
+            taken = marks.pop(name, Marks())
+            if steps.run(f"uncordon {name}", functools.partial(self._put_back, name, taken, True, result)):
+                result.uncordoned.append({"node": name, "why": why})
+                result.changed = True
+            else:
+                leave.append((name, "back, but the uncordon kept failing"))
         for name, taken in sorted(marks.items()):
-            self._put_back(name, taken, False, result)
-            result.changed = True
+            if steps.run(f"take the rollout's marks off {name}", functools.partial(self._put_back, name, taken, False, result)):
+                result.changed = True
         result.lb_exclusion_kept = [{"node": name, "why": why} for name, why in kept]
         result.left_cordoned = [{"node": name, "why": why} for name, why in leave]
         result.cordoned_by_others = [n.name for n in view.nodes if n.cordoned_by_others]
@@ -125,23 +209,45 @@ class Release:
         result.outcome = "Alert" if result.problems else outcome(view)
         result.last_error = compose_last_error(last_error, skipped, leave)
 
-        if not self.check_mode:
-            if self.record_store is not None:
-                result.changed |= bool(self._record(result))
-            if self.lock is not None:
-                # Giving the lock back is reported (lock_released), not counted as a change.
-                result.lock_released = bool(self._release_lock())
-        result.ended = time.time()
-        return result
+        if not self.check_mode and self.record_store is not None:
+            result.changed |= bool(steps.run("record the outcome", lambda: self._record(result)))
 
-    def _put_back(self, name: str, marks: Marks, uncordon: bool, result: ReleaseResult) -> None:
-        """One write per node: uncordon (if ``uncordon``) and take ``marks`` off."""
+    def _left_message(self, result: ReleaseResult, view: Optional[ClusterView], steps: Persistent) -> str:
+        failed = "; ".join(f"{u['step']}: {u['error']}" for u in steps.unfinished)
+        parts = [f"release did not finish within {self.seconds:g}s while the APIs kept failing ({failed})"]
+        if self.lock is not None and not result.lock_released:
+            parts.append(self._lock_left())
+        if view is None:
+            parts.append("the cluster could not be read, so which nodes are still cordoned is not known: "
+                         "run the status playbook once the APIs answer")
+        elif result.left_cordoned:
+            parts.append("left cordoned: " + ", ".join(f"{x['node']} ({x['why']})" for x in result.left_cordoned))
+        parts.append("run the release (or the rollout) again once the APIs answer; nothing else needs undoing")
+        return "; ".join(parts)
+
+    def _lock_left(self) -> str:
+        seen = getattr(self.lock, "last_seen", None)
+        name = f"{getattr(self.lock, 'namespace', 'kube-system')}/{getattr(self.lock, 'name', 'cloudstack-cks-rollout')}"
+        holder = getattr(self.lock, "holder_identity", "this rollout")
+        if seen is not None and seen.renew_time:
+            try:
+                until = format_microtime(parse_microtime(seen.renew_time) + timedelta(seconds=seen.duration_seconds))
+                return (f"the lock {name} stays held by {holder} until {until} (its lease then expires and the "
+                        f"next rollout takes over)")
+            except ValueError:
+                pass
+        return (f"the lock {name} stays held by {holder} until its lease expires (leaseDurationSeconds after its "
+                f"last renewal; the status playbook shows when)")
+
+    def _put_back(self, name: str, marks: Marks, uncordon: bool, result: ReleaseResult) -> bool:
+        """One write per node: uncordon (if ``uncordon``) and take ``marks`` off. True when done."""
         if not self.check_mode:
             put_back(self.kube, name, marks, uncordon)
         if marks.pending_taint:
             result.pending_taint_removed.append(name)
         if marks.lb_exclusion:
             result.lb_exclusion_removed.append(name)
+        return True
 
     def _record(self, result: ReleaseResult) -> bool:
         """Store the outcome and the last error (cleared when None). True if the record changed."""

@@ -61,6 +61,7 @@ class BatchResult:
     ended: Optional[float] = None
     validation: Optional[ValidationResult] = None
     phase: str = PHASE_ALL
+    retries: dict[str, Any] = field(default_factory=dict)  # what the clients sent again (retry.py)
 
     @property
     def failed(self) -> bool:
@@ -82,6 +83,7 @@ class BatchResult:
             "ended": self.ended,
             "check_mode": self.check_mode,
             "validation": self.validation.to_dict() if self.validation is not None else None,
+            "retries": dict(self.retries),
         }
 
     def raise_for_failure(self) -> None:

@@ -173,10 +173,9 @@ class NodeSettingsService:
             "changed": False, "cluster": self._cluster(), "cancel_requested": already,
             "lock": lock_dict(info), "last_error": record.last_error if record else None,
         }
-        if not running:
+        if not running or info is None:
             result["msg"] = "no rollout holds the lock of this cluster: nothing to cancel"
             return result
-        assert info is not None  # running says it is
         if already:
             result["msg"] = f"a cancel is already asked of the rollout of {info.holder}"
             return result

@@ -253,6 +253,8 @@ class Lock:
         self.name = name
         self.clock_skew_seconds = float(clock_skew_seconds)
         self._clock = clock
+        # The lease as last read or written: how long it lasts if it cannot be given back.
+        self.last_seen: Optional[LockInfo] = None
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -262,7 +264,7 @@ class Lock:
 
     def _info(self, lease: dict[str, Any], taken_over_from: Optional[dict[str, Any]] = None) -> LockInfo:
         spec = lease.get("spec") or {}
-        return LockInfo(
+        info = LockInfo(
             holder=spec.get("holderIdentity") or None,
             acquire_time=spec.get("acquireTime"),
             renew_time=spec.get("renewTime"),
@@ -272,6 +274,9 @@ class Lock:
             expired=self._expired(spec),
             taken_over_from=taken_over_from,
         )
+        if info.holder:
+            self.last_seen = info
+        return info
 
     def _expired(self, spec: dict[str, Any]) -> bool:
         if not spec.get("holderIdentity"):

@@ -746,7 +746,12 @@ def list_async_jobs(call: Call) -> dict[str, Any]:
     allowed = call.cloud.list_scope(call.values)
     jobs = sorted((j for j in call.cloud.jobs.values() if allowed(j.caller_id or call.cloud.directory.primary.id)),
                   key=lambda j: j.created, reverse=True)
-    return call.listing([call.cloud.job_view(j) for j in jobs])
+    views = [call.cloud.job_view(j) for j in jobs]
+    keyword = call.get("keyword")
+    if keyword:
+        # QueryManagerImpl.searchForAsyncJobsInternal: sc.addAnd("cmd", LIKE, "%" + keyword + "%").
+        views = [v for v in views if str(keyword).lower() in str(v["cmd"]).lower()]
+    return call.listing(views)
 
 
 @handler("listApis")
@@ -823,6 +828,12 @@ class CloudStackApp:
             return Response("<html><body><h1>503 Service Unavailable</h1></body></html>", status=503,
                             content_type="text/html")
         response, errorcode, extra = self._dispatch(request, params, name)
+        if self.sim.faults.take("lost_answer", command=name) is not None:
+            # Carried out (a job was queued, a change made), but the answer never reaches the client.
+            self.sim.calls.add(api="cloudstack", command=name, params=logged, status=0, errorcode=errorcode,
+                               fault="lost_answer", **extra)
+            drop_connection(environ)
+            return Response(b"", status=500)
         self.sim.calls.add(api="cloudstack", command=name, params=logged, status=response.status_code,
                            errorcode=errorcode, **extra)
         return response

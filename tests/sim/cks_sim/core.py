@@ -87,11 +87,13 @@ class Scheduler:
 FAULT_KINDS = {
     # CloudStack
     "cloudstack_error": "next `count` calls of `command` answer HTTP error `code` with `errortext`",
+    "lost_answer": "next `count` calls of `command` are carried out, then the connection is dropped before "
+                   "the answer (a proxy timing out on a slow backend)",
     "job_failure": "next `count` async jobs of `command` (optionally for VM `vm`) end jobstatus 2 with `code`",
     "start_capacity": "next `count` startVirtualMachine jobs (optionally of VM `vm`) fail with 533",
     # Kubernetes
     "kube_error": "next `count` requests matching `verb` + `resource` (+ `name`, + `path` below the cluster, e.g. "
-                  "`/readyz`) answer HTTP `status`",
+                  "`/readyz`) answer HTTP `status` (with `retry_after` seconds: the Retry-After header too)",
     "pdb_block": "PDB `namespace`/`name` never allows an eviction",
     "slow_drain": "pods evicted from node `node` (or any) take `seconds` (simulated) to terminate",
     "never_ready": "node `node` never turns Ready after its next boot",

@@ -562,8 +562,14 @@ class KubeApp:
                                      path="/" + "/".join(parts[2:]))
         if fault is not None:
             code = int(fault.get("status", 500))
-            err = ApiError(code, fault.get("message") or f"injected error {code}", fault.get("reason"))
-            return self._finish(log, _status_response(err))
+            retry_after = fault.get("retry_after")
+            err = ApiError(code, fault.get("message") or f"injected error {code}", fault.get("reason"),
+                           details={"retryAfterSeconds": int(retry_after)} if retry_after else None)
+            response = _status_response(err)
+            if retry_after:
+                # responsewriters.ErrorNegotiated: Details.RetryAfterSeconds > 0 sets Retry-After.
+                response.headers["Retry-After"] = str(int(retry_after))
+            return self._finish(log, response)
         try:
             if route.subresource == "exec":
                 response = self._exec(world, route, verb, request, environ, log)

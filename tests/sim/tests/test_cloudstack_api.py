@@ -372,3 +372,31 @@ def test_plain_cs_client_defaults_work(sim):
     client = CloudStack(endpoint=sim.env["cloudstack_endpoint"], key=sim.env["cloudstack_key"],
                         secret=sim.env["cloudstack_secret"])
     assert client.listCapabilities()["capability"]["cloudstackversion"].startswith("4.22")
+
+
+def test_lost_answer_fault_carries_the_command_out_and_drops_the_answer(sim):
+    """The command runs (its job is queued, as ApiServer.queueCommand does before it answers) and
+    the client gets no answer, as when a proxy in front of the management server times out."""
+    vm = sim.node_vms("worker")[0]
+    sim.admin("POST", "/faults", {"kind": "lost_answer", "command": "stopVirtualMachine", "count": 1})
+    cs = sim.cs()
+    with pytest.raises(requests.exceptions.ConnectionError):
+        cs.stopVirtualMachine(id=vm["id"])
+    jobs = cs.listAsyncJobs()["asyncjobs"]
+    assert [(j["jobinstanceid"], j["cmd"].rsplit(".", 1)[-1]) for j in jobs] == [(vm["id"], "StopVMCmdByAdmin")]
+    sim.wait_for(lambda: sim.vm(vm["name"])["state"] == "Stopped")
+    logged = [c for c in sim.admin("GET", "/calls") if c.get("command") == "stopVirtualMachine"]
+    assert [(c["status"], c["fault"]) for c in logged] == [(0, "lost_answer")]
+    assert sim.admin("GET", "/faults") == []  # one shot
+
+
+def test_list_async_jobs_keyword_matches_the_command_class(sim):
+    """QueryManagerImpl.searchForAsyncJobsInternal: ``keyword`` is ``cmd LIKE %keyword%``."""
+    cs = sim.cs()
+    vm = sim.node_vms("worker")[0]
+    cs.stopVirtualMachine(id=vm["id"], fetch_result=True)
+    cs.startVirtualMachine(id=vm["id"], fetch_result=True)
+    assert [j["cmd"].rsplit(".", 1)[-1] for j in cs.listAsyncJobs(keyword="StopVMCmd")["asyncjobs"]] == \
+        ["StopVMCmdByAdmin"]
+    assert len(cs.listAsyncJobs()["asyncjobs"]) == 2
+    assert cs.listAsyncJobs(keyword="ResizeVolumeCmd") == {}

@@ -252,3 +252,18 @@ def test_patch_flavours_differ_on_lists_with_a_merge_key(kube_env: KubeEnv) -> N
     status, body = kube_env.raw("PATCH", f"{path}/rec", {"data": {"z": "3"}},
                                 headers={"Content-Type": "application/apply-patch+yaml"})
     assert status == 415 and body["reason"] == "UnsupportedMediaType"
+
+
+def test_kube_error_fault_with_retry_after_sends_the_header(kube_env: KubeEnv) -> None:
+    """A 429 as the max-in-flight and priority-and-fairness filters answer it: the Status carries
+    details.retryAfterSeconds and responsewriters.ErrorNegotiated sets the Retry-After header."""
+    kube_env.sim.faults.add({"kind": "kube_error", "verb": "create", "resource": "pods/eviction", "status": 429,
+                             "reason": "TooManyRequests", "message": "Too many requests, please try again later.",
+                             "retry_after": 2, "count": 1})
+    pod = kube_env.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={WORKERS[0]}").items[0]
+    with pytest.raises(k8s.ApiException) as info:
+        kube_env.core.create_namespaced_pod_eviction(pod.metadata.name, pod.metadata.namespace, k8s.V1Eviction(
+            metadata=k8s.V1ObjectMeta(name=pod.metadata.name, namespace=pod.metadata.namespace)))
+    assert info.value.status == 429 and info.value.headers["Retry-After"] == "2"
+    status = _status(info.value)
+    assert (status["reason"], status["details"]["retryAfterSeconds"]) == ("TooManyRequests", 2)
