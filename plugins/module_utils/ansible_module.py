@@ -151,8 +151,8 @@ def kube_client(module: AnsibleModule, cloudstack: Optional[CloudStackClient] = 
         # Mask the credentials in anything the module returns, as kubernetes.core does.
         module.no_log_values.update(_kubeconfig_secrets(config))
         options = KubeOptions(kubeconfig=config, context=options.context,
-                                         validate_certs=options.validate_certs, ca_cert=options.ca_cert,
-                                         request_timeout=options.request_timeout)
+                              validate_certs=options.validate_certs, ca_cert=options.ca_cert,
+                              request_timeout=options.request_timeout)
     return KubeClient.connect(options, cloudstack=cloudstack, cluster_id=cluster_id)
 
 

@@ -16,10 +16,6 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader impor
 UUID = "3f2c1a9e-8d7b-4c6a-9e5f-1a2b3c4d5e6f"
 
 
-
-
-
-
 def cloud_for(factory: ClusterFactory, clusters: list[dict]) -> FakeCloudStack:
     """CloudStack answering the loader's list calls from the factory's raw dicts, filtering as CloudStack would."""
 
@@ -160,5 +156,3 @@ def test_without_a_kubernetes_client_nodes_have_no_kubernetes_side() -> None:
     cloud = cloud_for(f, [f.raw_cluster()])
     view = ClusterLoader(cloud).load("demo")
     assert all(not n.k8s_present for n in view.nodes)
-
-

@@ -6,7 +6,16 @@ from typing import Any, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions, REASON_DAEMONSET, REASON_LOCAL_STORAGE, REASON_ORPHANED_DAEMONSET, REASON_UNMANAGED, classify_pod, pdbs_for_pod, selector_matches
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import (
+    REASON_DAEMONSET,
+    REASON_LOCAL_STORAGE,
+    REASON_ORPHANED_DAEMONSET,
+    REASON_UNMANAGED,
+    DrainOptions,
+    classify_pod,
+    pdbs_for_pod,
+    selector_matches,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import _pdb_from_message
 
 

@@ -255,8 +255,9 @@ def test_taint_pending_one_list_one_write_per_node_lacking_it(monkeypatch: pytes
     monkeypatch.setattr("ansible_collections.cloudstack.cks.plugins.module_utils._services.taint.held_lock",
                         lambda kube, holder: lock if holder else None)
     kube = FakeKube(nodes=[k8s("demo-node-1", taints=[THEIRS]), k8s("demo-node-2", taints=[PENDING]),
-                     k8s("demo-control-1", taints=[CONTROL_PLANE])])
-    result = taint_pending(ClusterSession.of({}, None, kube), {"nodes": ["Demo-Node-1", "demo-node-2", "demo-control-1", "demo-etcd-1-abc"],
+                           k8s("demo-control-1", taints=[CONTROL_PLANE])])
+    result = taint_pending(ClusterSession.of({}, None, kube),
+                           {"nodes": ["Demo-Node-1", "demo-node-2", "demo-control-1", "demo-etcd-1-abc"],
                             "lock_holder": "run-1"})
     assert result["changed"] and kube.node_lists == 1 and lock.renewed == 1
     assert result["pending_taint"]["tainted"] == ["demo-node-1", "demo-control-1"]

@@ -128,7 +128,7 @@ def test_given_settings_are_judged_as_a_rollout_would_store_them() -> None:
     factory = ClusterFactory(workers=3)
     view = factory.view()
     changes = SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"},
-                                               "node_root_disk_sizes": {"control": 30}})
+                                           "node_root_disk_sizes": {"control": 30}})
     result = report(view, None, None, changes=changes)
     assert result["settings_given"] is True and result["settings_recorded"] is False
     assert result["workernodesoutofdate"] == 3 and result["controlnodesoutofdate"] == 3
@@ -156,7 +156,7 @@ def test_given_settings_laid_over_the_stored_ones_keep_the_other_types() -> None
     view = factory.view()
     stored = plans.initial_settings(view).with_changes(offerings={"control": so("large")})
     result = report(view, recorded(stored), None,
-                             changes=SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"}}))
+                    changes=SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"}}))
     assert result["controlnodesoutofdate"] == 3 and result["workernodesoutofdate"] == 2
 
 
@@ -200,7 +200,7 @@ def test_drain_check_names_blocking_budgets_per_batch_and_node_in_plan_order() -
     pods = [k8s_pod("web-1", w1, "web"), k8s_pod("web-2", w3, "web"), k8s_pod("api-1", w2, "api"),
             k8s_pod("cache-1", w2, "cache", empty_dir=True), k8s_pod("kube-proxy-a", w1, "proxy", owner="DaemonSet")]
     check = DrainCheck(pods=pods, pdbs=[k8s_pdb("web", 0), k8s_pdb("api", 1)],
-                                daemonsets=frozenset({("default", "proxy-x")}))
+                       daemonsets=frozenset({("default", "proxy-x")}))
     result = report(view, recorded(settings), None, max_unavailable=1, drain_check=check)
     found = {(b["batch"], b["node"]): b for b in result["drain_blockers"]}
     assert list(found) == [(1, w1), (2, w2), (3, w3)]
@@ -210,7 +210,7 @@ def test_drain_check_names_blocking_budgets_per_batch_and_node_in_plan_order() -
     json.dumps(result)
     # With delete_emptydir_data the cache pod no longer stops w2's drain; api allows one disruption.
     check = DrainCheck(pods=pods, pdbs=check.pdbs, daemonsets=check.daemonsets,
-                                options=DrainOptions(delete_emptydir_data=True))
+                       options=DrainOptions(delete_emptydir_data=True))
     nodes = [b["node"] for b in report(view, recorded(settings), None, drain_check=check)["drain_blockers"]]
     assert nodes == [w1, w3]
 

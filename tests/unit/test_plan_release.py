@@ -9,7 +9,14 @@ from typing import Callable, Optional
 import pytest
 from factories import ClusterFactory
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, capacity, health_problems, outcome, preflight_problems, release_plan
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import (
+    batch_is_safe,
+    capacity,
+    health_problems,
+    outcome,
+    preflight_problems,
+    release_plan,
+)
 
 Setup = Optional[Callable[[ClusterFactory], None]]
 
@@ -156,5 +163,3 @@ def test_outcome(setup: Setup, state: str, problem: Optional[str]) -> None:
     assert outcome(view) == state
     names = {"w1": f.w(1), "c1": f.c(1), "e1": f.e(1)}
     assert health_problems(view) == ([problem.format(**names)] if problem else [])
-
-

@@ -149,4 +149,3 @@ def test_initial_settings_without_any_offering() -> None:
 
 
 # -- names to ids --------------------------------------------------------------------------------
-

@@ -9,7 +9,6 @@ from typing import Any, Callable, Optional
 import pytest
 from factories import ClusterFactory, ag, so
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.refusals import Refusal, validate
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import initial_settings
 

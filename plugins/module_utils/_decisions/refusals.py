@@ -41,8 +41,6 @@ class Refusal:
                 "change": self.change, "message": self.message}
 
 
-
-
 def _validate_offering(view: ClusterView, t: str, current: TypeSettings, requested: TypeSettings,
                        rollout: bool) -> list[Refusal]:
     wanted = requested.offering_id

@@ -137,7 +137,7 @@ def plan_drain_blockers(view: ClusterView, rollout_plan: Plan, check: DrainCheck
             if node is None or not node.is_kubernetes_node:
                 continue  # external etcd nodes run no pods: nothing to drain
             blockers = drain_blockers(name, by_node.get(name, []), pdbs, check.options,
-                                             check.daemonset_exists)
+                                      check.daemonset_exists)
             if not blockers.empty:
                 found.append(dict(blockers.to_dict(), batch=index, node_type=batch.node_type))
     return found

@@ -166,5 +166,3 @@ def initial_settings(view: ClusterView) -> Settings:
             affinity_group_ids=tuple(sorted(shared)) if shared else None,
         )
     return Settings(**types)
-
-

@@ -55,7 +55,7 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
     nodes = [node_record(view, n, settings[n.node_type]) for n in view.nodes]
     selected = select_nodes(select, nodes) if select else None
     rollout_plan = plan(view, settings, mu, selected=selected, canary=canary,
-                              etcd_down=etcd_health.down if etcd_health is not None else ())
+                        etcd_down=etcd_health.down if etcd_health is not None else ())
     laid_out = rollout_plan.to_dict()
     result: dict[str, Any] = {
         "changed": False,

@@ -339,4 +339,3 @@ class Directory:
                     f"Domain Resource Limit = {shown(limit)}, Current Domain Resource Amount = {shown(current)}, "
                     f"Current Resource Reservation = {shown(0)}, Requested Resource Amount = {shown(amount)}."),
                     CS_RESOURCE_ALLOCATION)
-
