@@ -252,7 +252,7 @@ notes:
   - The cycle marks a node with the annotation C(cloudstack.apache.org/rollout-stop-sent) just before it stops its
     VM, so that O(mode=release) can tell a node that never went down (uncordoned) from one whose Ready may be the
     stale one from before the stop (left cordoned). Both annotations go when the node is uncordoned.
-  - The Kubernetes access needed is in C(docs/rbac.md) of the collection; the taint and the labels are node
+  - The Kubernetes access needed is in C(docs/docsite/rst/rbac.rst) of the collection; the taint and the labels are node
     patches, validation reads the nodes and C(/readyz).
 seealso:
   - module: cloudstack.cks.cks_node_settings
