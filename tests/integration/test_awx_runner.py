@@ -25,6 +25,7 @@ import rollout_helpers as rh
 import yaml
 from helpers import COLLECTIONS, PYTHON, ROOT
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from test_kube_bearer_env import awx_bearer_env
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -164,13 +165,21 @@ def test_settings_with_module_defaults_then_rollout_through_ansible_runner(tmp_p
                          rollout_etcd_endpoints=[m["client_url"] for m in etcd["members"]])
         extravars.update(etcd_vars)
         extravars.update(awx_job_id=4242, awx_job_template_name="CKS rollout", tower_job_id=4242)
-        credential = dict(cloud_env, K8S_AUTH_SSL_CA_CERT=sim.env["kube_ca"])
+        # AWX's built-in bearer-token credential with its CA field filled: the cluster's token.
+        kubeconfig = yaml.safe_load(Path(sim.env["kubeconfig"]).read_text(encoding="utf-8"))
+        ca_file = private / "k8s-ca.pem"
+        ca_file.write_text(Path(sim.env["kube_ca"]).read_text(encoding="utf-8"), encoding="utf-8")
+        kube_token = kubeconfig["users"][0]["user"]["token"]
+        credential = dict(cloud_env, **awx_bearer_env(kubeconfig["clusters"][0]["cluster"]["server"], kube_token,
+                                                      True, str(ca_file)))
         result, events = _run(tmp_path, "job-rollout", str(PROJECT), "rollout.yml", extravars, credential)
         assert result.rc == 0 and result.status == "successful", [e.get("stdout") for e in events][-30:]
         report = json.loads(report_path.read_text(encoding="utf-8"))
         assert report["run_id"] == "awx-job-4242"
         assert rh.ClusterRecord(sim).settings()["worker"]["root_disk_gb"] == 30
         assert rh.ClusterRecord(sim).holder() is None
+        # The kubeconfig was not fetched from CloudStack: the bearer-token credential was the connection.
+        assert "getKubernetesClusterConfig" not in {c.get("command") for c in sim.calls(since)}
 
         # What happened, from the simulator.
         items = rh.timeline(sim, since)
@@ -197,4 +206,4 @@ def test_settings_with_module_defaults_then_rollout_through_ansible_runner(tmp_p
         assert result.stats["failures"] == {}
         client_key = Path(etcd["client_key"]).read_text(encoding="utf-8").strip().splitlines()[1]
         assert not any(secret in (e.get("stdout") or "") for e in events
-                       for secret in (sim.env["cloudstack_secret"], client_key))
+                       for secret in (sim.env["cloudstack_secret"], client_key, kube_token))
