@@ -47,7 +47,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
-
 from ansible.errors import AnsibleFilterError
 
 EXAMPLE = '{"worker": "cks-large"}'

@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """The one glue between AnsibleModule and the rest of module_utils.
 
 - ``cloudstack_argument_spec()`` / ``kubernetes_argument_spec()``: the shared connection options
@@ -25,10 +26,20 @@ from typing import Any, Callable, Mapping, Optional
 from ansible.module_utils.basic import AnsibleFallbackNotFound, AnsibleModule, env_fallback, missing_required_lib
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import cloudstack as cs_utils
-from ansible_collections.cloudstack.cks.plugins.module_utils import kube as kube_utils
-from ansible_collections.cloudstack.cks.plugins.module_utils import kube_auth
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CS_IMPORT_ERROR, HAS_CS, CloudStackClient, CloudStackOptions, redact
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import (
+    DEFAULT_REQUEST_TIMEOUT,
+    HAS_KUBERNETES,
+    KUBERNETES_IMPORT_ERROR,
+    KubeClient,
+    KubeOptions,
+    fetch_kubeconfig,
+    parse_kubeconfig,
+    scrub_secrets,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_auth import VERIFY_ENV, BearerTarget, choose_tls, kube_warnings
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 
 
 def _validate_certs_from_no_tls_verify() -> bool:
@@ -103,7 +114,7 @@ def kubernetes_argument_spec() -> dict[str, dict[str, Any]]:
         "kube_validate_certs": {"type": "bool", "aliases": ["verify_ssl"]},
         "kube_ca_cert": {"type": "path", "aliases": ["ssl_ca_cert"],
                          "fallback": (env_fallback, ["K8S_AUTH_SSL_CA_CERT"])},
-        "kube_request_timeout": {"type": "float", "default": kube_utils.DEFAULT_REQUEST_TIMEOUT},
+        "kube_request_timeout": {"type": "float", "default": DEFAULT_REQUEST_TIMEOUT},
         # kubernetes.core's host and api_key; api_key is the CloudStack key here, so only host
         # keeps its kubernetes.core name as an alias.
         "kube_host": {"type": "str", "aliases": ["host"], "fallback": (env_fallback, ["K8S_AUTH_HOST"])},
@@ -111,24 +122,24 @@ def kubernetes_argument_spec() -> dict[str, dict[str, Any]]:
     }
 
 
-def cloudstack_client(module: AnsibleModule) -> cs_utils.CloudStackClient:
-    if not cs_utils.HAS_CS:
-        module.fail_json(msg=missing_required_lib("cs"), exception=cs_utils.CS_IMPORT_ERROR)
-    options = cs_utils.CloudStackOptions.from_params(module.params)
+def cloudstack_client(module: AnsibleModule) -> CloudStackClient:
+    if not HAS_CS:
+        module.fail_json(msg=missing_required_lib("cs"), exception=CS_IMPORT_ERROR)
+    options = CloudStackOptions.from_params(module.params)
     module.no_log_values.add(options.api_secret)
-    return cs_utils.CloudStackClient(options)
+    return CloudStackClient(options)
 
 
-def kube_options(params: Mapping[str, Any], warn: Callable[[str], None] = lambda note: None) -> kube_utils.KubeOptions:
+def kube_options(params: Mapping[str, Any], warn: Callable[[str], None] = lambda note: None) -> KubeOptions:
     """KubeOptions from the module's option names (see ``kubernetes_argument_spec``); ``warn``
     gets what was chosen and why where that differs from what the environment asked for."""
-    tls = kube_auth.choose_tls(params.get("kube_validate_certs"), os.environ.get(kube_auth.VERIFY_ENV),
+    tls = choose_tls(params.get("kube_validate_certs"), os.environ.get(VERIFY_ENV),
                                params.get("kube_ca_cert"))
-    bearer = kube_auth.BearerTarget.from_params(params.get("kube_host"), params.get("kube_api_key"))
-    for note in [tls.warning] + kube_auth.kube_warnings(params):
+    bearer = BearerTarget.from_params(params.get("kube_host"), params.get("kube_api_key"))
+    for note in [tls.warning] + kube_warnings(params):
         if note:
             warn(note)
-    return kube_utils.KubeOptions.from_params({
+    return KubeOptions.from_params({
         "kubeconfig": bearer.kubeconfig() if bearer else params.get("kubeconfig"),
         "context": None if bearer else params.get("context"),
         "validate_certs": tls.validate_certs,
@@ -137,25 +148,47 @@ def kube_options(params: Mapping[str, Any], warn: Callable[[str], None] = lambda
     })
 
 
-def kube_client(module: AnsibleModule, cloudstack: Optional[cs_utils.CloudStackClient] = None,
-                cluster_id: Optional[str] = None) -> kube_utils.KubeClient:
+def kube_client(module: AnsibleModule, cloudstack: Optional[CloudStackClient] = None,
+                cluster_id: Optional[str] = None) -> KubeClient:
     """The cluster's Kubernetes client; without a kubeconfig option it is fetched from CloudStack."""
-    if not kube_utils.HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=kube_utils.KUBERNETES_IMPORT_ERROR)
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     options = kube_options(module.params, module.warn)
     config: Any = options.kubeconfig
     if config is None and cloudstack is not None and cluster_id:
-        config = kube_utils.fetch_kubeconfig(cloudstack, cluster_id)
+        config = fetch_kubeconfig(cloudstack, cluster_id)
     elif config is not None:
-        inline = kube_utils.parse_kubeconfig(config)[1]
+        inline = parse_kubeconfig(config)[1]
         config = inline if inline is not None else config
     if isinstance(config, dict):
         # Mask the credentials in anything the module returns, as kubernetes.core does.
         module.no_log_values.update(_kubeconfig_secrets(config))
-        options = kube_utils.KubeOptions(kubeconfig=config, context=options.context,
+        options = KubeOptions(kubeconfig=config, context=options.context,
                                          validate_certs=options.validate_certs, ca_cert=options.ca_cert,
                                          request_timeout=options.request_timeout)
-    return kube_utils.KubeClient.connect(options, cloudstack=cloudstack, cluster_id=cluster_id)
+    return KubeClient.connect(options, cloudstack=cloudstack, cluster_id=cluster_id)
+
+
+def cluster_session(module: AnsibleModule) -> ClusterSession:
+    """The module's way into its cluster (``cluster``, ``project_id`` and the connection options).
+
+    Without a kubeconfig option the Kubernetes client is built from the cluster's own kubeconfig,
+    fetched from CloudStack by the cluster's id, so the session looks the cluster up first.
+    """
+    cloud = cloudstack_client(module)
+    return ClusterSession(cloud, lambda cluster_id: kube_client(module, cloud, cluster_id), str(module.params["cluster"]),
+                          module.params.get("project_id"), needs_cluster_id=module.params.get("kubeconfig") is None,
+                          diff=bool(module._diff))
+
+
+def run_service(module: AnsibleModule, service: Callable[[ClusterSession, Mapping[str, Any], bool], Mapping[str, Any]]) -> None:
+    """Run ``service(session, params, check_mode)`` on the module's cluster, and exit or fail with its result."""
+
+    def work() -> Mapping[str, Any]:
+        with cluster_session(module) as session:
+            return service(session, module.params, module.check_mode)
+
+    run(module, work)
 
 
 def _kubeconfig_secrets(config: Mapping[str, Any]) -> set[str]:
@@ -176,9 +209,9 @@ def run(module: AnsibleModule, fn: Callable[[], Optional[Mapping[str, Any]]]) ->
     except CksError as exc:
         module.fail_json(msg=exc.msg, **_safe_details(exc.details))
     except Exception as exc:  # the last net: a clear message, never a secret
-        text = kube_utils._scrub(cs_utils.redact(str(exc)))
+        text = scrub_secrets(redact(str(exc)))
         module.fail_json(msg=f"unexpected {type(exc).__name__}: {text}",
-                         exception=kube_utils._scrub(cs_utils.redact(traceback.format_exc())))
+                         exception=scrub_secrets(redact(traceback.format_exc())))
     else:
         module.exit_json(**dict(result or {}))
 
@@ -193,13 +226,3 @@ def _safe_details(details: Mapping[str, Any]) -> dict[str, Any]:
         name = f"error_{key}" if key in _RESERVED or key.startswith(("_ansible", "ansible_")) else key
         out[name] = value
     return out
-
-
-__all__ = [
-    "cloudstack_argument_spec",
-    "cloudstack_client",
-    "kube_client",
-    "kube_options",
-    "kubernetes_argument_spec",
-    "run",
-]

@@ -229,9 +229,9 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import EtcdClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError
 from ansible_collections.cloudstack.cks.plugins.module_utils.ansible_module import run
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import EtcdError
-from ansible_collections.cloudstack.cks.plugins.module_utils.etcd import EtcdClient
 
 
 def argument_spec() -> dict[str, dict[str, Any]]:

@@ -460,10 +460,9 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterLoader
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import node_cycle
-from ansible_collections.cloudstack.cks.plugins.module_utils.node_marks import taint_pending
-from ansible_collections.cloudstack.cks.plugins.module_utils.release import node_release
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import node_cycle
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import node_release
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
 
 SERVICES = {"cycle": node_cycle, "release": node_release, "taint_pending": taint_pending}
 
@@ -502,19 +501,7 @@ def main() -> None:
         supports_check_mode=True,
     )
 
-    def work() -> dict[str, Any]:
-        cloud = glue.cloudstack_client(module)
-        cluster_id = None
-        if module.params.get("kubeconfig") is None:
-            # The kubeconfig is fetched from CloudStack by the cluster's id.
-            cluster_id = ClusterLoader(cloud).find(module.params["cluster"], module.params.get("project_id"))["id"]
-        kube = glue.kube_client(module, cloud, cluster_id)
-        try:
-            return SERVICES[module.params["mode"]](module.params, cloud, kube, check_mode=module.check_mode)
-        finally:
-            kube.close()
-
-    glue.run(module, work)
+    glue.run_service(module, SERVICES[module.params["mode"]])
 
 
 if __name__ == "__main__":

@@ -496,7 +496,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
-from ansible_collections.cloudstack.cks.plugins.module_utils.outdated import node_outdated
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import node_outdated
 
 _PER_TYPE = ("control", "worker", "etcd")
 
@@ -522,11 +522,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
                            required_together=[("etcd_client_cert", "etcd_client_key")])
 
-    def work() -> dict[str, Any]:
-        cloud = glue.cloudstack_client(module)
-        return node_outdated(cloud, lambda cluster_id: glue.kube_client(module, cloud, cluster_id), module.params)
-
-    glue.run(module, work)
+    glue.run_service(module, node_outdated)
 
 
 if __name__ == "__main__":

@@ -335,7 +335,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
-from ansible_collections.cloudstack.cks.plugins.module_utils.settings import node_settings
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.settings import node_settings
 
 _PER_TYPE = ("control", "worker", "etcd")
 
@@ -359,12 +359,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
                            required_if=[("rollout", True, ("lock_holder",))])
 
-    def work() -> dict[str, Any]:
-        cloud = glue.cloudstack_client(module)
-        return node_settings(cloud, lambda cluster_id: glue.kube_client(module, cloud, cluster_id), module.params,
-                             check_mode=module.check_mode, diff=module._diff)
-
-    glue.run(module, work)
+    glue.run_service(module, node_settings)
 
 
 if __name__ == "__main__":

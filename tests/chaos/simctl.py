@@ -228,7 +228,7 @@ def clock_skew_seconds() -> float:
     collections = os.path.join(ROOT, ".venv", "collections")
     if collections not in sys.path:
         sys.path.insert(0, collections)
-    from ansible_collections.cloudstack.cks.plugins.module_utils import record
+    from ansible_collections.cloudstack.cks.plugins.module_utils._state import record
 
     return float(record.DEFAULT_CLOCK_SKEW_SECONDS)
 

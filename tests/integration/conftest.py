@@ -44,12 +44,9 @@ class CycleSim:
     """A running in-process cks-sim with the collection's clients pointed at it."""
 
     def __init__(self, server: Any) -> None:
-        from ansible_collections.cloudstack.cks.plugins.module_utils.cloudstack import (
-            CloudStackClient,
-            CloudStackOptions,
-        )
-        from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterLoader
-        from ansible_collections.cloudstack.cks.plugins.module_utils.kube import KubeClient, KubeOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
 
         self.server = server
         self.env: dict[str, Any] = server.env
@@ -113,24 +110,26 @@ class CycleSim:
 
     def cycle(self, nodes: list[str], settings: Any, etcd: bool = False, lock: Any = None,
               batch_timeout: float = 120, options: Optional[dict[str, Any]] = None, **drain: Any) -> Any:
-        """One batch through ``cycle.BatchCycle`` with fast polling; returns the BatchResult.
+        """One batch through ``BatchCycle`` with fast polling; returns the BatchResult.
 
         ``options``: more ``CycleOptions`` fields (``validation``, ``exclude_from_load_balancers``, ...).
         """
-        from ansible_collections.cloudstack.cks.plugins.module_utils import cycle
-        from ansible_collections.cloudstack.cks.plugins.module_utils.drain import DrainOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
+        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import etcd_check_for
+        from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 
-        cycle_options = cycle.CycleOptions(
+        cycle_options = CycleOptions(
             batch_timeout=batch_timeout, poll_interval=0.05,
             drain=DrainOptions(**dict({"delete_emptydir_data": True, "eviction_retry_interval": 0.05,
                                        "poll_interval": 0.05}, **drain)), **(options or {}))
-        check = cycle.etcd_check_for(self.etcd_endpoints()) if etcd else None
-        return cycle.BatchCycle(self.cloud, self.kube, self.loader, self.cluster_id, settings, nodes,
+        check = etcd_check_for(self.etcd_endpoints()) if etcd else None
+        return BatchCycle(self.cloud, self.kube, self.loader, self.cluster_id, settings, nodes,
                                 options=cycle_options, etcd_check=check, lock=lock).run()
 
     def release(self, last_error: Optional[str] = None, skipped: Any = None, lock: Any = None) -> Any:
-        from ansible_collections.cloudstack.cks.plugins.module_utils.record import RecordStore
-        from ansible_collections.cloudstack.cks.plugins.module_utils.release import Release
+        from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
+        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release
 
         return Release(self.cloud, self.kube, self.loader, self.cluster_id, RecordStore(self.kube),
                        lock).run(last_error=last_error, skipped=skipped)
@@ -270,8 +269,8 @@ class RolloutSim(CycleSim):
 
     def status(self) -> dict[str, Any]:
         """What cks_node_outdated would return now (read in-process with the collection's code)."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils import outdated
-        from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock, RecordStore
+        from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import report as outdated
+        from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, RecordStore
 
         return outdated.report(self.view(), RecordStore(self.kube).read(), Lock(self.kube).read())
 

@@ -175,10 +175,7 @@ class SimHandle:
 
     def cloud_client(self) -> Any:
         """The collection's CloudStack client, pointed at this sim (for setting up and reading back)."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils.cloudstack import (
-            CloudStackClient,
-            CloudStackOptions,
-        )
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
 
         return CloudStackClient(CloudStackOptions(api_url=self.env["cloudstack_endpoint"],
                                                   api_key=self.env["cloudstack_key"],
@@ -186,7 +183,7 @@ class SimHandle:
 
     def kube_client(self, cluster: Optional[str] = None) -> Any:
         """The collection's Kubernetes client for one cluster of this sim; close it when done."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils.kube import KubeClient, KubeOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
 
         return KubeClient.connect(KubeOptions(kubeconfig=self.cluster(cluster)["kubeconfig"]))
 

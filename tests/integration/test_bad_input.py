@@ -94,7 +94,7 @@ def _cluster_state(state: str) -> Callable[[Any], Callable[[], None]]:
 
 
 def _lock_held(sim: Any) -> Callable[[], None]:
-    from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock
+    from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
 
     lock = Lock(sim.kube, "rollout-of-someone-else", duration_seconds=600)
     lock.acquire()
@@ -183,7 +183,7 @@ def world(sim: Any) -> str:
 
 def _free_lock(sim: Any) -> Optional[str]:
     """Give back a lock a failed case left held (so the next case starts clean); its holder."""
-    from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock
+    from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
 
     info = Lock(sim.kube).read()
     if info is None or not info.held:

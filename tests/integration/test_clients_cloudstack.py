@@ -13,9 +13,9 @@ import pytest
 import yaml
 from helpers import running_sim
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cloudstack import CloudStackClient, CloudStackOptions
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, DeadlineExceeded
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, DeadlineExceeded
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKERS = 560
@@ -71,7 +71,7 @@ def test_list_pages_through_more_than_500_vms(client: CloudStackClient) -> None:
 def test_kube_nodes_page_with_continue_past_500(client: CloudStackClient, sim: Any) -> None:
     import time
 
-    from ansible_collections.cloudstack.cks.plugins.module_utils.kube import KubeClient, KubeOptions
+    from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
 
     since = time.time()
     with KubeClient.connect(KubeOptions(), cloudstack=client, cluster_id=sim.env["cluster_id"]) as kube:
@@ -127,7 +127,7 @@ def _state(client: CloudStackClient, vm: dict[str, Any]) -> str:
 
 
 def _wait_state(client: CloudStackClient, vm: dict[str, Any], state: str) -> None:
-    from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import wait_for
+    from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import wait_for
 
     wait_for(lambda: _state(client, vm) == state, Deadline(60), interval=0.1, what=f"{vm['name']} {state}")
 

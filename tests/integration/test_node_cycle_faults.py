@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import STOP_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.drain import DrainOptions, Drainer
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import Drainer
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 from conftest import CycleSim, load_raw_spec
 

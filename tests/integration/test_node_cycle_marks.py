@@ -10,14 +10,20 @@ import threading
 import time
 from typing import Any, Callable
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import node_marks
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
-from ansible_collections.cloudstack.cks.plugins.module_utils.validation import ValidationOptions
-
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import (
+    LB_EXCLUSION_ANNOTATION,
+    LB_EXCLUSION_LABEL,
+    PENDING_TAINT_KEY,
+    has_pending_taint,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
 from conftest import CycleSim, load_raw_spec
 
-LB = node_marks.LB_EXCLUSION_LABEL
-PENDING = node_marks.PENDING_TAINT_KEY
+LB = LB_EXCLUSION_LABEL
+PENDING = PENDING_TAINT_KEY
 THEIRS = {"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}
 
 
@@ -70,7 +76,7 @@ def test_lb_exclusion_from_before_the_drain_until_after_verify(cycle_sim: Callab
 
     after_ours, after_theirs = raw_node(sim, ours), raw_node(sim, theirs)
     assert LB not in after_ours["metadata"].get("labels", {})
-    assert node_marks.LB_EXCLUSION_ANNOTATION not in after_ours["metadata"].get("annotations", {})
+    assert LB_EXCLUSION_ANNOTATION not in after_ours["metadata"].get("annotations", {})
     assert after_theirs["metadata"]["labels"][LB] == ""
     assert not [e for e in sim.timeline() if e.get("node") == theirs and e["event"] == "labelled" and e["t"] >= since]
     assert sim.invariants() == []
@@ -79,7 +85,7 @@ def test_lb_exclusion_from_before_the_drain_until_after_verify(cycle_sim: Callab
 def test_uncordon_takes_the_pending_taint_off_and_release_the_rest(cycle_sim: Callable[..., CycleSim]) -> None:
     sim = cycle_sim("small.yml")
     cycled, waiting = sim.names("worker")[:2]
-    tainted = node_marks.taint_pending({"nodes": [cycled, waiting]}, None, sim.kube)
+    tainted = taint_pending(ClusterSession.of({}, None, sim.kube), {"nodes": [cycled, waiting]})
     assert tainted["pending_taint"]["tainted"] == [cycled, waiting]
     # Someone else's taint on the cycled node, added after ours: the uncordon keeps it.
     current = raw_node(sim, cycled)
@@ -95,11 +101,11 @@ def test_uncordon_takes_the_pending_taint_off_and_release_the_rest(cycle_sim: Ca
     events = [e for e in sim.timeline() if e.get("node") == cycled]
     untainted = next(i for i, e in enumerate(events) if e["event"] == "untainted")
     assert events[untainted + 1]["event"] == "uncordoned" or events[untainted - 1]["event"] == "uncordoned"
-    assert node_marks.has_pending_taint(raw_node(sim, waiting))  # its turn has not come
+    assert has_pending_taint(raw_node(sim, waiting))  # its turn has not come
 
     released = sim.release()
     assert released.pending_taint_removed == [waiting]
-    assert not any(node_marks.has_pending_taint(n) for n in sim.kube.list_nodes())
+    assert not any(has_pending_taint(n) for n in sim.kube.list_nodes())
     assert sim.release().pending_taint_removed == []  # idempotent
     assert sim.invariants() == []
 

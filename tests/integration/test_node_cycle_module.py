@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
-from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock, Record, RecordStore
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, Record, RecordStore
 
 from conftest import CycleSim
 from helpers import run_module

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import STOP_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
 from conftest import CycleSim, load_raw_spec
 

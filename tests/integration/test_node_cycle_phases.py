@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
-from ansible_collections.cloudstack.cks.plugins.module_utils.validation import ValidationOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
 
 from conftest import CycleSim, load_raw_spec
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
 from conftest import CycleSim, load_raw_spec
 

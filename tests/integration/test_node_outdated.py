@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import record as records
+from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as records
 
 from helpers import SimHandle, run_module, running_sim
 

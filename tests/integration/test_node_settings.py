@@ -6,9 +6,10 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import plan as plans
-from ansible_collections.cloudstack.cks.plugins.module_utils import record as records
-from ansible_collections.cloudstack.cks.plugins.module_utils import settings as svc
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import settings as plans
+from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as records
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.states import BUSY_STATES
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import stored_max_unavailable, stored_settings
 
 from helpers import SimHandle, run_module, running_sim
 
@@ -100,7 +101,7 @@ def test_first_use_copies_the_cluster_settings_and_shared_groups_and_stores_only
     assert after["control"] == before["control"] and after["etcd"] == before["etcd"]
     assert result["workernodesoutofdate"] == 5 and result["controlnodesoutofdate"] == 0
 
-    stored = svc.stored_settings(read_record(sim))
+    stored = stored_settings(read_record(sim))
     assert stored is not None
     assert stored.worker == plans.TypeSettings(known["cks-large"], 20, (known["workers-spread"],))
     assert stored.control == plans.TypeSettings(known["cks-medium"], 20, (known["control-spread"],))
@@ -123,7 +124,7 @@ def test_the_same_settings_twice_change_nothing_the_second_time(sim: SimHandle) 
 
     # A different max_unavailable is a change (it is stored with the settings).
     assert settings(sim, max_unavailable=3)["changed"] is True
-    assert svc.stored_max_unavailable(read_record(sim)) == 3
+    assert stored_max_unavailable(read_record(sim)) == 3
 
 
 def test_first_use_without_changes_records_the_copied_settings_once(sim: SimHandle) -> None:
@@ -166,7 +167,7 @@ def test_settings_are_stored_while_stopped_or_alert(sim: SimHandle) -> None:
         set_state(sim, state)
         result = settings(sim, node_root_disk_sizes={"worker": 20 + len(state)})
         assert result["changed"] is True, (state, result)
-        assert svc.stored_settings(read_record(sim)).worker.root_disk_gb == 20 + len(state)
+        assert stored_settings(read_record(sim)).worker.root_disk_gb == 20 + len(state)
 
 
 # -- refusals: nothing written -------------------------------------------------------------------
@@ -215,10 +216,10 @@ def test_a_strict_root_disk_refuses_a_new_size_with_rollout_only(shared_sim: Sim
     # rollout=false stores it for nodes created later, as createKubernetesCluster accepts it.
     stored = settings(shared_sim, cluster="beta", node_root_disk_sizes={"worker": 60})
     assert stored["changed"] is True, stored
-    assert svc.stored_settings(read_record(shared_sim, "beta")).worker.root_disk_gb == 60
+    assert stored_settings(read_record(shared_sim, "beta")).worker.root_disk_gb == 60
 
 
-@pytest.mark.parametrize("state", sorted(svc.OPERATION_STATES))
+@pytest.mark.parametrize("state", sorted(BUSY_STATES))
 def test_nothing_is_stored_while_a_cks_operation_runs(shared_sim: SimHandle, state: str) -> None:
     set_state(shared_sim, state)
     try:
@@ -344,8 +345,8 @@ def test_rollout_takes_the_lock_then_stores(sim: SimHandle) -> None:
     lock = read_lock(sim)
     assert lock.holder == "run-1" and lock.duration_seconds == 120 and lock.held
     record = read_record(sim)
-    assert svc.stored_settings(record).worker.offering_id == known["cks-large"]
-    assert svc.stored_max_unavailable(record) == 2
+    assert stored_settings(record).worker.offering_id == known["cks-large"]
+    assert stored_max_unavailable(record) == 2
     # Nodes are still not touched: the rollout is the role's.
     assert set(vm_offerings(sim).values()) == {"cks-medium"}
     # The same run may call again (it renews); another run is refused.
@@ -371,7 +372,7 @@ def test_storing_failure_after_the_lock_releases_it_and_keeps_the_error(sim: Sim
     assert lock is not None and not lock.held
     record = read_record(sim)
     assert record is not None and "storing the node settings failed" in (record.last_error or "")
-    assert svc.stored_settings(record) is None
+    assert stored_settings(record) is None
     # The next try goes through.
     assert settings(sim, node_offerings={"worker": "cks-large"}, rollout=True, lock_holder="run-1")["changed"]
 

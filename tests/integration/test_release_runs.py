@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION, STOP_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import node_cycle
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import StepFailed
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings, TypeSettings
-from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock, RecordStore
-
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import node_cycle
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, RecordStore
 from conftest import CycleSim
 
 
@@ -132,7 +132,7 @@ def test_release_after_a_cancel_twice(cycle_sim: Callable[..., CycleSim]) -> Non
     params = {"cluster": sim.cluster_id, "nodes": [second_worker], "settings": large(sim).to_dict(),
               "lock_holder": "run-1", "poll_interval": 0.05}
     try:
-        node_cycle(params, sim.cloud, sim.kube)
+        node_cycle(ClusterSession.of(params, sim.cloud, sim.kube), params)
         raise AssertionError("a batch started after the cancel")
     except StepFailed as exc:
         assert exc.details.get("cancelled") is True and "cancel" in exc.msg

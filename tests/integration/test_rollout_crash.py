@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import rollout_helpers as rh
-from ansible_collections.cloudstack.cks.plugins.module_utils import plan as planning
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import LockHeld
-from ansible_collections.cloudstack.cks.plugins.module_utils.record import Lock, parse_microtime
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import settings as planning
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import LockHeld
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, parse_microtime
 
 pytestmark = pytest.mark.timeout(900)
 

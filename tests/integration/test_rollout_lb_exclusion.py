@@ -13,10 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from ansible_collections.cloudstack.cks.plugins.module_utils.node_marks import (
-    LB_EXCLUSION_ANNOTATION,
-    LB_EXCLUSION_LABEL,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import LB_EXCLUSION_ANNOTATION, LB_EXCLUSION_LABEL
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import rollout_helpers as rh
-from ansible_collections.cloudstack.cks.plugins.module_utils.node_marks import PENDING_TAINT_KEY
-from ansible_collections.cloudstack.cks.plugins.module_utils.record import parse_microtime
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import PENDING_TAINT_KEY
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import parse_microtime
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import pytest
-from ansible_collections.cloudstack.cks.plugins.module_utils.node_marks import PENDING_TAINT_KEY
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import PENDING_TAINT_KEY
 
 pytestmark = pytest.mark.timeout(900)
 

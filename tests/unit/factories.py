@@ -13,7 +13,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterView, build_view
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView, build_view
 
 GIB = 1 << 30
 

@@ -12,9 +12,9 @@ import cs
 import pytest
 import requests
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import cloudstack as mod
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, DeadlineExceeded, InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack as mod
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, DeadlineExceeded, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 SECRET = "s3cr3t-S3CR3T"
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from factories import ClusterFactory
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterLoader
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 
 UUID = "3f2c1a9e-8d7b-4c6a-9e5f-1a2b3c4d5e6f"
 
@@ -177,9 +177,3 @@ def test_without_a_kubernetes_client_nodes_have_no_kubernetes_side() -> None:
     assert all(not n.k8s_present for n in view.nodes)
 
 
-def test_refresh_reads_the_cluster_again() -> None:
-    f = ClusterFactory(control=1, workers=1)
-    loader, _cloud, _kube = loader_for(f)
-    view = loader.load("demo")
-    f.stop(f.w(1))
-    assert loader.refresh(view).node(f.w(1)).vm_state == "Stopped"

@@ -9,13 +9,8 @@ import copy
 import pytest
 from factories import GIB, ClusterFactory, ag, do, so
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
-    ROLLOUT_ANNOTATION,
-    AffinityGroup,
-    build_view,
-    node_type_of,
-)
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import AffinityGroup, ROLLOUT_ANNOTATION, build_view, node_type_of
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 
 
 @pytest.mark.parametrize("vm, expected", [

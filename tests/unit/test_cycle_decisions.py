@@ -6,19 +6,10 @@ from typing import Any, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
-    ROLLOUT_ANNOTATION,
-    AffinityGroup,
-    build_view,
-)
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import (
-    change_plan,
-    cordon_decision,
-    describe_changes,
-    node_is_back,
-    node_with_vm,
-)
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import TypeSettings, outdated_reasons
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import AffinityGroup, ROLLOUT_ANNOTATION, build_view
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import change_plan, cordon_decision, describe_changes, node_is_back, node_with_vm
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import outdated_reasons
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import TypeSettings
 
 
 def k8s_node(boot: Optional[str] = "boot-2", ready: str = "True", reason: str = "KubeletReady",
@@ -149,8 +140,8 @@ def test_node_with_vm_rereads_the_settings() -> None:
 
 
 def test_raise_for_failure_carries_the_whole_result() -> None:
-    from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import BatchResult
-    from ansible_collections.cloudstack.cks.plugins.module_utils.errors import StepFailed
+    from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import BatchResult
+    from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import StepFailed
 
     result = BatchResult(nodes=["n1"], error=StepFailed("n1", "drain", "pods still on the node", pods_left=[]))
     with pytest.raises(StepFailed) as caught:

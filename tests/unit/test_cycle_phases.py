@@ -8,19 +8,13 @@ from typing import Any, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import (
-    PHASE_OUTCOMES,
-    PHASE_STEPS,
-    PHASES,
-    CycleOptions,
-    NodeResult,
-    StepRecord,
-    back_for_uncordon,
-    cycle_options,
-    seconds_left,
-)
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import back_for_uncordon, seconds_left
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASES, PHASE_OUTCOMES, PHASE_STEPS
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import cycle_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 
 
 def k8s_node(boot: Optional[str] = "boot-2", ready: str = "True", unschedulable: bool = True,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION, build_view
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import STOP_ANNOTATION
-from ansible_collections.cloudstack.cks.plugins.module_utils.release import compose_last_error, release_plan
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, build_view
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import release_plan
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import compose_last_error
 
 
 def k8s(name: str, boot: str, ready: bool = True, unschedulable: bool = False,

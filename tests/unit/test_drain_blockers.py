@@ -11,14 +11,7 @@ from typing import Any, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.drain import (
-    REASON_LOCAL_STORAGE,
-    REASON_ORPHANED_DAEMONSET,
-    REASON_UNMANAGED,
-    DrainOptions,
-    budget_refuses,
-    drain_blockers,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions, REASON_LOCAL_STORAGE, REASON_ORPHANED_DAEMONSET, REASON_UNMANAGED, budget_refuses, drain_blockers
 
 
 def pod(name: str, labels: Optional[dict[str, str]] = None, owner: Optional[str] = "ReplicaSet",

@@ -7,10 +7,11 @@ from typing import Any, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.drain import DrainOptions, Drainer
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import StepFailed
-from ansible_collections.cloudstack.cks.plugins.module_utils.kube import EvictionResult
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import Drainer
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import EvictionResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 
 def rs_pod(name: str, labels: Optional[dict[str, str]] = None, owner: str = "ReplicaSet") -> dict[str, Any]:

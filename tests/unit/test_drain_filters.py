@@ -6,17 +6,8 @@ from typing import Any, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.drain import (
-    REASON_DAEMONSET,
-    REASON_LOCAL_STORAGE,
-    REASON_ORPHANED_DAEMONSET,
-    REASON_UNMANAGED,
-    DrainOptions,
-    _pdb_from_message,
-    classify_pod,
-    pdbs_for_pod,
-    selector_matches,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions, REASON_DAEMONSET, REASON_LOCAL_STORAGE, REASON_ORPHANED_DAEMONSET, REASON_UNMANAGED, classify_pod, pdbs_for_pod, selector_matches
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import _pdb_from_message
 
 
 def pod(name: str = "p", owner: Optional[str] = "ReplicaSet", controller: bool = True, phase: str = "Running",

@@ -8,14 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import EtcdError, InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.etcd import (
-    EtcdClient,
-    Member,
-    judge_health,
-    parse_members,
-    quorum_verdict,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import EtcdClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import Member, judge_health, parse_members, quorum_verdict
 
 
 def members(healthy: Sequence[bool], learners: Sequence[bool] = ()) -> list[Member]:

@@ -14,8 +14,8 @@ from typing import Any, Optional
 import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as am
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.kube_auth import BearerTarget, choose_tls
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_auth import BearerTarget, choose_tls
 
 TOKEN = "sa-token-7f3a9c"
 

@@ -16,8 +16,8 @@ import yaml
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import cloudstack as cs_doc
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import kubernetes as kube_doc
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as am
-from ansible_collections.cloudstack.cks.plugins.module_utils import kube
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
 
 KUBECONFIG = {
     "apiVersion": "v1", "kind": "Config", "current-context": "c",
@@ -86,7 +86,7 @@ def test_status_error_uses_the_status_message_and_reason() -> None:
 
 def test_scrub_removes_key_material() -> None:
     blob = "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVB"
-    assert blob not in kube._scrub(f"bad data {blob} here")
+    assert blob not in kube.scrub_secrets(f"bad data {blob} here")
 
 
 class FakeCloudStack:

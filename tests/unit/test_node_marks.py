@@ -9,28 +9,27 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import kube as kube_utils
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ROLLOUT_ANNOTATION, build_view
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import KubernetesError, LockHeld
-from ansible_collections.cloudstack.cks.plugins.module_utils.node_marks import (
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube as kube_utils
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import (
     LB_EXCLUSION_ANNOTATION,
     LB_EXCLUSION_LABEL,
     PENDING_TAINT_KEY,
-    STOP_ANNOTATION,
     Marks,
     exclusion_decision,
     exclusion_patch,
     has_pending_taint,
     marks_of,
     marks_of_view_node,
-    needs_precondition,
     pending_taint_patch,
     release_marks,
     return_patch,
-    taint_pending,
     with_pending_taint,
     without_pending_taint,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, STOP_ANNOTATION, build_view
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
 
 PENDING = {"key": PENDING_TAINT_KEY, "effect": "PreferNoSchedule"}
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
@@ -119,14 +118,12 @@ def test_return_patch_with_every_mark() -> None:
                      "annotations": {ROLLOUT_ANNOTATION: None, STOP_ANNOTATION: None,
                                      LB_EXCLUSION_ANNOTATION: None}},
     }
-    assert needs_precondition(patch)
 
 
 def test_return_patch_marks_only_leaves_the_cordon() -> None:
     patch = return_patch(Marks(lb_exclusion=True), False)
     assert patch == {"metadata": {"labels": {LB_EXCLUSION_LABEL: None},
                                   "annotations": {LB_EXCLUSION_ANNOTATION: None}}}
-    assert not needs_precondition(patch)
     assert return_patch(Marks(pending_taint=True), False, [PENDING]) == {"spec": {"taints": []}}
 
 
@@ -279,12 +276,12 @@ class FakeLock:
 
 def test_taint_pending_one_list_one_write_per_node_lacking_it(monkeypatch: pytest.MonkeyPatch) -> None:
     lock = FakeLock()
-    monkeypatch.setattr("ansible_collections.cloudstack.cks.plugins.module_utils.cycle.held_lock",
+    monkeypatch.setattr("ansible_collections.cloudstack.cks.plugins.module_utils._services.taint.held_lock",
                         lambda kube, holder: lock if holder else None)
     kube = FakeKube([k8s("demo-node-1", taints=[THEIRS]), k8s("demo-node-2", taints=[PENDING]),
                      k8s("demo-control-1", taints=[CONTROL_PLANE])])
-    result = taint_pending({"nodes": ["Demo-Node-1", "demo-node-2", "demo-control-1", "demo-etcd-1-abc"],
-                            "lock_holder": "run-1"}, None, kube)
+    result = taint_pending(ClusterSession.of({}, None, kube), {"nodes": ["Demo-Node-1", "demo-node-2", "demo-control-1", "demo-etcd-1-abc"],
+                            "lock_holder": "run-1"})
     assert result["changed"] and kube.lists == 1 and lock.renewed == 1
     assert result["pending_taint"]["tainted"] == ["demo-node-1", "demo-control-1"]
     assert result["pending_taint"]["already_tainted"] == ["demo-node-2"]
@@ -295,11 +292,11 @@ def test_taint_pending_one_list_one_write_per_node_lacking_it(monkeypatch: pytes
 
 def test_taint_pending_check_mode_and_a_lost_lock(monkeypatch: pytest.MonkeyPatch) -> None:
     lock = FakeLock(held=False)
-    monkeypatch.setattr("ansible_collections.cloudstack.cks.plugins.module_utils.cycle.held_lock",
+    monkeypatch.setattr("ansible_collections.cloudstack.cks.plugins.module_utils._services.taint.held_lock",
                         lambda kube, holder: lock)
     kube = FakeKube([k8s("demo-node-1")])
-    result = taint_pending({"nodes": ["demo-node-1"], "lock_holder": "run-1"}, None, kube, check_mode=True)
+    result = taint_pending(ClusterSession.of({}, None, kube), {"nodes": ["demo-node-1"], "lock_holder": "run-1"}, check_mode=True)
     assert result["pending_taint"]["tainted"] == ["demo-node-1"] and kube.written == []
     with pytest.raises(LockHeld):
-        taint_pending({"nodes": ["demo-node-1"], "lock_holder": "run-1"}, None, kube)
+        taint_pending(ClusterSession.of({}, None, kube), {"nodes": ["demo-node-1"], "lock_holder": "run-1"})
     assert kube.written == []

@@ -6,17 +6,22 @@ import json
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import outdated
-from ansible_collections.cloudstack.cks.plugins.module_utils import plan as plans
-from ansible_collections.cloudstack.cks.plugins.module_utils import record as records
-from ansible_collections.cloudstack.cks.plugins.module_utils import settings as svc
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report import DrainCheck, daemonset_owners
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report import EtcdHealth
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import read_etcd_health
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import settings as plans
+from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as records
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import settings_data
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 
 from factories import ClusterFactory, ag, so
 
 
 def recorded(settings: plans.Settings, max_unavailable: int | None = None) -> records.Record:
-    return records.Record(settings=svc.settings_data(settings, max_unavailable), last_error="drain failed",
+    return records.Record(settings=settings_data(settings, max_unavailable), last_error="drain failed",
                           resource_version="7")
 
 
@@ -28,7 +33,7 @@ def lock(holder: str, expired: bool = False) -> records.LockInfo:
 
 def test_before_first_use_the_initial_settings_are_reported_and_nothing_differs() -> None:
     factory = ClusterFactory(groups={"worker": ["spread"]})
-    result = outdated.report(factory.view(), None, None)
+    result = report(factory.view(), None, None)
     assert result["settings_recorded"] is False
     assert result["settings"]["worker"]["affinity_groups"] == ["spread"]
     assert result["plan"] == [] and result["serial"] == [] and result["out_of_date"] == []
@@ -41,7 +46,7 @@ def test_node_records_carry_state_readiness_boot_id_annotation_and_foreign_cordo
     factory.cordon_for_rollout(factory.w(1))
     factory.set(factory.w(2), unschedulable=True)
     factory.stop(factory.w(3))
-    nodes = {n["name"]: n for n in outdated.report(factory.view(), None, None)["nodes"]}
+    nodes = {n["name"]: n for n in report(factory.view(), None, None)["nodes"]}
     w1, w2, w3 = (nodes[factory.w(i)] for i in (1, 2, 3))
     assert w1["annotated"] and w1["rollout_boot_id"] == w1["boot_id"] and not w1["cordoned_by_others"]
     assert w2["cordoned_by_others"] and not w2["annotated"]
@@ -55,19 +60,19 @@ def test_stored_max_unavailable_is_the_default_and_the_option_wins() -> None:
     factory = ClusterFactory(workers=5)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
-    stored = outdated.report(view, recorded(settings, 10), None)
+    stored = report(view, recorded(settings, 10), None)
     assert stored["max_unavailable"] == 10 and stored["worker_batch_size"] == 4 and stored["serial"] == [4, 1]
-    given = outdated.report(view, recorded(settings, 10), None, max_unavailable=2)
+    given = report(view, recorded(settings, 10), None, max_unavailable=2)
     assert given["serial"] == [2, 2, 1]
     with pytest.raises(InvalidInput):
-        outdated.report(view, None, None, max_unavailable=0)
+        report(view, None, None, max_unavailable=0)
 
 
 def test_lock_holder_only_while_held_and_last_error_from_the_record() -> None:
     view = ClusterFactory().view()
     settings = plans.initial_settings(view)
-    assert outdated.report(view, recorded(settings), lock("run-1"))["lock_holder"] == "run-1"
-    gone = outdated.report(view, recorded(settings), lock("run-1", expired=True))
+    assert report(view, recorded(settings), lock("run-1"))["lock_holder"] == "run-1"
+    gone = report(view, recorded(settings), lock("run-1", expired=True))
     assert gone["lock_holder"] is None and gone["lock"]["expired"] is True
     assert gone["last_error"] == "drain failed"
 
@@ -76,7 +81,7 @@ def test_unrollable_types_are_reported_ready_for_the_last_error() -> None:
     factory = ClusterFactory(control=1, workers=2)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"control": so("large"), "worker": so("large")})
-    result = outdated.report(view, recorded(settings), None)
+    result = report(view, recorded(settings), None)
     assert list(result["unrollable"]) == ["control"]
     assert result["unrollable_error"] == result["unrollable"]["control"]
     assert "skipped" not in result  # Ansible would read a truthy "skipped" as a skipped task
@@ -89,13 +94,13 @@ def test_select_picks_records_or_names_and_limits_only_the_batches() -> None:
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large"), "control": so("large")})
     record = recorded(settings, 3)
-    by_records = outdated.report(view, record, None, select="[?node_type=='worker'] | [1:3]")
+    by_records = report(view, record, None, select="[?node_type=='worker'] | [1:3]")
     assert by_records["selected"] == [factory.w(2).lower(), factory.w(3).lower()]
     assert by_records["hosts"] == by_records["selected"]
     assert by_records["workernodesoutofdate"] == 4 and by_records["controlnodesoutofdate"] == 3
-    by_names = outdated.report(view, record, None, select=f"[?name=='{factory.c(1).lower()}'].name")
+    by_names = report(view, record, None, select=f"[?name=='{factory.c(1).lower()}'].name")
     assert by_names["hosts"] == [factory.c(1).lower()]
-    assert outdated.report(view, record, None, select="[?node_type=='nothing']")["plan"] == []
+    assert report(view, record, None, select="[?node_type=='nothing']")["plan"] == []
 
 
 @pytest.mark.parametrize("expression, why", [("[?", "not a valid JMESPath"), ("length(@)", "not int"),
@@ -103,7 +108,7 @@ def test_select_picks_records_or_names_and_limits_only_the_batches() -> None:
 def test_bad_select_expressions_are_refused(expression: str, why: str) -> None:
     view = ClusterFactory().view()
     with pytest.raises(InvalidInput) as err:
-        outdated.report(view, None, None, select=expression)
+        report(view, None, None, select=expression)
     assert err.value.parameter == "select" and why in err.value.msg
 
 
@@ -111,7 +116,7 @@ def test_reasons_name_groups_and_leave_dedication_out() -> None:
     factory = ClusterFactory(workers=1, groups={"worker": ["spread"]})
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(affinity_groups={"worker": [ag("soft")]})
-    (node,) = [n for n in outdated.report(view, recorded(settings), None)["nodes"] if n["node_type"] == "worker"]
+    (node,) = [n for n in report(view, recorded(settings), None)["nodes"] if n["node_type"] == "worker"]
     (reason,) = node["reasons"]
     assert reason["from"] == [{"id": ag("spread"), "name": "spread"}]
     assert reason["to"] == [{"id": ag("soft"), "name": "soft"}]
@@ -122,9 +127,9 @@ def test_reasons_name_groups_and_leave_dedication_out() -> None:
 def test_given_settings_are_judged_as_a_rollout_would_store_them() -> None:
     factory = ClusterFactory(workers=3)
     view = factory.view()
-    changes = svc.SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"},
+    changes = SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"},
                                                "node_root_disk_sizes": {"control": 30}})
-    result = outdated.report(view, None, None, changes=changes)
+    result = report(view, None, None, changes=changes)
     assert result["settings_given"] is True and result["settings_recorded"] is False
     assert result["workernodesoutofdate"] == 3 and result["controlnodesoutofdate"] == 3
     assert result["settings"]["worker"]["offering"] == "cks-large"
@@ -132,17 +137,17 @@ def test_given_settings_are_judged_as_a_rollout_would_store_them() -> None:
     assert work[factory.w(1).lower()] == "offering cks-medium -> cks-large"
     assert work[factory.c(1).lower()] == "root disk 20 GB -> 30 GB"
     # Nothing given: the stored (here: initial) settings, as before.
-    assert outdated.report(view, None, None)["settings_given"] is False
+    assert report(view, None, None)["settings_given"] is False
 
 
 def test_given_settings_a_rollout_would_refuse_are_refused_naming_the_parameter() -> None:
     view = ClusterFactory(workers=2).view()
     with pytest.raises(InvalidInput) as err:
-        outdated.report(view, None, None, changes=svc.SettingsRequest.from_params(
+        report(view, None, None, changes=SettingsRequest.from_params(
             {"node_root_disk_sizes": {"worker": 10}}))
     assert err.value.parameter == "node_root_disk_sizes.worker" and "shrink" in err.value.msg
     with pytest.raises(InvalidInput) as err:
-        outdated.report(view, None, None, changes=svc.SettingsRequest.from_params({"node_offerings": {"worker": "nope"}}))
+        report(view, None, None, changes=SettingsRequest.from_params({"node_offerings": {"worker": "nope"}}))
     assert err.value.parameter == "node_offerings.worker"
 
 
@@ -150,8 +155,8 @@ def test_given_settings_laid_over_the_stored_ones_keep_the_other_types() -> None
     factory = ClusterFactory(workers=2)
     view = factory.view()
     stored = plans.initial_settings(view).with_changes(offerings={"control": so("large")})
-    result = outdated.report(view, recorded(stored), None,
-                             changes=svc.SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"}}))
+    result = report(view, recorded(stored), None,
+                             changes=SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"}}))
     assert result["controlnodesoutofdate"] == 3 and result["workernodesoutofdate"] == 2
 
 
@@ -159,7 +164,7 @@ def test_canary_marks_the_first_worker_batch() -> None:
     factory = ClusterFactory(workers=5)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
-    result = outdated.report(view, recorded(settings), None, max_unavailable=3, canary=True)
+    result = report(view, recorded(settings), None, max_unavailable=3, canary=True)
     assert result["serial"] == [1, 3, 1] and result["canary"] is True
     assert [b["canary"] for b in result["plan"]] == [True, False, False]
 
@@ -168,11 +173,11 @@ def test_not_selected_lists_the_left_out_nodes_that_stay_out_of_date() -> None:
     factory = ClusterFactory(workers=4)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
-    result = outdated.report(view, recorded(settings), None, select="[?node_type=='worker'] | [0:2]")
+    result = report(view, recorded(settings), None, select="[?node_type=='worker'] | [0:2]")
     assert result["hosts"] == [factory.w(1).lower(), factory.w(2).lower()]
     assert result["not_selected"] == [factory.w(3).lower(), factory.w(4).lower()]
     assert result["workernodesoutofdate"] == 4
-    assert outdated.report(view, recorded(settings), None)["not_selected"] == []
+    assert report(view, recorded(settings), None)["not_selected"] == []
 
 
 def k8s_pod(name: str, node: str, app: str, owner: str = "ReplicaSet", empty_dir: bool = False) -> dict:
@@ -194,9 +199,9 @@ def test_drain_check_names_blocking_budgets_per_batch_and_node_in_plan_order() -
     settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
     pods = [k8s_pod("web-1", w1, "web"), k8s_pod("web-2", w3, "web"), k8s_pod("api-1", w2, "api"),
             k8s_pod("cache-1", w2, "cache", empty_dir=True), k8s_pod("kube-proxy-a", w1, "proxy", owner="DaemonSet")]
-    check = outdated.DrainCheck(pods=pods, pdbs=[k8s_pdb("web", 0), k8s_pdb("api", 1)],
+    check = DrainCheck(pods=pods, pdbs=[k8s_pdb("web", 0), k8s_pdb("api", 1)],
                                 daemonsets=frozenset({("default", "proxy-x")}))
-    result = outdated.report(view, recorded(settings), None, max_unavailable=1, drain_check=check)
+    result = report(view, recorded(settings), None, max_unavailable=1, drain_check=check)
     found = {(b["batch"], b["node"]): b for b in result["drain_blockers"]}
     assert list(found) == [(1, w1), (2, w2), (3, w3)]
     assert found[(1, w1)]["pdbs"][0]["pdb"] == "default/web" and found[(1, w1)]["pdbs"][0]["pods"] == ["default/web-1"]
@@ -204,9 +209,9 @@ def test_drain_check_names_blocking_budgets_per_batch_and_node_in_plan_order() -
     assert found[(3, w3)]["node_type"] == "worker"
     json.dumps(result)
     # With delete_emptydir_data the cache pod no longer stops w2's drain; api allows one disruption.
-    check = outdated.DrainCheck(pods=pods, pdbs=check.pdbs, daemonsets=check.daemonsets,
-                                options=outdated.drains.DrainOptions(delete_emptydir_data=True))
-    nodes = [b["node"] for b in outdated.report(view, recorded(settings), None, drain_check=check)["drain_blockers"]]
+    check = DrainCheck(pods=pods, pdbs=check.pdbs, daemonsets=check.daemonsets,
+                                options=DrainOptions(delete_emptydir_data=True))
+    nodes = [b["node"] for b in report(view, recorded(settings), None, drain_check=check)["drain_blockers"]]
     assert nodes == [w1, w3]
 
 
@@ -214,33 +219,33 @@ def test_drain_check_skips_etcd_nodes_and_is_absent_without_it() -> None:
     factory = ClusterFactory(control=3, workers=2, etcd=3)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"etcd": so("large")})
-    check = outdated.DrainCheck(pods=[], pdbs=[])
-    assert outdated.report(view, recorded(settings), None, drain_check=check)["drain_blockers"] == []
-    assert "drain_blockers" not in outdated.report(view, recorded(settings), None)
+    check = DrainCheck(pods=[], pdbs=[])
+    assert report(view, recorded(settings), None, drain_check=check)["drain_blockers"] == []
+    assert "drain_blockers" not in report(view, recorded(settings), None)
 
 
 def test_daemonset_owners_are_the_ones_to_look_up_once() -> None:
     pods = [k8s_pod("a", "n", "a", owner="DaemonSet"), k8s_pod("b", "m", "a", owner="DaemonSet"),
             k8s_pod("c", "n", "c")]
-    assert outdated.daemonset_owners(pods) == [("default", "a-x")]
+    assert daemonset_owners(pods) == [("default", "a-x")]
 
 
 def test_etcd_health_orders_the_plan_and_is_reported() -> None:
     factory = ClusterFactory(control=3, workers=1)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"control": so("large")})
-    health = outdated.EtcdHealth(down=(factory.c(2),), message="2 of 3 voting members healthy; 2 needed")
-    result = outdated.report(view, recorded(settings), None, etcd_health=health)
+    health = EtcdHealth(down=(factory.c(2),), message="2 of 3 voting members healthy; 2 needed")
+    result = report(view, recorded(settings), None, etcd_health=health)
     assert [b["nodes"] for b in result["plan"]] == [[factory.c(2)], [factory.c(1)], [factory.c(3)]]
     assert result["etcd"] == {"asked": True, "down": [factory.c(2)], "message": health.message, "error": None}
-    unasked = outdated.report(view, recorded(settings), None, etcd_health=outdated.EtcdHealth(error="refused"))
+    unasked = report(view, recorded(settings), None, etcd_health=EtcdHealth(error="refused"))
     assert [b["nodes"] for b in unasked["plan"]] == [[factory.c(1)], [factory.c(2)], [factory.c(3)]]
     assert unasked["etcd"]["asked"] is False and unasked["etcd"]["error"] == "refused"
-    assert "etcd" not in outdated.report(view, recorded(settings), None)
+    assert "etcd" not in report(view, recorded(settings), None)
 
 
 def test_etcd_options_that_could_never_reach_etcd_are_refused_not_reported() -> None:
     with pytest.raises(InvalidInput) as info:
-        outdated.read_etcd_health({"etcd_endpoints": ["etcd-1:2379"]})
+        read_etcd_health({"etcd_endpoints": ["etcd-1:2379"]})
     assert "http://" in info.value.msg
-    assert outdated.read_etcd_health({"etcd_endpoints": []}) is None
+    assert read_etcd_health({"etcd_endpoints": []}) is None

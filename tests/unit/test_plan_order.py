@@ -11,18 +11,12 @@ from factories import ClusterFactory, ag, so
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import NODE_TYPES
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import (
-    Plan,
-    Settings,
-    can_lose_a_node,
-    initial_settings,
-    outdated_reasons,
-    plan,
-    serial_list,
-    worker_batch_size,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.order import Plan, plan, serial_list, worker_batch_size
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import can_lose_a_node
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import outdated_reasons
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, initial_settings
 
 
 def everything_to(f: ClusterFactory, offering: str = "large") -> Settings:

@@ -9,13 +9,8 @@ from factories import ClusterFactory
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import (
-    can_lose_a_node,
-    quorum_after,
-    quorum_size,
-    tolerated_failures,
-    worker_batch_size,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.order import worker_batch_size
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import can_lose_a_node, quorum_after, quorum_size, tolerated_failures
 
 
 @pytest.mark.parametrize("voters, quorum, tolerated", [

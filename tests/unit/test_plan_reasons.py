@@ -9,13 +9,8 @@ from typing import Any
 import pytest
 from factories import ClusterFactory, ag, so
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import (
-    Reason,
-    Ref,
-    TypeSettings,
-    outdated_reasons,
-    target_affinity_group_ids,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import Reason, Ref, outdated_reasons, target_affinity_group_ids
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import TypeSettings
 
 
 def reasons_of(node_changes: dict[str, Any], ts: TypeSettings) -> list[Reason]:

@@ -9,14 +9,7 @@ from typing import Callable, Optional
 import pytest
 from factories import ClusterFactory
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import (
-    batch_is_safe,
-    capacity,
-    health_problems,
-    outcome,
-    preflight_problems,
-    release_decisions,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, capacity, health_problems, outcome, preflight_problems, release_plan
 
 Setup = Optional[Callable[[ClusterFactory], None]]
 
@@ -102,11 +95,12 @@ def test_release_uncordons_only_annotated_nodes_that_are_back() -> None:
     f.set(f.w(4), ready=False)  # new boot, not Ready yet
     f.set(f.w(5), k8s=False)  # node object gone
     f.set(f.w(6), unschedulable=True)  # cordoned by someone else
-    uncordon, leave = release_decisions(f.view())
-    assert uncordon == [f.w(1)]
+    uncordon, leave = release_plan(f.view())
+    assert uncordon == [(f.w(1), "Ready with a new boot ID"),
+                        # no stop was ever sent: its Ready with the old boot ID is not stale
+                        (f.w(3), "never went down (no stop was sent): back into service")]
     assert leave == [
         (f.w(2), "VM is Stopped"),
-        (f.w(3), "boot ID unchanged: it has not restarted since it was cordoned"),
         (f.w(4), "Kubernetes node not Ready"),
     ]
     # w5 has no Kubernetes node (so no annotation to read) and w6 is someone else's: untouched
@@ -117,10 +111,10 @@ def test_release_is_idempotent_on_its_own_result() -> None:
     f = _f(control=3, workers=2)
     f.cordon_for_rollout(f.w(1))
     f.reboot(f.w(1))
-    assert release_decisions(f.view())[0] == [f.w(1)]
+    assert release_plan(f.view())[0] == [(f.w(1), "Ready with a new boot ID")]
     # what release does: uncordon and remove the annotation
     f.set(f.w(1), annotation=None, unschedulable=False)
-    assert release_decisions(f.view()) == ([], [])
+    assert release_plan(f.view()) == ([], [])
 
 
 def test_release_uncordons_a_back_node_someone_uncordoned_already() -> None:
@@ -128,7 +122,7 @@ def test_release_uncordons_a_back_node_someone_uncordoned_already() -> None:
     f.cordon_for_rollout(f.w(1))
     f.reboot(f.w(1))
     f.set(f.w(1), unschedulable=False)
-    assert release_decisions(f.view())[0] == [f.w(1)]  # the annotation still has to go
+    assert release_plan(f.view())[0] == [(f.w(1), "Ready with a new boot ID")]  # the annotation still has to go
 
 
 # -- capacity and outcome --------------------------------------------------------------------
@@ -164,16 +158,3 @@ def test_outcome(setup: Setup, state: str, problem: Optional[str]) -> None:
     assert health_problems(view) == ([problem.format(**names)] if problem else [])
 
 
-@pytest.mark.parametrize("state, rollout, allowed", [
-    ("Running", True, True), ("Alert", True, True), ("Stopped", True, False), ("Created", True, False),
-    ("Error", True, False), ("Scaling", True, False), ("Upgrading", True, False),
-    ("Running", False, True), ("Alert", False, True), ("Stopped", False, True), ("Created", False, True),
-    ("Error", False, True), ("Scaling", False, False), ("Upgrading", False, False), ("Starting", False, False),
-    ("Destroying", False, False), ("Destroyed", False, False), ("RemovingNodes", False, False),
-])
-def test_state_problem(state: str, rollout: bool, allowed: bool) -> None:
-    from ansible_collections.cloudstack.cks.plugins.module_utils.plan import state_problem
-    problem = state_problem(ClusterFactory(state=state).view(), rollout)
-    assert (problem is None) is allowed
-    if problem:
-        assert state in problem and "demo" in problem

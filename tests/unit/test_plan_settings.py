@@ -11,13 +11,9 @@ from factories import ClusterFactory, ag, so
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import (
-    Settings,
-    TypeSettings,
-    initial_settings,
-    outdated_reasons,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import outdated_reasons
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings, initial_settings
 
 type_settings = st.builds(
     TypeSettings,
@@ -148,38 +144,9 @@ def test_initial_settings_without_any_offering() -> None:
     f = ClusterFactory(control=1, workers=1)
     raw = list(f.raw())
     raw[0].pop("serviceofferingid")
-    from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import build_view
+    from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import build_view
     assert initial_settings(build_view(*raw)).worker.offering_id is None
 
 
 # -- names to ids --------------------------------------------------------------------------------
 
-def test_resolve_offering_by_id_or_name() -> None:
-    from ansible_collections.cloudstack.cks.plugins.module_utils.plan import resolve_offering
-    view = ClusterFactory(control=1, workers=1).view()
-    assert resolve_offering(view, so("large")) == so("large")
-    assert resolve_offering(view, "cks-large") == so("large")
-    with pytest.raises(InvalidInput) as err:
-        resolve_offering(view, "cks-huge", "node_offerings.worker")
-    assert err.value.parameter == "node_offerings.worker"
-
-
-def test_resolve_offering_refuses_an_ambiguous_name() -> None:
-    from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import build_view
-    from ansible_collections.cloudstack.cks.plugins.module_utils.plan import resolve_offering
-    f = ClusterFactory(control=1, workers=1)
-    raw = list(f.raw())
-    raw[3].append({"id": "so-large-2", "name": "cks-large", "cpunumber": 4, "memory": 8192})
-    with pytest.raises(InvalidInput) as err:
-        resolve_offering(build_view(*raw), "cks-large")
-    assert "so-large-2" in err.value.msg and "give the id" in err.value.msg
-
-
-def test_resolve_affinity_groups_by_id_or_name() -> None:
-    from ansible_collections.cloudstack.cks.plugins.module_utils.plan import resolve_affinity_groups
-    view = ClusterFactory(control=1, workers=1).view()
-    assert resolve_affinity_groups(view, ["spread", ag("soft"), "spread"]) == (ag("spread"), ag("soft"))
-    assert resolve_affinity_groups(view, []) == ()
-    with pytest.raises(InvalidInput) as err:
-        resolve_affinity_groups(view, ["spread", "nope"])
-    assert err.value.value == "nope"

@@ -9,12 +9,9 @@ from typing import Any, Callable, Optional
 import pytest
 from factories import ClusterFactory, ag, so
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import (
-    Refusal,
-    initial_settings,
-    validate,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.refusals import Refusal, validate
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import initial_settings
 
 Setup = Optional[Callable[[ClusterFactory], None]]
 
@@ -82,8 +79,7 @@ def test_shrink_refusal_names_the_nodes_and_the_size_to_give() -> None:
     [r] = refusals(f, root_disk_sizes={"worker": 30})
     assert f"{f.w(2)} (40 GB)" in r.why and f"{f.w(3)} (35 GB)" in r.why and f.w(1) not in r.why
     assert "at least 40 GB" in r.change
-    err = r.to_error()
-    assert isinstance(err, InvalidInput) and err.parameter == "node_root_disk_sizes.worker" and err.value == 30
+    assert r.parameter == "node_root_disk_sizes.worker" and r.value == 30
 
 
 def test_strict_disk_refusal_only_for_nodes_that_need_to_grow() -> None:

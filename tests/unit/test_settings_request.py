@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import plan as plans
-from ansible_collections.cloudstack.cks.plugins.module_utils import settings as svc
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import settings as plans
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import request as svc
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.refusals import Refusal
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 
 from factories import ClusterFactory, ag, so
 
@@ -99,7 +100,7 @@ def test_an_ambiguous_offering_name_asks_for_the_id() -> None:
     factory = ClusterFactory()
     raw = list(factory.raw())
     raw[3] = raw[3] + [{"id": "so-large-2", "name": "cks-large", "cpunumber": 4, "memory": 8192}]
-    from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import build_view
+    from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import build_view
     names = svc.NameResolver(build_view(*raw))
     with pytest.raises(InvalidInput, match="2 service offerings have this name") as err:
         names.offering("node_offerings.control", "cks-large")
@@ -124,7 +125,7 @@ def test_unknown_and_ambiguous_groups_are_refused() -> None:
     factory.listed_groups["twin"] = "host anti-affinity"
     raw = list(factory.raw())
     raw[5] = raw[5] + [{"id": "ag-twin-2", "name": "twin", "type": "host anti-affinity"}]
-    from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import build_view
+    from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import build_view
     names = svc.NameResolver(build_view(*raw))
     with pytest.raises(InvalidInput, match="2 affinity groups are named twin"):
         names.groups("node_affinity_groups.worker", ["twin"])
@@ -165,8 +166,8 @@ def test_same_settings_ignores_group_order() -> None:
 
 def test_refused_names_every_parameter_with_the_value_given() -> None:
     req = svc.SettingsRequest(offerings={"control": "cks-large"}, root_disk_sizes={"worker": 10})
-    refusals = [plans.Refusal("node_offerings.control", so("large"), "would make ...", "add control nodes"),
-                plans.Refusal("node_root_disk_sizes.worker", 10, "would shrink", "give at least 20 GB")]
+    refusals = [Refusal("node_offerings.control", so("large"), "would make ...", "add control nodes"),
+                Refusal("node_root_disk_sizes.worker", 10, "would shrink", "give at least 20 GB")]
     err = svc.refused(refusals, req)
     assert err.parameter == "node_offerings.control" and err.value == "cks-large"
     assert f"node_offerings.control='cks-large' ('{so('large')}')" in err.msg

@@ -13,9 +13,11 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import record as records
-from ansible_collections.cloudstack.cks.plugins.module_utils import settings as svc
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError, InvalidInput, KubernetesError, LockHeld
+from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as records
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.settings import NodeSettingsService
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import stored_max_unavailable, stored_settings
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput, KubernetesError, LockHeld
 
 from factories import ClusterFactory, so
 
@@ -78,16 +80,16 @@ class ObjectStore:
 
 
 def service(kube: ObjectStore, factory: Optional[ClusterFactory] = None, check_mode: bool = False,
-            diff: bool = False) -> svc.NodeSettingsService:
+            diff: bool = False) -> NodeSettingsService:
     view = (factory or ClusterFactory(control=3, workers=4)).view()
-    return svc.NodeSettingsService(
+    return NodeSettingsService(
         view, records.RecordStore(kube),
         lambda holder, seconds: records.Lock(kube, holder_identity=holder, duration_seconds=seconds or 600),
         check_mode=check_mode, diff=diff)
 
 
-def request(**kw: Any) -> svc.SettingsRequest:
-    return svc.SettingsRequest(**kw)
+def request(**kw: Any) -> SettingsRequest:
+    return SettingsRequest(**kw)
 
 
 def stored(kube: ObjectStore) -> Optional[records.Record]:
@@ -98,7 +100,7 @@ def test_storing_writes_the_record_only() -> None:
     kube = ObjectStore()
     result = service(kube).run(request(offerings={"worker": "cks-large"}))
     assert result["changed"] and kube.writes == [("create", "configmap")]
-    assert svc.stored_settings(stored(kube)).worker.offering_id == so("large")
+    assert stored_settings(stored(kube)).worker.offering_id == so("large")
     assert result["workernodesoutofdate"] == 4
 
 
@@ -151,7 +153,7 @@ def test_a_failed_store_releases_the_lock_and_keeps_the_error() -> None:
     assert lock is not None and not lock.held
     record = stored(kube)
     assert record is not None and "storing the node settings failed" in record.last_error
-    assert svc.stored_settings(record) is None
+    assert stored_settings(record) is None
 
 
 def test_a_failed_store_keeps_a_lock_this_run_held_before() -> None:
@@ -186,7 +188,7 @@ def test_a_stale_cancel_is_cleared_and_a_fresh_one_kept() -> None:
     result = service(kube).run(request(offerings={"worker": "cks-xlarge"}, rollout=True, lock_holder="run-2"))
     record = stored(kube)
     assert record.cancel is True and result["cancel_requested"] is True
-    assert svc.stored_settings(record).worker.offering_id == so("xlarge")
+    assert stored_settings(record).worker.offering_id == so("xlarge")
 
 
 def test_settings_changed_by_someone_else_meanwhile_are_not_overwritten() -> None:
@@ -203,7 +205,7 @@ def test_settings_changed_by_someone_else_meanwhile_are_not_overwritten() -> Non
     kube.replace_configmap = someone_else_first  # type: ignore[method-assign]
     with pytest.raises(CksError, match="changed by someone else"):
         other.run(request(offerings={"worker": "cks-xlarge"}))
-    assert svc.stored_settings(stored(kube)).worker.root_disk_gb == 99
+    assert stored_settings(stored(kube)).worker.root_disk_gb == 99
 
 
 def test_cancel_only_while_a_rollout_holds_the_lock() -> None:
@@ -222,7 +224,7 @@ def test_max_unavailable_is_kept_where_plan_settings_readers_ignore_it() -> None
     kube = ObjectStore()
     service(kube).run(request(max_unavailable=3))
     record = stored(kube)
-    assert svc.stored_max_unavailable(record) == 3
+    assert stored_max_unavailable(record) == 3
     # Anyone reading the record's settings with plan.Settings.from_dict still can.
-    from ansible_collections.cloudstack.cks.plugins.module_utils.plan import Settings
+    from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
     assert Settings.from_dict(record.settings).worker.offering_id == so("medium")

@@ -7,17 +7,10 @@ from typing import Any, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import validation_options
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput, KubernetesError
-from ansible_collections.cloudstack.cks.plugins.module_utils.validation import (
-    ClusterReader,
-    ValidationOptions,
-    etcd_problems,
-    node_problems,
-    readyz_problems,
-    round_problems,
-    validate,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import validation_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import etcd_problems, node_problems, readyz_problems, round_problems
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ClusterReader, ValidationOptions, validate
 
 
 def node(name: str, ready: Optional[str] = "True", reason: str = "KubeletReady",

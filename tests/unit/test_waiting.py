@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import DeadlineExceeded
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import DeadlineExceeded
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 
 class FakeClock:

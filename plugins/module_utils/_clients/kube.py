@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """The Kubernetes API of one CKS cluster, over the official ``kubernetes`` client.
 
 What it adds to the client:
@@ -28,13 +29,14 @@ import json
 import os
 import re
 import shutil
+import ssl
 import tempfile
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 from urllib.parse import quote
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
 
 try:
     import yaml
@@ -42,6 +44,7 @@ try:
     HAS_YAML = True
 except ImportError:  # pragma: no cover
     HAS_YAML = False
+
 
 try:
     import urllib3
@@ -60,15 +63,24 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
         status = 0
         body = ""
 
+
 DEFAULT_REQUEST_TIMEOUT = 20.0
+
+
 LIST_LIMIT = 500
+
+
 MERGE_PATCH = "application/merge-patch+json"
+
+
 # Read-modify-write rounds before a node that keeps changing under us is reported.
 CONFLICT_ATTEMPTS = 5
+
+
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
 
 
-def _scrub(text: str) -> str:
+def scrub_secrets(text: str) -> str:
     """Drop long base64 runs (certificate or key data, tokens) from a message."""
     return _BASE64_RUN.sub("<redacted>", text)
 
@@ -89,7 +101,7 @@ class KubeOptions:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "KubeOptions":
+    def from_params(cls, params: Mapping[str, Any]) -> KubeOptions:
         timeout = params.get("request_timeout")
         try:
             timeout = float(timeout) if timeout not in (None, "") else DEFAULT_REQUEST_TIMEOUT
@@ -194,7 +206,7 @@ class KubeClient:
     # -- connecting ---------------------------------------------------------------------------
 
     @classmethod
-    def connect(cls, options: KubeOptions, cloudstack: Any = None, cluster_id: Optional[str] = None) -> "KubeClient":
+    def connect(cls, options: KubeOptions, cloudstack: Any = None, cluster_id: Optional[str] = None) -> KubeClient:
         """Load the kubeconfig (path, inline, or from CloudStack) into an isolated client."""
         if not HAS_KUBERNETES:
             raise KubernetesError("connect", f"the kubernetes Python library is required: {KUBERNETES_IMPORT_ERROR}")
@@ -222,9 +234,9 @@ class KubeClient:
                                                            client_configuration=configuration,
                                                            persist_config=False, temp_file_path=temp_dir)
             except ConfigException as exc:
-                raise KubernetesError("load kubeconfig", _scrub(str(exc)))
+                raise KubernetesError("load kubeconfig", scrub_secrets(str(exc)))
             except (OSError, ValueError, TypeError, KeyError) as exc:
-                raise KubernetesError("load kubeconfig", f"{type(exc).__name__}: {_scrub(str(exc))}")
+                raise KubernetesError("load kubeconfig", f"{type(exc).__name__}: {scrub_secrets(str(exc))}")
             if options.validate_certs is not None:
                 configuration.verify_ssl = bool(options.validate_certs)
             if options.ca_cert:
@@ -249,7 +261,7 @@ class KubeClient:
             pass
         self._finalizer()
 
-    def __enter__(self) -> "KubeClient":
+    def __enter__(self) -> KubeClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -380,10 +392,6 @@ class KubeClient:
         return self._object("replace", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
                             f"lease {namespace}/{name}", body)
 
-    def delete_lease(self, namespace: str, name: str, resource_version: Optional[str] = None) -> bool:
-        return self._delete(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
-                            f"lease {namespace}/{name}", resource_version)
-
     def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
         return self._object("get", f"/api/v1/namespaces/{namespace}/configmaps", name,
                             f"configmap {namespace}/{name}")
@@ -408,7 +416,7 @@ class KubeClient:
 
     def _delete(self, collection: str, name: str, what: str, resource_version: Optional[str]) -> bool:
         """True if deleted, False if it was already gone."""
-        body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if resource_version:
             body["preconditions"] = {"resourceVersion": resource_version}
         answer = self._json(f"delete {what}", "DELETE", f"{collection}/{quote(name, safe='')}", body=body,
@@ -469,29 +477,28 @@ class KubeClient:
 
     def _transport_error(self, action: str, exc: BaseException) -> KubernetesError:
         error = self._transport_error_or_none(action, exc)
-        return error if error is not None else KubernetesError(action, _scrub(str(exc)))
+        return error if error is not None else KubernetesError(action, scrub_secrets(str(exc)))
 
     def _transport_error_or_none(self, action: str, exc: BaseException) -> Optional[KubernetesError]:
         """A clear KubernetesError for a failure below HTTP, or None if ``exc`` is not one."""
-        import ssl
-
         inner: BaseException = exc
-        while isinstance(getattr(inner, "reason", None), BaseException):
-            inner = inner.reason  # type: ignore[assignment]
+        reason = getattr(inner, "reason", None)
+        while isinstance(reason, BaseException):
+            inner, reason = reason, getattr(reason, "reason", None)
         text = str(getattr(exc, "reason", "") or exc) if isinstance(exc, ApiException) else str(inner)
         is_tls = isinstance(inner, (ssl.SSLError, urllib3.exceptions.SSLError)) or (
             isinstance(exc, ApiException) and "SSLError" in text)
         if is_tls:
             return KubernetesError(
                 action,
-                f"TLS verification of the Kubernetes API at {self.host} failed ({_scrub(_short(text))}); check "
+                f"TLS verification of the Kubernetes API at {self.host} failed ({scrub_secrets(_short(text))}); check "
                 f"the kubeconfig's certificate-authority(-data), ca_cert (K8S_AUTH_SSL_CA_CERT), or "
                 f"validate_certs (K8S_AUTH_VERIFY_SSL)",
             )
         if isinstance(inner, urllib3.exceptions.NewConnectionError):
             # (a subclass of ConnectTimeoutError in urllib3, so it is looked at first)
             return KubernetesError(action, f"cannot connect to the Kubernetes API at {self.host}: "
-                                           f"{_scrub(_short(text))}")
+                                           f"{scrub_secrets(_short(text))}")
         if isinstance(inner, urllib3.exceptions.ConnectTimeoutError):
             return KubernetesError(action, f"connecting to {self.host} timed out after "
                                            f"{self.options.request_timeout:g}s")
@@ -499,7 +506,7 @@ class KubeClient:
             return KubernetesError(action, f"no answer from {self.host} within {self.options.request_timeout:g}s")
         if isinstance(inner, (urllib3.exceptions.HTTPError, ConnectionError, OSError)):
             return KubernetesError(action, f"cannot reach the Kubernetes API at {self.host}: "
-                                           f"{type(inner).__name__}: {_scrub(_short(text))}")
+                                           f"{type(inner).__name__}: {scrub_secrets(_short(text))}")
         return None
 
 
@@ -544,7 +551,7 @@ def _json_or_none(text: Any) -> Any:
 
 def _status_error(action: str, status: int, data: Any) -> KubernetesError:
     data = data if isinstance(data, dict) else {}
-    return KubernetesError(action, _scrub(str(data.get("message") or "no message")), status=status,
+    return KubernetesError(action, scrub_secrets(str(data.get("message") or "no message")), status=status,
                            reason=data.get("reason") or None)
 
 

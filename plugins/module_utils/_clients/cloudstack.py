@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """The CloudStack API over the ``cs`` library.
 
 ``cs`` signs and sends one request; this module adds what a rollout needs on top: list calls
@@ -19,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CloudStackError, InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.waiting import Deadline, wait_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 try:
     import cs
@@ -32,20 +33,33 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
     HAS_CS = False
     CS_IMPORT_ERROR = str(exc)
 
+
 PAGE_SIZE = 500
+
+
 DEFAULT_POLL_INTERVAL = 0.5
+
+
 DEFAULT_RETRIES = 4
+
+
 RETRY_BACKOFF = 0.25
+
+
 MAX_RETRY_DELAY = 4.0
+
 
 # Commands that only read: safe to send again after a transient fault.
 IDEMPOTENT_PREFIXES = ("list", "query", "get")
+
 
 # CloudStack's own server-side codes (ApiErrorCode): the command ran and failed; sending it
 # again gives the same answer. 511 is the 2FA challenge.
 CLOUDSTACK_SERVER_CODES = frozenset({511, *range(530, 538)})
 
+
 JOB_PENDING, JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED = 0, 1, 2, 3
+
 
 _QUERY = re.compile(r"\?[^\s'\"<>)]*")
 
@@ -100,7 +114,7 @@ class CloudStackOptions:
     retries: int = DEFAULT_RETRIES
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "CloudStackOptions":
+    def from_params(cls, params: Mapping[str, Any]) -> CloudStackOptions:
         """Options from module parameters; the env fallbacks are already applied by the argspec.
 
         Without ``api_url`` or ``api_key``, the settings come from ``cs``'s own configuration
@@ -263,9 +277,9 @@ class CloudStackClient:
                                   target=target)
         what = f"CloudStack {command} job {jobid}" + (f" on {target}" if target else "")
 
-        def finished() -> Optional[dict[str, Any]]:
+        def finished() -> dict[str, Any]:
             job = self._request("queryAsyncJobResult", {"jobid": jobid}, target=target, deadline=deadline)
-            return job if int(job.get("jobstatus", JOB_PENDING)) != JOB_PENDING else None
+            return job if int(job.get("jobstatus", JOB_PENDING)) != JOB_PENDING else {}
 
         job = wait_for(finished, deadline, interval=self.options.poll_interval, what=what,
                        details={"command": command, "jobid": jobid, "target": target})

@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """Would etcd keep its quorum without these members? Asked of the real etcd, over HTTP(S).
 
 Three steps, each small enough to be tested on its own:
@@ -14,7 +15,7 @@ Three steps, each small enough to be tested on its own:
    do a quorum read, so a member in a minority reports unhealthy.
 3. ``quorum_verdict`` (pure) decides, from those answers, with the arithmetic of ``plan``.
 
-The rule (with n voting members and quorum q = n // 2 + 1 from ``plan.quorum_size``):
+The rule (with n voting members and quorum q = n // 2 + 1 from ``_decisions.quorum.quorum_size``):
 the members going down are counted as down whatever their state now; every other voting member
 counts only if it is healthy now. The step is safe when those healthy others number at least q.
 So members already down elsewhere use up the tolerance (n - q) before the ones going down do:
@@ -33,178 +34,29 @@ import ssl
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import EtcdError, InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils.plan import quorum_after, quorum_size
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import (
+    Member,
+    QuorumVerdict,
+    judge_health,
+    parse_members,
+    quorum_verdict,
+    shorten,
+)
 
 DEFAULT_TIMEOUT = 5.0
+
+
 # etcd answers a read of this key like etcdctl's `endpoint health` does; the key need not exist.
 _HEALTH_KEY = base64.b64encode(b"health").decode("ascii")
+
+
 # gRPC code PermissionDenied: with auth enabled the read was refused, but only after a quorum
 # had answered (etcdctl counts it as healthy too).
 _GRPC_PERMISSION_DENIED = 7
 
-
-@dataclass(frozen=True)
-class Member:
-    """One etcd member as the member list names it, and what its own health endpoint said."""
-
-    id: str
-    name: str
-    client_urls: tuple[str, ...] = ()
-    peer_urls: tuple[str, ...] = ()
-    learner: bool = False
-    healthy: bool = False
-    reason: str = ""  # why not healthy (empty when healthy)
-
-    @property
-    def label(self) -> str:
-        # An added but never started member has no name yet; its ID is all there is.
-        return self.name or f"unstarted member {self.id}"
-
-    @property
-    def started(self) -> bool:
-        return bool(self.name)
-
-    def with_health(self, healthy: bool, reason: str) -> Member:
-        return Member(self.id, self.name, self.client_urls, self.peer_urls, self.learner, healthy,
-                      "" if healthy else reason)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "id": self.id,
-            "client_urls": list(self.client_urls),
-            "peer_urls": list(self.peer_urls),
-            "learner": self.learner,
-            "healthy": self.healthy,
-            "reason": self.reason,
-        }
-
-
-@dataclass(frozen=True)
-class QuorumVerdict:
-    """The answer: would a quorum of the other voting members stay healthy, and is etcd ready."""
-
-    members: tuple[Member, ...]
-    going_down: tuple[str, ...]
-    voters: int
-    quorum: int
-    healthy: int  # healthy voting members now
-    healthy_after: int  # healthy voting members that are not going down
-    tolerates: int  # further voters that could fail after going_down, negative: quorum lost
-    ready: Optional[bool]  # None when not asked
-    safe: bool
-    message: str
-
-    @property
-    def unhealthy(self) -> tuple[Member, ...]:
-        return tuple(m for m in self.members if not m.healthy)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "members": [m.to_dict() for m in self.members],
-            "going_down": list(self.going_down),
-            "voters": self.voters,
-            "quorum": self.quorum,
-            "healthy": self.healthy,
-            "healthy_after": self.healthy_after,
-            "tolerates": self.tolerates,
-            "ready": self.ready,
-            "safe": self.safe,
-            "msg": self.message,
-        }
-
-
-# --- pure parts ------------------------------------------------------------------------------
-
-def parse_members(answer: Mapping[str, Any]) -> list[Member]:
-    """Members from a ``/v3/cluster/member/list`` answer of the JSON gateway."""
-    raw = answer.get("members")
-    if not isinstance(raw, list) or not raw:
-        raise EtcdError(f"etcd answered the member list without members: {_short(answer)}")
-    members = []
-    for item in raw:
-        members.append(Member(
-            id=str(item.get("ID", "")),  # a string already; str() keeps a JSON number exact too
-            name=str(item.get("name") or ""),
-            client_urls=tuple(item.get("clientURLs") or ()),
-            peer_urls=tuple(item.get("peerURLs") or ()),
-            learner=bool(item.get("isLearner", False)),
-        ))
-    return members
-
-
-def judge_health(path: str, status: int, body: bytes) -> tuple[bool, str]:
-    """Read one answer of ``/readyz`` (plain text ``ok``) or ``/health`` (JSON)."""
-    text = body.decode("utf-8", "replace").strip()
-    if path.startswith("/readyz"):
-        if status == 200:
-            return True, ""
-        failed = [line.strip() for line in text.splitlines() if line.strip().startswith("[-]")]
-        return False, f"/readyz HTTP {status}: {'; '.join(failed) or _short(text)}"
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return False, f"/health HTTP {status}: not JSON: {_short(text)}"
-    health = data.get("health") if isinstance(data, dict) else None
-    if status == 200 and health in ("true", True):
-        return True, ""
-    reason = data.get("reason") if isinstance(data, dict) else None
-    return False, f"/health HTTP {status}: health={health}" + (f" ({reason})" if reason else "")
-
-
-def quorum_verdict(members: Sequence[Member], going_down: Sequence[str] = (), ready: Optional[bool] = None,
-                   ready_reason: str = "", require_ready: bool = True) -> QuorumVerdict:
-    """Decide by the rule of the module docstring. ``going_down`` are member names.
-
-    A name that is not a member is refused rather than ignored: a typo must not turn
-    "can m2 go down?" into "is etcd healthy?".
-    """
-    names = {m.name for m in members if m.name}
-    unknown = [n for n in going_down if n not in names]
-    if unknown:
-        raise InvalidInput("going_down", unknown,
-                           f"not etcd member name(s); the members are {', '.join(sorted(names)) or 'none'}")
-    leaving = tuple(dict.fromkeys(going_down))  # keep order, drop repeats
-    voters = [m for m in members if not m.learner]
-    if not voters:
-        raise EtcdError("etcd lists no voting members (only learners)")
-    n = len(voters)
-    healthy_now = [m for m in voters if m.healthy]
-    healthy_leaving = [m for m in healthy_now if m.name in leaving]
-    quorum_kept, arithmetic = quorum_after(n, len(healthy_now), len(healthy_leaving), leaving)
-    healthy_after = len(healthy_now) - len(healthy_leaving)
-    q = quorum_size(n)
-
-    parts = [arithmetic]
-    others_down = [m for m in voters if not m.healthy and m.name not in leaving]
-    if others_down:
-        parts.append("unhealthy: " + ", ".join(f"{m.label} ({m.reason or 'unhealthy'})" for m in others_down))
-    learners = [m.label for m in members if m.learner]
-    if learners:
-        parts.append(f"learners not counted: {', '.join(learners)}")
-    if ready is False:
-        parts.append(f"etcd is not ready: {ready_reason or 'no quorum read succeeded'}")
-    safe = quorum_kept and (ready is not False or not require_ready)
-    if not quorum_kept:
-        lost = f"{', '.join(leaving)} going down" if leaving else "now"
-        parts.insert(0, f"etcd would lose quorum ({lost})")
-    return QuorumVerdict(
-        members=tuple(members), going_down=leaving, voters=n, quorum=q, healthy=len(healthy_now),
-        healthy_after=healthy_after, tolerates=healthy_after - q, ready=ready, safe=safe,
-        message="; ".join(parts),
-    )
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-# --- talking to etcd -------------------------------------------------------------------------
 
 class _Answer:
     """An HTTP answer, whatever its status (urllib raises for >= 400; we want to read those)."""
@@ -289,7 +141,7 @@ class EtcdClient:
             if isinstance(reason, (socket.timeout, TimeoutError)):
                 raise EtcdError(f"{url}: no answer within {self.timeout:g} s") from None
             raise EtcdError(f"{url}: {reason}") from None
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             raise EtcdError(f"{url}: no answer within {self.timeout:g} s") from None
         except (OSError, ssl.SSLError) as exc:
             raise EtcdError(f"{url}: {exc}") from None
@@ -308,7 +160,7 @@ class EtcdClient:
             data = answer.json()
             if answer.status == 200 and isinstance(data, dict) and "members" in data:
                 return parse_members(data)
-            errors.append(f"{endpoint}: member list HTTP {answer.status}: {_short(data or answer.body.decode('utf-8', 'replace'))}")
+            errors.append(f"{endpoint}: member list HTTP {answer.status}: {shorten(data or answer.body.decode('utf-8', 'replace'))}")
         raise EtcdError("no etcd endpoint gave the member list: " + "; ".join(errors),
                         endpoints=self.endpoints)
 
@@ -351,7 +203,7 @@ class EtcdClient:
                     return True, ""
                 if isinstance(data, dict) and data.get("code") == _GRPC_PERMISSION_DENIED:
                     return True, ""
-                errors.append(f"{member.label}: read HTTP {answer.status}: {_short(data or '')}")
+                errors.append(f"{member.label}: read HTTP {answer.status}: {shorten(data or '')}")
         return False, "; ".join(errors) or "no healthy voting member to read from"
 
     def check(self, going_down: Sequence[str] = (), require_ready: bool = True) -> QuorumVerdict:

@@ -1,41 +1,59 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """The joined view of a CKS cluster: each node is a CloudStack VM plus its Kubernetes node.
 
 ``build_view`` is a pure function from the raw API dicts (CloudStack list responses and
 Kubernetes Node objects in API JSON form), so every decision made on a view can be tested
-without a cloud. ``ClusterLoader`` fetches those dicts with a fixed number of list calls,
+without a cloud. ``_model.loader.ClusterLoader`` fetches those dicts with a fixed number of list calls,
 whatever the size of the cluster: reading node settings per VM would not scale and would
 hammer the management server.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Optional, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 
 CONTROL = "control"
+
+
 WORKER = "worker"
+
+
 ETCD = "etcd"
+
+
 #: Rollout order: external etcd first, then the control plane, then the workers.
 NODE_TYPES: tuple[str, ...] = (ETCD, CONTROL, WORKER)
 
+
 ROLLOUT_ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
+
+
 #: Set (value: the time) right before the cycle sends stopVirtualMachine; removed with the boot-ID
 #: one. Release tells by it a node that never went down from one whose Ready may be stale.
 STOP_ANNOTATION = "cloudstack.apache.org/rollout-stop-sent"
+
+
 DEDICATION = "ExplicitDedication"
+
 
 #: Taints the node-lifecycle controller puts on a node it has lost: with them a Ready=True is not Ready.
 UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
+
+
 # CKS names control VMs <prefix>-control-<hex>; clusters from before 4.16 used -master.
 _CONTROL_NAME = re.compile(r"-(control|master)(-[0-9a-f]+)?$")
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+
+
+UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+
+
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
@@ -204,10 +222,6 @@ class ClusterView:
                 if g.id == group_id:
                     return g
         return None
-
-
-# ---------------------------------------------------------------------------------------------
-# build_view: raw dicts -> ClusterView
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -418,116 +432,6 @@ def build_view(
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# ClusterLoader: a bounded number of list calls
-
-
-class CloudLister(Protocol):
-    def list(self, command: str, **params: Any) -> list[dict]:
-        """A paged list call returning all items."""
-
-
-class NodeLister(Protocol):
-    def list_nodes(self) -> list[dict]:
-        """All Kubernetes Node objects as API JSON dicts."""
-
-
-class ClusterLoader:
-    """Fetches a ClusterView with at most ``MAX_CLOUD_CALLS`` list calls and one node list.
-
-    listVirtualMachines is asked by ``ids`` in chunks of ``VM_IDS_PER_CALL`` (long GET query
-    strings are refused by proxies and servers); a cluster too large for ``MAX_VM_ID_CALLS``
-    chunks lists the owner's VMs instead and keeps the cluster's. ROOT volumes are listed for
-    the owner in one call and matched client-side: asking per VM would not scale.
-    """
-
-    VM_IDS_PER_CALL = 100
-    MAX_VM_ID_CALLS = 4
-    MAX_CLOUD_CALLS = 10  # 2 to resolve + 4 VM chunks + volumes, offerings, disks, groups
-
-    def __init__(self, cloud: CloudLister, kube: Optional[NodeLister] = None) -> None:
-        self.cloud = cloud
-        self.kube = kube
-
-    def find(self, cluster: str, project_id: Optional[str] = None) -> dict:
-        """The listKubernetesClusters entry named by id or by exact name."""
-        scope = {"projectid": project_id} if project_id else {}
-        if _UUID.match(cluster):
-            by_id = self._by_id(cluster, scope)
-            if by_id is not None:
-                return by_id
-        found = self.cloud.list("listKubernetesClusters", name=cluster, listall=True, **scope)
-        found = [c for c in found if c.get("name") == cluster]
-        if len(found) > 1:
-            matches = ", ".join(f"{c.get('id')} (account {c.get('account', '?')})" for c in found)
-            raise InvalidInput("cluster", cluster,
-                               f"{len(found)} CKS clusters have this name: {matches}; give the id")
-        if not found:
-            where = f" in project {project_id}" if project_id else ""
-            raise InvalidInput("cluster", cluster,
-                               f"no CKS cluster with this id or name is visible to this account{where}")
-        return found[0]
-
-    def find_by_id(self, cluster_id: str, project_id: Optional[str] = None) -> dict:
-        scope = {"projectid": project_id} if project_id else {}
-        found = self._by_id(cluster_id, scope)
-        if found is None:
-            raise InvalidInput("cluster", cluster_id, "no CKS cluster with this id is visible to this account")
-        return found
-
-    def _by_id(self, cluster_id: str, scope: Mapping[str, Any]) -> Optional[dict]:
-        found = self.cloud.list("listKubernetesClusters", id=cluster_id, listall=True, **scope)
-        found = [c for c in found if str(c.get("id")) == cluster_id]
-        return found[0] if found else None
-
-    def load(self, cluster: str, project_id: Optional[str] = None,
-             detail_for: Optional[Iterable[str]] = None) -> ClusterView:
-        """The view of the cluster named by id or exact name (see ``load_cluster`` for ``detail_for``)."""
-        return self.load_cluster(self.find(cluster, project_id), detail_for)
-
-    def refresh(self, view: ClusterView) -> ClusterView:
-        """The same cluster read again (by its id)."""
-        return self.load_cluster(self.find_by_id(view.id, view.project_id))
-
-    def load_cluster(self, cluster: Mapping[str, Any], detail_for: Optional[Iterable[str]] = None) -> ClusterView:
-        """The view of an already resolved listKubernetesClusters entry.
-
-        ``detail_for``: node names whose VMs alone are read with listVirtualMachines (a batch);
-        the other nodes keep what the cluster's embedded VM entries say (state, type, name), which
-        is all a batch needs of them, so its reads do not grow with the cluster. Their offering,
-        groups and capacity are then unknown (None, empty, 0): plan and count from a full view.
-        """
-        owner = self._owner_scope(cluster)
-        wanted = {n.lower() for n in detail_for} if detail_for is not None else None
-        vm_ids = [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")
-                  and (wanted is None or str(vm.get("name", "")).lower() in wanted)]
-        vms = self._vms(vm_ids, owner)
-        volumes = self.cloud.list("listVolumes", type="ROOT", listall=True, **owner)
-        offerings = self.cloud.list("listServiceOfferings")
-        disk_offerings = self.cloud.list("listDiskOfferings")
-        group_scope = {"projectid": owner["projectid"]} if "projectid" in owner else {}
-        groups = self.cloud.list("listAffinityGroups", listall=True, **group_scope)
-        k8s_nodes = self.kube.list_nodes() if self.kube is not None else []
-        return build_view(cluster, vms, volumes, offerings, disk_offerings, groups, k8s_nodes)
-
-    @staticmethod
-    def _owner_scope(cluster: Mapping[str, Any]) -> dict[str, Any]:
-        if cluster.get("projectid"):
-            return {"projectid": cluster["projectid"]}
-        if cluster.get("account") and cluster.get("domainid"):
-            return {"account": cluster["account"], "domainid": cluster["domainid"]}
-        return {}
-
-    def _vms(self, vm_ids: list[str], owner: Mapping[str, Any]) -> list[dict]:
-        if not vm_ids:
-            return []
-        chunks = math.ceil(len(vm_ids) / self.VM_IDS_PER_CALL)
-        if chunks > self.MAX_VM_ID_CALLS:
-            wanted = set(vm_ids)
-            return [vm for vm in self.cloud.list("listVirtualMachines", listall=True, **owner)
-                    if str(vm.get("id")) in wanted]
-        vms: list[dict] = []
-        for start in range(0, len(vm_ids), self.VM_IDS_PER_CALL):
-            chunk = vm_ids[start:start + self.VM_IDS_PER_CALL]
-            vms.extend(self.cloud.list("listVirtualMachines", ids=",".join(chunk), listall=True, **owner))
-        return vms
+def node_names(nodes: Iterable[Node]) -> str:
+    """The nodes' names for a message: ``a, b, c``."""
+    return ", ".join(n.name for n in nodes)

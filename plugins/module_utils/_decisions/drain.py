@@ -1,30 +1,30 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""Drain one Kubernetes node the way ``kubectl drain`` does, through the Eviction API.
 
-The pod filters follow kubectl's chain in its order (skip-deleted, DaemonSet, mirror, local
-storage, unreplicated): any pod that blocks the drain aborts it before a single eviction is
-sent. Selected pods are evicted concurrently; a 429 (a PodDisruptionBudget that does not allow
-the eviction yet) is retried after an interval until the deadline, a 500 (more than one PDB)
-fails at once, and an accepted eviction only counts once the pod is gone by UID.
-"""
+"""Which pods a drain evicts, skips or refuses, and which PodDisruptionBudgets block it."""
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError, StepFailed
-
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
 FINISHED_PHASES = ("Succeeded", "Failed")
+
 
 # Blocking reasons, worded for this collection's options rather than kubectl's flags.
 REASON_DAEMONSET = "DaemonSet-managed pods (DaemonSet pods are never evicted)"
+
+
 REASON_ORPHANED_DAEMONSET = "pods of a DaemonSet that no longer exists (use force=true to delete them)"
+
+
 REASON_LOCAL_STORAGE = "pods with local storage (use delete_emptydir_data=true to override)"
+
+
 REASON_UNMANAGED = "pods that declare no controller (use force=true to override)"
 
 
@@ -64,18 +64,8 @@ class DrainReport:
     started: float = 0.0
     ended: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "evicted": list(self.evicted),
-            "skipped": [dict(s) for s in self.skipped],
-            "warnings": list(self.warnings),
-            "started": self.started,
-            "ended": self.ended,
-        }
 
-
-def _get(obj: Optional[dict[str, Any]], *names: str) -> Any:
+def field_of(obj: Optional[dict[str, Any]], *names: str) -> Any:
     """A field of a Kubernetes object dict, by its JSON (camelCase) or Python (snake) name."""
     if not obj:
         return None
@@ -86,31 +76,31 @@ def _get(obj: Optional[dict[str, Any]], *names: str) -> Any:
 
 
 def pod_key(pod: dict[str, Any]) -> str:
-    meta = _get(pod, "metadata") or {}
+    meta = field_of(pod, "metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 def pod_uid(pod: Optional[dict[str, Any]]) -> Optional[str]:
-    return (_get(pod, "metadata") or {}).get("uid")
+    return (field_of(pod, "metadata") or {}).get("uid")
 
 
 def controller_of(pod: dict[str, Any]) -> Optional[dict[str, Any]]:
     """The ownerReference with controller=true; an owner without it does not count (as kubectl)."""
-    meta = _get(pod, "metadata") or {}
-    for ref in _get(meta, "ownerReferences", "owner_references") or []:
+    meta = field_of(pod, "metadata") or {}
+    for ref in field_of(meta, "ownerReferences", "owner_references") or []:
         if ref.get("controller") is True:
             return ref
     return None
 
 
 def is_finished(pod: dict[str, Any]) -> bool:
-    return (_get(pod, "status") or {}).get("phase") in FINISHED_PHASES
+    return (field_of(pod, "status") or {}).get("phase") in FINISHED_PHASES
 
 
 def has_local_storage(pod: dict[str, Any]) -> bool:
     # Only emptyDir counts: hostPath and PVCs survive the pod's move.
-    for volume in (_get(pod, "spec") or {}).get("volumes") or []:
-        if _get(volume, "emptyDir", "empty_dir") is not None:
+    for volume in (field_of(pod, "spec") or {}).get("volumes") or []:
+        if field_of(volume, "emptyDir", "empty_dir") is not None:
             return True
     return False
 
@@ -118,7 +108,7 @@ def has_local_storage(pod: dict[str, Any]) -> bool:
 def _deleted_long_ago(pod: dict[str, Any], timeout: int, now: float) -> bool:
     if timeout <= 0:
         return False
-    stamp = _get(_get(pod, "metadata"), "deletionTimestamp", "deletion_timestamp")
+    stamp = field_of(field_of(pod, "metadata"), "deletionTimestamp", "deletion_timestamp")
     if not stamp:
         return False
     return now - _parse_time(stamp) > timeout
@@ -145,7 +135,7 @@ def classify_pod(
 ) -> PodVerdict:
     """kubectl's filter chain for one pod; stops at the first filter that says "do not delete"."""
     now = time.time() if now is None else now
-    meta = _get(pod, "metadata") or {}
+    meta = field_of(pod, "metadata") or {}
     warnings: list[str] = []
 
     if _deleted_long_ago(pod, options.skip_wait_for_delete_timeout, now):
@@ -182,10 +172,10 @@ def selector_matches(selector: Optional[dict[str, Any]], labels: dict[str, str])
     """A LabelSelector against a pod's labels. An empty selector matches every pod (policy/v1)."""
     if selector is None:
         return False
-    for key, value in (_get(selector, "matchLabels", "match_labels") or {}).items():
+    for key, value in (field_of(selector, "matchLabels", "match_labels") or {}).items():
         if labels.get(key) != value:
             return False
-    for expr in _get(selector, "matchExpressions", "match_expressions") or []:
+    for expr in field_of(selector, "matchExpressions", "match_expressions") or []:
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
         if op == "In" and labels.get(key) not in values:
             return False
@@ -200,27 +190,24 @@ def selector_matches(selector: Optional[dict[str, Any]], labels: dict[str, str])
 
 def pdbs_for_pod(pod: dict[str, Any], pdbs: list[dict[str, Any]]) -> list[str]:
     """Names (namespace/name) of the PDBs that select this pod."""
-    meta = _get(pod, "metadata") or {}
+    meta = field_of(pod, "metadata") or {}
     labels = meta.get("labels") or {}
     found = []
     for pdb in pdbs:
-        pmeta = _get(pdb, "metadata") or {}
+        pmeta = field_of(pdb, "metadata") or {}
         if pmeta.get("namespace") != meta.get("namespace"):
             continue
-        if selector_matches((_get(pdb, "spec") or {}).get("selector"), labels):
+        if selector_matches((field_of(pdb, "spec") or {}).get("selector"), labels):
             found.append(f"{pmeta.get('namespace')}/{pmeta.get('name')}")
     return found
 
-
-# ---------------------------------------------------------------------------------------------
-# What would block a drain, from one read of the pods and PDBs (the dry run's drain check)
 
 # The Eviction API deletes these without looking at any PodDisruptionBudget.
 _BUDGET_FREE_PHASES = ("Pending", "Succeeded", "Failed")
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
-    for condition in (_get(pod, "status") or {}).get("conditions") or []:
+    for condition in (field_of(pod, "status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
@@ -228,13 +215,13 @@ def is_ready(pod: dict[str, Any]) -> bool:
 
 def _budget_checked(pod: dict[str, Any]) -> bool:
     """Whether an eviction of this pod is judged by its PodDisruptionBudget at all."""
-    if (_get(pod, "status") or {}).get("phase") in _BUDGET_FREE_PHASES:
+    if (field_of(pod, "status") or {}).get("phase") in _BUDGET_FREE_PHASES:
         return False
-    return not _get(_get(pod, "metadata"), "deletionTimestamp", "deletion_timestamp")
+    return not field_of(field_of(pod, "metadata"), "deletionTimestamp", "deletion_timestamp")
 
 
 def _status_int(status: dict[str, Any], *names: str) -> Optional[int]:
-    value = _get(status, *names)
+    value = field_of(status, *names)
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -245,10 +232,10 @@ def budget_refuses(pdb: dict[str, Any], pod: dict[str, Any]) -> bool:
     A running pod that is not Ready is let go while the budget is met (``IfHealthyBudget``, the
     default) or always (``AlwaysAllow``); any other pod needs ``disruptionsAllowed`` of 1 or more.
     """
-    status = _get(pdb, "status") or {}
+    status = field_of(pdb, "status") or {}
     allowed = _status_int(status, "disruptionsAllowed", "disruptions_allowed") or 0
     if not is_ready(pod):
-        policy = _get(_get(pdb, "spec"), "unhealthyPodEvictionPolicy", "unhealthy_pod_eviction_policy")
+        policy = field_of(field_of(pdb, "spec"), "unhealthyPodEvictionPolicy", "unhealthy_pod_eviction_policy")
         if policy == "AlwaysAllow":
             return False
         current = _status_int(status, "currentHealthy", "current_healthy")
@@ -337,7 +324,7 @@ def drain_blockers(
     stopping: dict[str, list[str]] = {}
     refused: dict[str, list[str]] = {}
     several: list[tuple[str, tuple[str, ...]]] = []
-    by_key = {f"{(_get(p, 'metadata') or {}).get('namespace')}/{(_get(p, 'metadata') or {}).get('name')}": p
+    by_key = {f"{(field_of(p, 'metadata') or {}).get('namespace')}/{(field_of(p, 'metadata') or {}).get('name')}": p
               for p in pdbs}
     for pod in sorted(pods, key=pod_key):
         verdict = classify_pod(pod, options, daemonset_exists, now=now)
@@ -353,173 +340,10 @@ def drain_blockers(
             refused.setdefault(covering[0], []).append(pod_key(pod))
     budgets = []
     for key in sorted(refused):
-        status = _get(by_key[key], "status") or {}
+        status = field_of(by_key[key], "status") or {}
         budgets.append(BudgetBlock(
             pdb=key, disruptions_allowed=_status_int(status, "disruptionsAllowed", "disruptions_allowed") or 0,
             current_healthy=_status_int(status, "currentHealthy", "current_healthy"),
             desired_healthy=_status_int(status, "desiredHealthy", "desired_healthy"), pods=tuple(refused[key])))
     return NodeDrainBlockers(node=node, budgets=tuple(budgets), multiple_budgets=tuple(several),
                              stopping=tuple((reason, tuple(keys)) for reason, keys in stopping.items()))
-
-
-def _eviction_kind(result: Any) -> str:
-    """kube.evict's EvictionResult.outcome as evicted | blocked | multiple_pdbs | gone | failed."""
-    outcome = str(getattr(result, "outcome", "failed"))
-    return outcome if outcome in ("evicted", "blocked", "multiple_pdbs", "gone") else "failed"
-
-
-@dataclass
-class _PodState:
-    pod: dict[str, Any]
-    key: str
-    uid: Optional[str]
-    outcome: str = "pending"  # pending | gone | failed
-    last_answer: str = ""
-    blocked_by: str = ""
-    error: str = ""
-
-
-class Drainer:
-    """Evicts the pods of one node. ``kube`` is the collection's KubeClient (dict answers)."""
-
-    def __init__(self, kube: Any, options: Optional[DrainOptions] = None) -> None:
-        self.kube = kube
-        self.options = options or DrainOptions()
-
-    # -- selection ---------------------------------------------------------------------------
-
-    def _daemonset_exists(self, namespace: str, name: str) -> bool:
-        return self.kube.read_daemonset(namespace, name) is not None  # None: gone (404)
-
-    def select(self, node: str, pods: list[dict[str, Any]], report: DrainReport) -> list[dict[str, Any]]:
-        """The pods to evict; raises StepFailed listing every blocking pod by reason."""
-        blocked: dict[str, list[str]] = {}
-        chosen = []
-        now = time.time()
-        for pod in pods:
-            verdict = classify_pod(pod, self.options, self._daemonset_exists, now=now)
-            if verdict.action == "block":
-                blocked.setdefault(verdict.reason, []).append(pod_key(pod))
-            elif verdict.action == "skip":
-                report.skipped.append({"pod": pod_key(pod), "why": verdict.reason})
-            else:
-                if verdict.warning:
-                    report.warnings.append(verdict.warning)
-                chosen.append(pod)
-        if blocked:
-            text = "; ".join(f"{reason}: {', '.join(sorted(keys))}" for reason, keys in blocked.items())
-            raise StepFailed(node, "drain", f"cannot drain, nothing was evicted: {text}",
-                             blocking_pods={reason: sorted(keys) for reason, keys in blocked.items()})
-        return chosen
-
-    # -- eviction ----------------------------------------------------------------------------
-
-    def _gone(self, state: _PodState, node_down: bool = False) -> bool:
-        meta = _get(state.pod, "metadata") or {}
-        current = self.kube.read_pod(meta.get("namespace"), meta.get("name"))
-        # A StatefulSet brings the pod back under the same name: only a new UID proves it left.
-        if current is None or pod_uid(current) != state.uid:
-            return True
-        # No kubelet runs on a stopped VM to finish the deletion; once the pod is marked for
-        # deletion its controller has already replaced it (as Cluster API does for such nodes).
-        return node_down and bool(_get(_get(current, "metadata"), "deletionTimestamp", "deletion_timestamp"))
-
-    def _evict_one(self, state: _PodState, deadline: Any, stop: threading.Event, node_down: bool) -> None:
-        meta = _get(state.pod, "metadata") or {}
-        namespace, name = meta.get("namespace"), meta.get("name")
-        try:
-            while not stop.is_set():
-                result = self.kube.evict(namespace, name, self.options.grace_period)
-                kind = _eviction_kind(result)
-                message = str(getattr(result, "message", "") or "")
-                if kind == "gone":
-                    state.outcome = "gone"
-                    return
-                if kind == "evicted":
-                    state.last_answer = "eviction accepted, the pod is still terminating"
-                    break
-                state.last_answer = message or f"HTTP {getattr(result, 'status', '?')}"
-                if kind == "blocked":
-                    state.blocked_by = getattr(result, "pdb", None) or _pdb_from_message(message) or state.blocked_by
-                    if deadline.remaining() <= 0:
-                        state.outcome, state.error = "failed", f"eviction still refused at the deadline: {message}"
-                        return
-                    if stop.wait(min(self.options.eviction_retry_interval, max(0.0, deadline.remaining()))):
-                        return
-                    if self._gone(state):
-                        state.outcome = "gone"
-                        return
-                    continue
-                # 500 (several PDBs select the pod) and anything else: retrying will not help.
-                state.outcome, state.error = "failed", state.last_answer
-                stop.set()
-                return
-            while not stop.is_set():
-                if self._gone(state, node_down):
-                    state.outcome = "gone"
-                    return
-                if deadline.remaining() <= 0:
-                    state.outcome, state.error = "failed", "evicted but still terminating at the deadline"
-                    return
-                stop.wait(min(self.options.poll_interval, max(0.0, deadline.remaining())))
-        except CksError as exc:
-            state.outcome, state.error = "failed", exc.msg
-            stop.set()
-        except Exception as exc:  # a thread must always report back, whatever broke
-            state.outcome, state.error = "failed", f"{type(exc).__name__}: {exc}"
-            stop.set()
-
-    def drain(self, node: str, deadline: Any, node_down: bool = False) -> DrainReport:
-        """Evict the node's pods; ``node_down``: its VM is not running (no kubelet to finish deletions)."""
-        report = DrainReport(node=node, started=time.time())
-        pods = self.kube.list_pods(node)
-        chosen = self.select(node, pods, report)
-        states = [_PodState(pod=p, key=pod_key(p), uid=pod_uid(p)) for p in chosen]
-        stop = threading.Event()
-        threads = [
-            threading.Thread(target=self._evict_one, args=(s, deadline, stop, node_down), name=f"evict-{s.key}",
-                             daemon=True)
-            for s in states
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        report.ended = time.time()
-        report.evicted = [s.key for s in states if s.outcome == "gone"]
-        left = [s for s in states if s.outcome != "gone"]
-        if left:
-            raise self._failure(node, left, report)
-        return report
-
-    def _failure(self, node: str, left: list[_PodState], report: DrainReport) -> StepFailed:
-        pdbs: list[dict[str, Any]] = []
-        if any(not s.blocked_by for s in left):
-            try:
-                pdbs = self.kube.list_pdbs()
-            except CksError:
-                pdbs = []
-        pending = []
-        parts = []
-        for state in sorted(left, key=lambda s: s.key):
-            namespace = (_get(state.pod, "metadata") or {}).get("namespace")
-            blockers = []
-            if state.blocked_by:
-                blockers = [state.blocked_by if "/" in state.blocked_by else f"{namespace}/{state.blocked_by}"]
-            else:
-                blockers = pdbs_for_pod(state.pod, pdbs)
-            pending.append({"pod": state.key, "pdb": blockers, "answer": state.error or state.last_answer})
-            by = f" (PodDisruptionBudget {', '.join(blockers)})" if blockers else ""
-            parts.append(f"{state.key}{by}: {state.error or state.last_answer or 'not evicted'}")
-        return StepFailed(node, "drain", f"pods still on the node: {'; '.join(parts)}",
-                          pods_left=pending, evicted=report.evicted)
-
-
-def _pdb_from_message(message: str) -> str:
-    """The PDB name from a 429 cause: "The disruption budget <pdb> needs N healthy pods ..."."""
-    marker = "disruption budget "
-    index = message.find(marker)
-    if index < 0:
-        return ""
-    rest = message[index + len(marker):].split()
-    return rest[0] if rest else ""

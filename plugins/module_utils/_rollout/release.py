@@ -1,12 +1,13 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """``release``: how every rollout ends, whatever stopped it. Idempotent: run it twice, same end.
 
 1. Uncordon the annotated nodes that are back (Ready with a boot ID other than the annotated
    one) and remove their annotation; also those that never went down (annotated and cordoned,
    but no stop was ever sent: a drain that failed). Every other annotated node stays cordoned,
    with the reason. A node without our annotation is never uncordoned: someone else cordoned it.
-   The rollout's marks (``node_marks``) come off too: the pending taint from every node that
+   The rollout's marks (``_decisions.marks``) come off too: the pending taint from every node that
    carries it, whatever this run's options (a killed run's leftovers); our load-balancer
    exclusion from the nodes uncordoned and any other node in service, in the same write.
 2. Recount the cluster's CPU cores and memory from the VMs' actual offerings (CloudStack's own
@@ -22,37 +23,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from ansible_collections.cloudstack.cks.plugins.module_utils import node_marks
-from ansible_collections.cloudstack.cks.plugins.module_utils import plan as planning
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import STOP_ANNOTATION, ClusterView, Node
-
-
-def never_went_down(node: Node) -> bool:
-    """Annotated, no stop ever sent, and still up with the boot ID it was annotated with.
-
-    Without the stop mark a Ready with the annotated boot ID is not stale: the VM was never
-    stopped by a rollout, so this node can simply go back into service.
-    """
-    return (node.annotated and STOP_ANNOTATION not in node.annotations and node.running and node.ready
-            and node.boot_id is not None and node.boot_id == node.rollout_boot_id)
-
-
-def release_plan(view: ClusterView) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(node, why) to uncordon and (node, why) to leave cordoned. Pure."""
-    back, leave = planning.release_decisions(view)
-    uncordon = [(name, "Ready with a new boot ID") for name in back]
-    kept: list[tuple[str, str]] = []
-    for name, why in leave:
-        node = view.node(name)
-        if never_went_down(node):
-            uncordon.append((name, "never went down (no stop was sent): back into service"))
-        elif (STOP_ANNOTATION in node.annotations and node.running and node.ready
-              and node.boot_id == node.rollout_boot_id):
-            kept.append((name, "stopped by the rollout but still reports the boot ID from before the stop "
-                               "(a stale Ready): not proven back"))
-        else:
-            kept.append((name, why))
-    return uncordon, kept
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import capacity, health_problems, outcome, release_plan
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
 
 
 @dataclass
@@ -113,8 +89,9 @@ def compose_last_error(last_error: Optional[str], skipped: Optional[Sequence[str
 class Release:
     """``Release(cloud, kube, loader, cluster, record_store, lock).run(last_error, skipped)``."""
 
-    def __init__(self, cloud: Any, kube: Any, loader: Any, cluster: str, record_store: Any = None,
-                 lock: Any = None, project_id: Optional[str] = None, check_mode: bool = False) -> None:
+    def __init__(self, cloud: CloudStackApi, kube: KubernetesApi, loader: ClusterLoader, cluster: str,
+                 record_store: Optional[RecordStore] = None, lock: Optional[RolloutLock] = None,
+                 project_id: Optional[str] = None, check_mode: bool = False) -> None:
         self.cloud = cloud
         self.kube = kube
         self.loader = loader
@@ -129,9 +106,9 @@ class Release:
         result = ReleaseResult(started=time.time())
         view = self.loader.load(self.cluster, self.project_id)
         uncordon, leave = release_plan(view)
-        marks, kept = node_marks.release_marks(view, [name for name, _why in uncordon])
+        marks, kept = release_marks(view, [name for name, _why in uncordon])
         for name, why in uncordon:
-            self._put_back(name, marks.pop(name, node_marks.Marks()), True, result)
+            self._put_back(name, marks.pop(name, Marks()), True, result)
             result.uncordoned.append({"node": name, "why": why})
             result.changed = True
         for name, taken in sorted(marks.items()):
@@ -141,11 +118,11 @@ class Release:
         result.left_cordoned = [{"node": name, "why": why} for name, why in leave]
         result.cordoned_by_others = [n.name for n in view.nodes if n.cordoned_by_others]
 
-        result.cores, result.memory_mb = planning.capacity(view)
+        result.cores, result.memory_mb = capacity(view)
         result.cloudstack_cores, result.cloudstack_memory_mb = view.recorded_cores, view.recorded_memory_mb
-        result.problems = planning.health_problems(view) + [
+        result.problems = health_problems(view) + [
             f"{name}: left cordoned ({why})" for name, why in leave]
-        result.outcome = "Alert" if result.problems else planning.outcome(view)
+        result.outcome = "Alert" if result.problems else outcome(view)
         result.last_error = compose_last_error(last_error, skipped, leave)
 
         if not self.check_mode:
@@ -157,10 +134,10 @@ class Release:
         result.ended = time.time()
         return result
 
-    def _put_back(self, name: str, marks: node_marks.Marks, uncordon: bool, result: ReleaseResult) -> None:
+    def _put_back(self, name: str, marks: Marks, uncordon: bool, result: ReleaseResult) -> None:
         """One write per node: uncordon (if ``uncordon``) and take ``marks`` off."""
         if not self.check_mode:
-            node_marks.put_back(self.kube, name, marks, uncordon)
+            put_back(self.kube, name, marks, uncordon)
         if marks.pending_taint:
             result.pending_taint_removed.append(name)
         if marks.lb_exclusion:
@@ -169,6 +146,8 @@ class Release:
     def _record(self, result: ReleaseResult) -> bool:
         """Store the outcome and the last error (cleared when None). True if the record changed."""
         store = self.record_store
+        if store is None:
+            return False
         current = store.read()
         if current is not None and current.outcome == result.outcome and current.last_error == result.last_error:
             return False
@@ -182,17 +161,4 @@ class Release:
 
     def _release_lock(self) -> bool:
         """Give the lock back if we hold it; False when it was not ours or already free."""
-        return bool(self.lock.release())
-
-
-def node_release(params: dict[str, Any], cloud: Any, kube: Any, check_mode: bool = False) -> dict[str, Any]:
-    """``release`` as the module's parameters say (mode=release)."""
-    from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import ClusterLoader
-    from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import held_lock
-    from ansible_collections.cloudstack.cks.plugins.module_utils.record import RecordStore
-
-    release = Release(cloud, kube, ClusterLoader(cloud, kube), str(params["cluster"]), RecordStore(kube),
-                      held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"),
-                      check_mode=check_mode)
-    result = release.run(last_error=params.get("last_error"), skipped=params.get("skipped"))
-    return {"release": result.to_dict(), "changed": result.changed}
+        return self.lock is not None and bool(self.lock.release())

@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """Deadlines and bounded waits.
 
 Every wait of the collection (an async job, a node turning Ready, a pod going away, etcd
@@ -13,9 +14,10 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import DeadlineExceeded
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import DeadlineExceeded
 
 T = TypeVar("T")
+
 
 # Polling every half second keeps the time to notice a change under a second without
 # loading the APIs; no jitter, so waits are reproducible in tests and benchmarks.
@@ -43,7 +45,7 @@ class Deadline:
     def expired(self) -> bool:
         return self._clock() >= self._end
 
-    def sub(self, seconds: float) -> "Deadline":
+    def sub(self, seconds: float) -> Deadline:
         """A deadline for one step: ``seconds`` from now, but never later than this one."""
         return Deadline(min(float(seconds), self.remaining()), clock=self._clock)
 

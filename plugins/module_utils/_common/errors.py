@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """The typed errors of the collection.
 
 module_utils raise these; each module turns them into ``fail_json`` in one place

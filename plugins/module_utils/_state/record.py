@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """The rollout's state, kept in the cluster next to the nodes it concerns.
 
 - The lock: Lease ``cloudstack-cks-rollout`` in ``kube-system`` (coordination.k8s.io/v1). Taken,
@@ -23,17 +24,43 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError, KubernetesError, LockHeld
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, KubernetesError, LockHeld
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
+
+
+def held_lock(kube: StateApi, holder: Optional[str]) -> Optional[Lock]:
+    """The rollout lock as held by ``holder`` (None: no lock is checked), keeping its duration."""
+    if not holder:
+        return None
+
+    current = Lock(kube, holder_identity=holder).read()
+    duration = current.duration_seconds if current is not None and current.duration_seconds > 0 else None
+    if duration:
+        return Lock(kube, holder_identity=holder, duration_seconds=duration)
+    return Lock(kube, holder_identity=holder)
+
 
 NAMESPACE = "kube-system"
+
+
 RECORD_NAME = "cloudstack-cks-rollout"
+
+
 LOCK_NAME = "cloudstack-cks-rollout"
+
+
 MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
 DEFAULT_LOCK_SECONDS = 600
+
+
 # How far apart the clocks of two controllers may be (see Lock): NTP keeps them well inside this.
 DEFAULT_CLOCK_SKEW_SECONDS = 15
 
+
 _TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:?\d\d)?$")
+
 
 Clock = Callable[[], datetime]
 
@@ -70,7 +97,7 @@ def default_holder_identity() -> str:
 class RecordConflict(CksError):
     """The record changed since it was read; ``current`` is what it is now."""
 
-    def __init__(self, msg: str, current: Optional["Record"] = None) -> None:
+    def __init__(self, msg: str, current: Optional[Record] = None) -> None:
         super().__init__(msg)
         self.current = current
 
@@ -78,8 +105,6 @@ class RecordConflict(CksError):
 class LockLost(CksError):
     """This rollout no longer holds the lock (it expired and another one took it, or it was released)."""
 
-
-# -- the record ---------------------------------------------------------------------------------------
 
 @dataclass
 class Record:
@@ -109,7 +134,7 @@ class Record:
         return data
 
     @classmethod
-    def from_configmap(cls, configmap: dict[str, Any]) -> "Record":
+    def from_configmap(cls, configmap: dict[str, Any]) -> Record:
         data = configmap.get("data") or {}
         try:
             settings = json.loads(data.get("settings") or "{}")
@@ -130,7 +155,7 @@ class Record:
 class RecordStore:
     """Reads and writes the record with compare-and-set on its resourceVersion."""
 
-    def __init__(self, kube: Any, namespace: str = NAMESPACE, name: str = RECORD_NAME,
+    def __init__(self, kube: StateApi, namespace: str = NAMESPACE, name: str = RECORD_NAME,
                  clock: Clock = utcnow) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -187,11 +212,6 @@ class RecordStore:
     def set_cancel(self) -> Record:
         return self.update(lambda record: setattr(record, "cancel", True))
 
-    def clear_cancel(self) -> Record:
-        return self.update(lambda record: setattr(record, "cancel", False))
-
-
-# -- the lock -------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class LockInfo:
@@ -221,7 +241,7 @@ class Lock:
     rollout wins a takeover, whatever the clocks say.
     """
 
-    def __init__(self, kube: Any, holder_identity: Optional[str] = None,
+    def __init__(self, kube: StateApi, holder_identity: Optional[str] = None,
                  duration_seconds: int = DEFAULT_LOCK_SECONDS, namespace: str = NAMESPACE, name: str = LOCK_NAME,
                  clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS, clock: Clock = utcnow) -> None:
         if int(duration_seconds) < 1:

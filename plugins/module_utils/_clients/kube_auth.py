@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 
 TRUE_WORDS = ("1", "true", "yes", "on", "y", "t")
 FALSE_WORDS = ("0", "false", "no", "off", "n", "f")
@@ -67,7 +67,7 @@ class BearerTarget:
     api_key: str = ""
 
     @classmethod
-    def from_params(cls, host: Optional[str], api_key: Optional[str]) -> Optional["BearerTarget"]:
+    def from_params(cls, host: Optional[str], api_key: Optional[str]) -> Optional[BearerTarget]:
         host = (host or "").strip()
         api_key = (api_key or "").strip()
         if not host and not api_key:

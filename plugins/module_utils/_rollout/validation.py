@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """Validation between batches: is the cluster still healthy after a batch, before the next one
 takes more capacity away? (kOps's ``--validate-count`` / ``--validation-timeout``.)
 
@@ -22,13 +23,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import UNHEALTHY_TAINTS
-from ansible_collections.cloudstack.cks.plugins.module_utils.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import KubernetesApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import round_problems
 
 DEFAULT_COUNT = 1
+
+
 DEFAULT_INTERVAL = 10.0
+
+
 DEFAULT_TIMEOUT = 300.0
 
 
@@ -41,55 +47,6 @@ class ValidationOptions:
     @property
     def enabled(self) -> bool:
         return self.count > 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Judging one round (pure)
-
-
-def node_problems(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The Kubernetes nodes that are not Ready, each with what its Ready condition says."""
-    problems = []
-    for node in sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name", ""))):
-        name = (node.get("metadata") or {}).get("name", "?")
-        conditions = (node.get("status") or {}).get("conditions") or []
-        ready = next((c for c in conditions if c.get("type") == "Ready"), {})
-        taints = sorted({str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []}
-                        & UNHEALTHY_TAINTS)
-        if ready.get("status") != "True":
-            reason = f", {ready['reason']}" if ready.get("reason") else ""
-            problems.append(f"node {name} not Ready (Ready={ready.get('status', 'missing')}{reason})")
-        elif taints:
-            problems.append(f"node {name} tainted {', '.join(taints)}")
-    return problems
-
-
-def readyz_problems(status: int, text: str) -> list[str]:
-    """The API server's /readyz: 200 is ready; otherwise the checks it lists as failed."""
-    if status == 200:
-        return []
-    if status == 0:
-        return [f"API server /readyz: {text}"]
-    failed = [line.strip() for line in text.splitlines() if line.strip().startswith("[-]")]
-    detail = "; ".join(failed) or " ".join(text.split())[:200] or "no answer text"
-    return [f"API server /readyz HTTP {status}: {detail}"]
-
-
-def etcd_problems(verdict: Optional[tuple[bool, str]]) -> list[str]:
-    """etcd's verdict with nobody going down: (quorum kept and ready, message); None: not asked."""
-    if verdict is None or verdict[0]:
-        return []
-    return [f"etcd: {verdict[1]}"]
-
-
-def round_problems(nodes: Sequence[Mapping[str, Any]], readyz: tuple[int, str],
-                   etcd: Optional[tuple[bool, str]] = None) -> list[str]:
-    """Everything that fails one round; empty when the cluster validates."""
-    return node_problems(nodes) + readyz_problems(*readyz) + etcd_problems(etcd)
-
-
-# ---------------------------------------------------------------------------------------------
-# Rounds until it validates, or the timeout
 
 
 @dataclass
@@ -175,7 +132,7 @@ class ClusterReader:
     ``kube``: KubeClient; ``etcd_check``: cycle.EtcdCheck (called with nobody going down).
     """
 
-    def __init__(self, kube: Any, etcd_check: Optional[Callable[..., "tuple[bool, str]"]] = None) -> None:
+    def __init__(self, kube: KubernetesApi, etcd_check: Optional[Callable[..., tuple[bool, str]]] = None) -> None:
         self.kube = kube
         self.etcd_check = etcd_check
 

@@ -1,5 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
+
 """What a rollout marks on a node besides its cordon and boot-ID annotation, and how it takes
 the marks off again.
 
@@ -25,24 +26,23 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from ansible_collections.cloudstack.cks.plugins.module_utils.cluster import (
-    ROLLOUT_ANNOTATION,
-    STOP_ANNOTATION,
-    ClusterView,
-    Node,
-)
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, STOP_ANNOTATION, ClusterView, Node
 
 PENDING_TAINT_KEY = "cloudstack.apache.org/rollout-pending"
+
+
 PENDING_TAINT_EFFECT = "PreferNoSchedule"
+
+
 LB_EXCLUSION_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+
 #: Set (value: the time) together with the label when the rollout put the label on.
 LB_EXCLUSION_ANNOTATION = "cloudstack.apache.org/rollout-lb-excluded"
+
+
 #: The value of our label: only its presence counts for the service controller.
 LB_EXCLUSION_VALUE = "true"
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading a Node (API JSON)
 
 
 def taints_of(node: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -94,10 +94,6 @@ def marks_of_view_node(node: Node) -> Marks:
     """Our marks on a node of a ClusterView."""
     return Marks(pending_taint=PENDING_TAINT_KEY in node.taint_keys,
                  lb_exclusion=LB_EXCLUSION_ANNOTATION in node.annotations)
-
-
-# ---------------------------------------------------------------------------------------------
-# Patches
 
 
 def with_pending_taint(taints: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -172,35 +168,6 @@ def return_patch(marks: Marks, uncordon: bool, taints: Sequence[Mapping[str, Any
     return patch
 
 
-def put_back(kube: Any, name: str, marks: Marks, uncordon: bool,
-             node: Optional[Mapping[str, Any]] = None) -> None:
-    """Write ``return_patch`` to the node: uncordon it (if ``uncordon``) and take ``marks`` off.
-
-    With the pending taint the list is written whole, so it is computed from the node as read
-    (``node``, else a fresh read) and sent only onto that version; a mark gone meanwhile is left alone.
-    """
-    if marks.pending_taint:
-        def build(current: Mapping[str, Any]) -> Optional[dict[str, Any]]:
-            now = marks_of(current)
-            wanted = Marks(now.pending_taint, marks.lb_exclusion and now.lb_exclusion)
-            return return_patch(wanted, uncordon, taints_of(current))
-
-        kube.patch_node_checked(name, build, node=node)
-        return
-    patch = return_patch(marks, uncordon)
-    if patch is not None:
-        kube.patch_node(name, patch)
-
-
-def needs_precondition(patch: Mapping[str, Any]) -> bool:
-    """A patch that writes the taint list must only apply to the version it was computed from."""
-    return "taints" in (patch.get("spec") or {})
-
-
-# ---------------------------------------------------------------------------------------------
-# Release: which marks come off which nodes
-
-
 def release_marks(view: ClusterView, uncordoned: Sequence[str]) -> tuple[dict[str, Marks], list[tuple[str, str]]]:
     """(node -> marks to take off, (node, why) load-balancer exclusions kept). Pure.
 
@@ -234,40 +201,3 @@ def release_marks(view: ClusterView, uncordoned: Sequence[str]) -> tuple[dict[st
         if taken.any:
             remove[node.name] = taken
     return remove, kept
-
-
-# ---------------------------------------------------------------------------------------------
-# The service behind cks_node_cycle (mode=taint_pending)
-
-
-def taint_pending(params: dict[str, Any], cloud: Any, kube: Any, check_mode: bool = False) -> dict[str, Any]:
-    """Put the pending taint on the nodes of ``params['nodes']`` (the plan's), once per rollout.
-
-    One list of the nodes, then one write per node that lacks the taint. Nodes that are no
-    Kubernetes node (external etcd VMs) are left out. With ``lock_holder`` the lock must still be
-    held (and is renewed) before anything is written.
-    """
-    from ansible_collections.cloudstack.cks.plugins.module_utils.cycle import held_lock
-
-    del cloud  # the kubeconfig may come from CloudStack; nothing else is asked of it
-    names = list(dict.fromkeys(str(n).lower() for n in params.get("nodes") or []))
-    lock = held_lock(kube, params.get("lock_holder"))
-    if lock is not None and not check_mode:
-        lock.renew()
-    current = {str((n.get("metadata") or {}).get("name", "")).lower(): n for n in kube.list_nodes()}
-    tainted: list[str] = []
-    already: list[str] = []
-    not_nodes: list[str] = []
-    for name in names:
-        node = current.get(name)
-        if node is None:
-            not_nodes.append(name)
-        elif has_pending_taint(node):
-            already.append(name)
-        else:
-            if not check_mode:
-                kube.patch_node_checked(name, pending_taint_patch, node=node)
-            tainted.append(name)
-    return {"pending_taint": {"key": PENDING_TAINT_KEY, "effect": PENDING_TAINT_EFFECT, "tainted": tainted,
-                              "already_tainted": already, "not_kubernetes_nodes": not_nodes},
-            "changed": bool(tainted)}

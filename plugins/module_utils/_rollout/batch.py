@@ -1,0 +1,222 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+"""Restart the nodes of one batch with their type's settings.
+
+Per batch: a preflight (nothing changes unless every other node is up and etcd keeps its
+quorum), then each node of the batch on its own thread: annotate its boot ID, cordon, (exclude
+from load balancers,) drain, (wait for the load balancers,) stop, change (offering, root disk,
+affinity groups), start, verify (Ready with a NEW boot ID, the VM no longer differs, etcd
+healthy), uncordon (taking the rollout's marks off, see ``_decisions.marks``). One deadline covers the
+whole batch. Then, once every node is done, the cluster is validated (``_rollout.validation``) in the same
+module run: a module run per batch is the rollout's main fixed cost, so validation adds none.
+
+With per-node hooks (the role's ``rollout_hook_before_drain`` / ``rollout_hook_after_verify``) a
+batch runs in three phases, each its own module run (``CycleOptions.phase``), so that the operator's
+task files run on each node between them: ``cordon`` (preflight, annotate, cordon, label out of the
+load balancers), ``restart`` (preflight again, drain, stop, change, start, verify) and ``uncordon``
+(re-check each node is back, uncordon, validate). Each later phase finds the node as the earlier
+one left it (the annotation says the node is the rollout's, with its boot ID from before), and the
+batch deadline counts from the batch's start (``batch_started``). Without hooks the batch is one
+run, ``phase=all``: module start-up is the main fixed cost of a batch.
+
+A failure leaves the node as it is: ``release`` judges it afterwards from what the node shows.
+So that release can tell a node that never went down from one whose Ready is stale, the cycle
+marks a node with ``STOP_ANNOTATION`` just before it sends the stop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Optional, Sequence
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, release_plan
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import seconds_left
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.states import ROLLOUT_STATES
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, ClusterView, Node
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_cycle import NodeCycle
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import BatchResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ClusterReader, validate
+
+
+class BatchCycle:
+    """One batch: ``run()`` returns a BatchResult (``raise_for_failure`` turns a failure into an error).
+
+    ``cloud``: CloudStackClient; ``kube``: KubeClient; ``loader``: ClusterLoader; ``cluster``: the
+    cluster's id or name; ``settings``: plan.Settings; ``etcd_check``: see ``EtcdCheck``, needed
+    for control nodes with stacked etcd and for etcd nodes; ``lock``: anything with ``renew()``
+    raising LockHeld when the rollout no longer holds the lock.
+    """
+
+    def __init__(self, cloud: CloudStackApi, kube: KubernetesApi, loader: ClusterLoader, cluster: str, settings: Settings,
+                 nodes: Sequence[str], options: Optional[CycleOptions] = None,
+                 etcd_check: Optional[EtcdCheck] = None, lock: Optional[RolloutLock] = None,
+                 project_id: Optional[str] = None) -> None:
+        self.cloud = cloud
+        self.kube = kube
+        self.loader = loader
+        self.cluster = cluster
+        self.settings = settings
+        self.names = [n.lower() for n in nodes]
+        self.options = options or CycleOptions()
+        self.etcd_check = etcd_check
+        self.lock = lock
+        self.project_id = project_id
+
+    def run(self) -> BatchResult:
+        phase = self.options.phase
+        result = BatchResult(nodes=list(self.names), check_mode=self.options.check_mode, started=time.time(),
+                             phase=phase)
+        deadline = Deadline(seconds_left(self.options.batch_timeout, self.options.batch_started, result.started))
+        try:
+            if not self.names:
+                return result
+            if self.lock is not None and not self.options.check_mode:
+                self.lock.renew()
+            if phase == PHASE_RESTART and deadline.expired():
+                raise StepFailed(", ".join(self.names), "preflight",
+                                 f"the batch deadline ({self.options.batch_timeout:g}s from the batch's start) passed "
+                                 "before its restart phase (the before_drain hooks took that long): nothing was "
+                                 "drained or stopped")
+            view = self.loader.load(self.cluster, self.project_id, detail_for=self.names)
+            members = [view.node(name) for name in self.names]
+            if phase in (PHASE_ALL, PHASE_CORDON):
+                result.uncordoned = self.return_nodes_that_are_back(view)
+            if phase != PHASE_UNCORDON:
+                # Again before the restart phase drains: the before_drain hooks ran since the cordon
+                # phase's preflight, maybe for minutes, and another node may have gone down meanwhile.
+                result.preflight = self.preflight(view, members)
+            cycles = [NodeCycle(self, view, node, deadline) for node in members]
+            if self.options.check_mode:
+                result.results = [c.would_run() for c in cycles]
+                return result
+            threads = [threading.Thread(target=c.run, name=f"cycle-{c.node.name}", daemon=True) for c in cycles]
+            renewer = _LockRenewer(self.lock)
+            failures: list[StepFailed] = []
+            renewer.start()
+            try:
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                result.results = [c.result for c in cycles]
+                failures = [c.failure for c in cycles if c.failure is not None]
+                if (phase in (PHASE_ALL, PHASE_UNCORDON) and not failures and not renewer.error
+                        and self.options.validation.enabled):
+                    # Still under the renewer: validation may outlast a third of the lock.
+                    result.validation = validate(ClusterReader(self.kube, self.etcd_check), self.options.validation)
+            finally:
+                renewer.stop()
+            if renewer.error:
+                # Nodes already down are finished rather than abandoned; the next batch will not start.
+                result.preflight["lock_renewal"] = renewer.error
+            if failures:
+                result.error = failures[0] if len(failures) == 1 else StepFailed(
+                    ", ".join(f.node for f in failures), "/".join(sorted({f.step for f in failures})),
+                    "; ".join(f.msg for f in failures))
+            elif renewer.error:
+                # The batch finished its nodes, but another rollout may own the cluster now: fail
+                # so that no further batch of this one runs.
+                result.error = StepFailed(", ".join(self.names), "lock", renewer.error, lock_lost=True)
+            elif result.validation is not None and not result.validation.ok:
+                # Like a failed batch: the nodes are back, but the next batch must not take more away.
+                result.error = StepFailed(", ".join(self.names), "validate", result.validation.message(),
+                                          problems=result.validation.last_problems)
+        except StepFailed as exc:
+            result.error = exc
+        except CksError as exc:
+            result.error = StepFailed(", ".join(self.names), "preflight" if not result.results else "batch",
+                                      exc.msg, **exc.details)
+        finally:
+            result.ended = time.time()
+        return result
+
+    def return_nodes_that_are_back(self, view: ClusterView) -> list[dict[str, str]]:
+        """Uncordon the nodes a stopped rollout left cordoned that are back since (or never went down).
+
+        A rerun must do this before it drains anything: the pods this batch evicts need those
+        nodes, and with them still cordoned a PodDisruptionBudget can block the drain for good.
+        """
+        back = [(name, why) for name, why in release_plan(view)[0] if name not in self.names]
+        marks = release_marks(view, [name for name, _why in back])[0]
+        if not self.options.check_mode:
+            for name, _why in back:
+                put_back(self.kube, name, marks.get(name, Marks()), True)
+        return [{"node": name, "why": why} for name, why in back]
+
+    # -- preflight --------------------------------------------------------------------------
+
+    def preflight(self, view: ClusterView, members: list[Node]) -> dict[str, Any]:
+        """Refuse the batch, before anything changes, unless it can go down safely now."""
+        where = ", ".join(self.names)
+        problems: list[str] = []
+        if view.state not in ROLLOUT_STATES:
+            problems.append(f"cluster {view.name} is {view.state}: another CKS operation holds it")
+        ok, found = batch_is_safe(view, self.names)
+        problems.extend(found)
+        checks: dict[str, Any] = {"cluster_state": view.state}
+        quorum_members = [n for n in members if n.node_type == ETCD
+                          or (n.node_type == CONTROL and not view.external_etcd)]
+        if quorum_members and not problems:
+            # A member already down is lost already; only running members are taken down.
+            going = [n.name for n in quorum_members]
+            if self.etcd_check is None:
+                problems.append(f"{where}: an etcd member, and no etcd check is configured "
+                                "(etcd_endpoints) to prove the others keep a quorum")
+            else:
+                healthy, message = self.etcd_check(without=going)
+                checks["etcd_quorum"] = message
+                if not healthy:
+                    problems.append(f"etcd would lose its quorum without {', '.join(going)}: {message}")
+            status, text = self.kube.raw_get("/readyz/etcd")
+            checks["readyz_etcd"] = status
+            if status != 200:
+                problems.append(f"the Kubernetes API reports etcd not ready (/readyz/etcd HTTP {status}: "
+                                f"{text.strip()[:200]})")
+        if problems:
+            raise StepFailed(where, "preflight", "; ".join(problems), problems=problems)
+        checks["ok"] = True
+        return checks
+
+
+class _LockRenewer:
+    """Keeps the rollout lock renewed while a batch runs (a batch may outlast the lease)."""
+
+    def __init__(self, lock: Optional[RolloutLock]) -> None:
+        self.lock = lock
+        self.error: Optional[str] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        if self.lock is None:
+            return
+        self._thread = threading.Thread(target=self._run, name="lock-renewer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        lock = self.lock
+        assert lock is not None  # start() runs no thread without one
+        period = max(1.0, float(lock.duration_seconds) / 3)
+        while not self._stop.wait(period):
+            try:
+                lock.renew()
+            except CksError as exc:
+                self.error = exc.msg
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()

@@ -1,0 +1,193 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+"""Drain one Kubernetes node the way ``kubectl drain`` does, through the Eviction API.
+
+The pod filters follow kubectl's chain in its order (skip-deleted, DaemonSet, mirror, local
+storage, unreplicated): any pod that blocks the drain aborts it before a single eviction is
+sent. Selected pods are evicted concurrently; a 429 (a PodDisruptionBudget that does not allow
+the eviction yet) is retried after an interval until the deadline, a 500 (more than one PDB)
+fails at once, and an accepted eviction only counts once the pod is gone by UID.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import (
+    DrainOptions,
+    DrainReport,
+    classify_pod,
+    field_of,
+    pdbs_for_pod,
+    pod_key,
+    pod_uid,
+)
+
+
+def _eviction_kind(result: Any) -> str:
+    """kube.evict's EvictionResult.outcome as evicted | blocked | multiple_pdbs | gone | failed."""
+    outcome = str(getattr(result, "outcome", "failed"))
+    return outcome if outcome in ("evicted", "blocked", "multiple_pdbs", "gone") else "failed"
+
+
+@dataclass
+class _PodState:
+    pod: dict[str, Any]
+    key: str
+    uid: Optional[str]
+    outcome: str = "pending"  # pending | gone | failed
+    last_answer: str = ""
+    blocked_by: str = ""
+    error: str = ""
+
+
+class Drainer:
+    """Evicts the pods of one node. ``kube`` is the collection's KubeClient (dict answers)."""
+
+    def __init__(self, kube: PodsApi, options: Optional[DrainOptions] = None) -> None:
+        self.kube = kube
+        self.options = options or DrainOptions()
+
+    # -- selection ---------------------------------------------------------------------------
+
+    def _daemonset_exists(self, namespace: str, name: str) -> bool:
+        return self.kube.read_daemonset(namespace, name) is not None  # None: gone (404)
+
+    def select(self, node: str, pods: list[dict[str, Any]], report: DrainReport) -> list[dict[str, Any]]:
+        """The pods to evict; raises StepFailed listing every blocking pod by reason."""
+        blocked: dict[str, list[str]] = {}
+        chosen = []
+        now = time.time()
+        for pod in pods:
+            verdict = classify_pod(pod, self.options, self._daemonset_exists, now=now)
+            if verdict.action == "block":
+                blocked.setdefault(verdict.reason, []).append(pod_key(pod))
+            elif verdict.action == "skip":
+                report.skipped.append({"pod": pod_key(pod), "why": verdict.reason})
+            else:
+                if verdict.warning:
+                    report.warnings.append(verdict.warning)
+                chosen.append(pod)
+        if blocked:
+            text = "; ".join(f"{reason}: {', '.join(sorted(keys))}" for reason, keys in blocked.items())
+            raise StepFailed(node, "drain", f"cannot drain, nothing was evicted: {text}",
+                             blocking_pods={reason: sorted(keys) for reason, keys in blocked.items()})
+        return chosen
+
+    # -- eviction ----------------------------------------------------------------------------
+
+    def _gone(self, state: _PodState, node_down: bool = False) -> bool:
+        meta = field_of(state.pod, "metadata") or {}
+        current = self.kube.read_pod(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        # A StatefulSet brings the pod back under the same name: only a new UID proves it left.
+        if current is None or pod_uid(current) != state.uid:
+            return True
+        # No kubelet runs on a stopped VM to finish the deletion; once the pod is marked for
+        # deletion its controller has already replaced it (as Cluster API does for such nodes).
+        return node_down and bool(field_of(field_of(current, "metadata"), "deletionTimestamp", "deletion_timestamp"))
+
+    def _evict_one(self, state: _PodState, deadline: Any, stop: threading.Event, node_down: bool) -> None:
+        meta = field_of(state.pod, "metadata") or {}
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        try:
+            while not stop.is_set():
+                result = self.kube.evict(namespace, name, self.options.grace_period)
+                kind = _eviction_kind(result)
+                message = str(getattr(result, "message", "") or "")
+                if kind == "gone":
+                    state.outcome = "gone"
+                    return
+                if kind == "evicted":
+                    state.last_answer = "eviction accepted, the pod is still terminating"
+                    break
+                state.last_answer = message or f"HTTP {getattr(result, 'status', '?')}"
+                if kind == "blocked":
+                    state.blocked_by = getattr(result, "pdb", None) or _pdb_from_message(message) or state.blocked_by
+                    if deadline.remaining() <= 0:
+                        state.outcome, state.error = "failed", f"eviction still refused at the deadline: {message}"
+                        return
+                    if stop.wait(min(self.options.eviction_retry_interval, max(0.0, deadline.remaining()))):
+                        return
+                    if self._gone(state):
+                        state.outcome = "gone"
+                        return
+                    continue
+                # 500 (several PDBs select the pod) and anything else: retrying will not help.
+                state.outcome, state.error = "failed", state.last_answer
+                stop.set()
+                return
+            while not stop.is_set():
+                if self._gone(state, node_down):
+                    state.outcome = "gone"
+                    return
+                if deadline.remaining() <= 0:
+                    state.outcome, state.error = "failed", "evicted but still terminating at the deadline"
+                    return
+                stop.wait(min(self.options.poll_interval, max(0.0, deadline.remaining())))
+        except CksError as exc:
+            state.outcome, state.error = "failed", exc.msg
+            stop.set()
+        except Exception as exc:  # a thread must always report back, whatever broke
+            state.outcome, state.error = "failed", f"{type(exc).__name__}: {exc}"
+            stop.set()
+
+    def drain(self, node: str, deadline: Any, node_down: bool = False) -> DrainReport:
+        """Evict the node's pods; ``node_down``: its VM is not running (no kubelet to finish deletions)."""
+        report = DrainReport(node=node, started=time.time())
+        pods = self.kube.list_pods(node)
+        chosen = self.select(node, pods, report)
+        states = [_PodState(pod=p, key=pod_key(p), uid=pod_uid(p)) for p in chosen]
+        stop = threading.Event()
+        threads = [
+            threading.Thread(target=self._evict_one, args=(s, deadline, stop, node_down), name=f"evict-{s.key}",
+                             daemon=True)
+            for s in states
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        report.ended = time.time()
+        report.evicted = [s.key for s in states if s.outcome == "gone"]
+        left = [s for s in states if s.outcome != "gone"]
+        if left:
+            raise self._failure(node, left, report)
+        return report
+
+    def _failure(self, node: str, left: list[_PodState], report: DrainReport) -> StepFailed:
+        pdbs: list[dict[str, Any]] = []
+        if any(not s.blocked_by for s in left):
+            try:
+                pdbs = self.kube.list_pdbs()
+            except CksError:
+                pdbs = []
+        pending = []
+        parts = []
+        for state in sorted(left, key=lambda s: s.key):
+            namespace = (field_of(state.pod, "metadata") or {}).get("namespace")
+            blockers = []
+            if state.blocked_by:
+                blockers = [state.blocked_by if "/" in state.blocked_by else f"{namespace}/{state.blocked_by}"]
+            else:
+                blockers = pdbs_for_pod(state.pod, pdbs)
+            pending.append({"pod": state.key, "pdb": blockers, "answer": state.error or state.last_answer})
+            by = f" (PodDisruptionBudget {', '.join(blockers)})" if blockers else ""
+            parts.append(f"{state.key}{by}: {state.error or state.last_answer or 'not evicted'}")
+        return StepFailed(node, "drain", f"pods still on the node: {'; '.join(parts)}",
+                          pods_left=pending, evicted=report.evicted)
+
+
+def _pdb_from_message(message: str) -> str:
+    """The PDB name from a 429 cause: "The disruption budget <pdb> needs N healthy pods ..."."""
+    marker = "disruption budget "
+    index = message.find(marker)
+    if index < 0:
+        return ""
+    rest = message[index + len(marker):].split()
+    return rest[0] if rest else ""

@@ -1,0 +1,31 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+"""Put a node back into service in one write."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import NodesApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, marks_of, return_patch, taints_of
+
+
+def put_back(kube: NodesApi, name: str, marks: Marks, uncordon: bool,
+             node: Optional[Mapping[str, Any]] = None) -> None:
+    """Write ``return_patch`` to the node: uncordon it (if ``uncordon``) and take ``marks`` off.
+
+    With the pending taint the list is written whole, so it is computed from the node as read
+    (``node``, else a fresh read) and sent only onto that version; a mark gone meanwhile is left alone.
+    """
+    if marks.pending_taint:
+        def build(current: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+            now = marks_of(current)
+            wanted = Marks(now.pending_taint, marks.lb_exclusion and now.lb_exclusion)
+            return return_patch(wanted, uncordon, taints_of(current))
+
+        kube.patch_node_checked(name, build, node=dict(node) if node is not None else None)
+        return
+    patch = return_patch(marks, uncordon)
+    if patch is not None:
+        kube.patch_node(name, patch)

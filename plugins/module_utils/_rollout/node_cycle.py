@@ -1,0 +1,373 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+"""One node of a batch through its steps."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, DeadlineExceeded, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import (
+    LB_EXCLUSION_LABEL,
+    ExclusionDecision,
+    exclusion_decision,
+    exclusion_patch,
+    marks_of,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import (
+    CordonDecision,
+    back_for_uncordon,
+    boot_id_of,
+    change_plan,
+    cordon_decision,
+    describe_changes,
+    node_is_back,
+    node_with_vm,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import outdated_reasons
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, ROLLOUT_ANNOTATION, STOP_ANNOTATION, ClusterView, Node
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import Drainer
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import BatchContext
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord, step_failure_cause
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_OUTCOMES, PHASE_UNCORDON, steps_for
+
+#: ``_why_not``'s answer for a step done again in a later phase that has nothing to do: not recorded.
+SILENT = "(not recorded)"
+
+
+class NodeCycle:
+    """The steps of one node of a batch. ``run`` never raises: it fills ``result`` / ``failure``."""
+
+    def __init__(self, batch: BatchContext, view: ClusterView, node: Node, deadline: Deadline) -> None:
+        self.batch = batch
+        self.view = view
+        self.node = node
+        self.deadline = deadline
+        self.cloud = batch.cloud
+        self.kube = batch.kube
+        self.options = batch.options
+        self.type_settings = batch.settings[node.node_type]
+        self.plan = change_plan(node, self.type_settings)
+        self.result = NodeResult(name=node.name, node_type=node.node_type)
+        self.result.changes = describe_changes(self.plan, view)
+        self.failure: Optional[StepFailed] = None
+        self._old_boot_ids: list[Optional[str]] = []
+        self._ours = False
+        self._lb_ours = False  # the load-balancer exclusion label is the rollout's
+        self._last_read: Optional[dict[str, Any]] = None  # the node as last read (by verify, at the latest)
+        self._cordon = CordonDecision(False, False, False, None, "not read")
+        self._exclusion = ExclusionDecision(False, False, "not read")
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _step(self, name: str, fn: Callable[[], str]) -> None:
+        record = StepRecord(name=name, started=time.time())
+        self.result.steps.append(record)
+        try:
+            detail = fn()
+        except StepFailed as exc:
+            record.ended, record.outcome, record.detail = time.time(), "failed", step_failure_cause(exc)
+            raise
+        except CksError as exc:
+            record.ended, record.outcome, record.detail = time.time(), "failed", exc.msg
+            raise StepFailed(self.node.name, name, exc.msg, **_answer(exc)) from exc
+        record.ended, record.outcome, record.detail = time.time(), "ok", detail or ""
+
+    def _skip(self, name: str, why: str) -> None:
+        now = time.time()
+        self.result.steps.append(StepRecord(name=name, started=now, ended=now, outcome="skipped", detail=why))
+
+    def _job(self, command: str, **params: Any) -> Any:
+        return self.cloud.run_job(command, self.deadline.sub(self.options.job_timeout),
+                                  target=self.node.vm_name, **params)
+
+    @property
+    def _k8s(self) -> bool:
+        return self.node.is_kubernetes_node
+
+    @property
+    def _needs_etcd(self) -> bool:
+        return self.node.node_type == ETCD or (self.node.node_type == CONTROL and not self.view.external_etcd)
+
+    # -- the step table, read by the real run and by check mode ------------------------------------
+
+    def _observe(self, current: dict[str, Any]) -> None:
+        """What one read of the Node says of it: whose cordon it is, the boot ID before the stop."""
+        self._cordon = cordon_decision(current)
+        self._ours = self._cordon.ours
+        self.result.cordoned_by_others = not self._ours
+        self._old_boot_ids = [self._cordon.boot_id, boot_id_of(current)]
+        self._exclusion = exclusion_decision(current)
+        self._lb_ours = self._exclusion.ours
+        self._last_read = current
+
+    def _why_not(self, name: str, again: bool) -> Optional[str]:
+        """None: the step runs. Else why it is skipped (``SILENT``: a step done again with nothing to do)."""
+        if name == "annotate":
+            return None if self._cordon.annotate else SILENT if again else self._cordon.why
+        if name == "cordon":
+            if self._cordon.cordon:
+                return None
+            return SILENT if again else "already cordoned" if self._ours else self._cordon.why
+        if name == "exclude_from_lb":
+            return None if self._exclusion.label else SILENT if again else self._exclusion.why
+        if name == "lb_wait":
+            if not self._lb_ours:
+                return "the node was out of load balancers before the rollout"
+            return None if self.node.running else f"VM is {self.node.vm_state}: no traffic to wait for"
+        if name == "stop":
+            return "VM already Stopped" if self.node.vm_state == "Stopped" else None
+        if name == "change_offering":
+            return None if self.plan.offering else "offering already as set"
+        if name == "resize_root_disk":
+            return None if self.plan.root_disk else "root disk already large enough"
+        if name == "update_affinity_groups":
+            if self.plan.affinity_groups:
+                return None
+            return "the type records no groups" if self.type_settings.affinity_group_ids is None else "groups already as set"
+        if name == "uncordon":
+            return None if self._ours else "cordoned by someone else before the rollout: left cordoned"
+        if name == "unmark":
+            # Only a node someone else cordoned: for the rollout's own, the uncordon takes the marks off.
+            return None if not self._ours and self._marks_left() else SILENT
+        return None
+
+    def _marks_left(self) -> bool:
+        """Whether the node carries (in check mode: would carry) marks of the rollout when it goes back."""
+        marks = marks_of(self._last_read or {})
+        if self.options.check_mode:
+            return marks.any or bool(self.options.exclude_from_load_balancers and self._exclusion.label)
+        return marks.any
+
+    def would_run(self) -> NodeResult:
+        """Check mode: the steps this phase would run for the node, from one read of it; nothing changes."""
+        now = time.time()
+        if self._k8s:
+            self._observe(self.kube.read_node(self.node.name))
+        for step, again in steps_for(self.options.phase, self._k8s, self.options, again=False):
+            why = self._why_not(step.name, again)
+            if why is not SILENT:
+                self.result.steps.append(StepRecord(step.name, now, now, "would_run" if why is None else "would_skip",
+                                                    why or ""))
+        self.result.outcome = "would_cycle"
+        self.result.started = self.result.ended = now
+        return self.result
+
+    def run(self) -> None:
+        self.result.started = time.time()
+        phase = self.options.phase
+        try:
+            if self._k8s and phase != PHASE_UNCORDON:
+                self._observe(self.kube.read_node(self.node.name))
+            for step, again in steps_for(phase, self._k8s, self.options):
+                why = self._why_not(step.name, again)
+                if why is None:
+                    self._step(step.name, getattr(self, f"_run_{step.name}"))
+                elif why is not SILENT:
+                    self._skip(step.name, why)
+            self.result.outcome = PHASE_OUTCOMES[phase]
+        except StepFailed as exc:
+            self.failure = exc
+        except Exception as exc:  # a bug must still end this node's thread with a result
+            self.failure = StepFailed(self.node.name, self.result.steps[-1].name if self.result.steps else "cycle",
+                                      f"{type(exc).__name__}: {exc}")
+        if self.failure is not None:
+            self.result.outcome = "failed"
+            self.result.error = {"step": self.failure.step, "message": self.failure.msg,
+                                 **{k: v for k, v in self.failure.details.items() if k not in ("node", "step")}}
+        self.result.ended = time.time()
+
+    # -- the steps ----------------------------------------------------------------------------------
+
+    def _run_annotate(self) -> str:
+        boot_id = self._cordon.boot_id
+        return self._patch({"metadata": {"annotations": {ROLLOUT_ANNOTATION: boot_id or ""}}}, f"boot ID {boot_id}")
+
+    def _run_cordon(self) -> str:
+        return self._patch({"spec": {"unschedulable": True}}, "unschedulable")
+
+    def _run_exclude_from_lb(self) -> str:
+        return self._patch(exclusion_patch(), f"labelled {LB_EXCLUSION_LABEL}")
+
+    def _run_drain(self) -> str:
+        return self._drain(Drainer(self.kube, self.options.drain))
+
+    def _run_lb_wait(self) -> str:
+        return self._lb_wait()
+
+    def _run_stop(self) -> str:
+        return self._stop(self.node.vm_id)
+
+    def _run_change_offering(self) -> str:
+        offering = self.plan.offering
+        assert offering is not None  # _why_not runs it only then
+        return self._call_ok("changeServiceForVirtualMachine", f"{self.view.offering_name(offering.from_)} -> "
+                             f"{self.view.offering_name(offering.to)}", id=self.node.vm_id, serviceofferingid=offering.to)
+
+    def _run_resize_root_disk(self) -> str:
+        disk = self.plan.root_disk
+        assert disk is not None
+        if not self.node.root_volume_id:
+            raise StepFailed(self.node.name, "resize_root_disk", "no ROOT volume visible to resize")
+        return self._job_ok("resizeVolume", f"{disk.from_} GB -> {disk.to} GB", id=self.node.root_volume_id,
+                            size=disk.to)
+
+    def _run_update_affinity_groups(self) -> str:
+        groups = self.plan.affinity_groups
+        assert groups is not None
+        names = self.result.changes.get("affinity_groups", {})
+        return self._job_ok("updateVMAffinityGroup", f"{names.get('from')} -> {names.get('to')}", id=self.node.vm_id,
+                            affinitygroupids=",".join(groups.to))
+
+    def _run_start(self) -> str:
+        return self._job_ok("startVirtualMachine", "Running", id=self.node.vm_id)
+
+    def _run_verify(self) -> str:
+        parts = []
+        if self._k8s:
+            parts.append(self._wait_until_back())
+        parts.append(self._vm_matches())
+        if self._needs_etcd:
+            parts.append(self._wait_for_etcd())
+        return "; ".join(parts)
+
+    def _run_recheck(self) -> str:
+        """The uncordon phase: one read says the node is still back as the restart phase left it
+        (the after_verify hooks ran since); it also says whose cordon it is."""
+        current = None
+        if self._k8s:
+            current = self.kube.read_node(self.node.name)
+            self._observe(current)
+        ok, why = back_for_uncordon(self.node.vm_state, current)
+        if not ok:
+            raise StepFailed(self.node.name, "recheck", f"not back as the restart phase left it: {why}")
+        return why
+
+    def _run_uncordon(self) -> str:
+        """Back into service in one write: uncordon, drop the annotations and the rollout's marks.
+
+        The marks come off whatever this run's options are (a stopped run may have left them).
+        """
+        return self._return(True)
+
+    def _run_unmark(self) -> str:
+        """A node someone else cordoned stays cordoned; only the rollout's marks come off it."""
+        return self._return(False)
+
+    def _wait_until_back(self) -> str:
+        """Ready with a boot ID other than every one seen before the stop: a stale Ready is not enough."""
+        last = {"why": ""}
+
+        def back() -> bool:
+            self._last_read = self.kube.read_node(self.node.name)
+            ok, why = node_is_back(self._last_read, self._old_boot_ids)
+            last["why"] = why
+            return ok
+
+        try:
+            wait_for(back, self.deadline, self.options.poll_interval, what=f"node {self.node.name} to come back")
+        except DeadlineExceeded:
+            raise StepFailed(self.node.name, "verify", f"not back by the batch deadline: {last['why']}")
+        return last["why"]
+
+    def _vm_matches(self) -> str:
+        refreshed = node_with_vm(self.node, self._read_vm(), self._read_root(), self.view)
+        if refreshed.vm_state != "Running":
+            raise StepFailed(self.node.name, "verify", f"VM is {refreshed.vm_state}")
+        reasons = outdated_reasons(refreshed, self.type_settings, self.view)
+        if reasons:
+            raise StepFailed(self.node.name, "verify", "the VM still differs from the settings: "
+                             + "; ".join(r.message for r in reasons))
+        return "VM matches the settings"
+
+    def _wait_for_etcd(self) -> str:
+        check = self.batch.etcd_check
+        if check is None:
+            raise StepFailed(self.node.name, "verify", "no etcd check configured to prove the member is back")
+        last = {"why": ""}
+
+        def etcd_back() -> bool:
+            ok, why = check(healthy=[self.node.name])
+            last["why"] = why
+            return ok
+
+        try:
+            wait_for(etcd_back, self.deadline, self.options.poll_interval, what=f"etcd member {self.node.name}")
+        except DeadlineExceeded:
+            raise StepFailed(self.node.name, "verify", f"etcd not healthy by the batch deadline: {last['why']}")
+        return f"etcd healthy: {last['why']}"
+
+    def _lb_wait(self) -> str:
+        delay = max(0.0, float(self.options.exclude_delay))
+        if self.deadline.remaining() < delay:
+            raise StepFailed(self.node.name, "lb_wait", f"the batch deadline leaves {self.deadline.remaining():.0f}s, "
+                             f"less than the {delay:g}s to wait for the load balancers")
+        time.sleep(delay)
+        return f"waited {delay:g}s after the drain for the load balancers to drop the node"
+
+    def _patch(self, patch: dict[str, Any], detail: str) -> str:
+        self.kube.patch_node(self.node.name, patch)
+        return detail
+
+    def _drain(self, drainer: Drainer) -> str:
+        report = drainer.drain(self.node.name, self.deadline, node_down=not self.node.running)
+        self.result.changes.setdefault("drain", {})
+        self.result.changes["drain"] = {"evicted": report.evicted, "skipped": len(report.skipped)}
+        if report.warnings:
+            self.result.changes["drain"]["warnings"] = report.warnings
+        return f"{len(report.evicted)} pods evicted, {len(report.skipped)} left (DaemonSet and mirror pods)"
+
+    def _stop(self, vm_id: str) -> str:
+        if self._k8s and self._ours:
+            # Release must know a stop may have happened: then a Ready with the old boot ID is
+            # never taken for "it never went down" (it may be the stale one from before the stop).
+            self.kube.patch_node(self.node.name, {"metadata": {"annotations": {STOP_ANNOTATION: _now_text()}}})
+        try:
+            self._job("stopVirtualMachine", id=vm_id)
+        except CloudStackError:
+            # The submit may have gone through although its answer was lost: the VM's state says.
+            vm = self._read_vm()
+            if vm.get("state") != "Stopped":
+                raise
+        return "Stopped"
+
+    def _call_ok(self, command: str, detail: str, **params: Any) -> str:
+        self.cloud.call(command, target=self.node.vm_name, deadline=self.deadline, **params)
+        return detail
+
+    def _job_ok(self, command: str, detail: str, **params: Any) -> str:
+        self._job(command, **params)
+        return detail
+
+    def _read_vm(self) -> dict[str, Any]:
+        found = self.cloud.list("listVirtualMachines", id=self.node.vm_id, listall=True)
+        if not found:
+            raise CloudStackError("listVirtualMachines", "the VM is gone", target=self.node.vm_name)
+        return found[0]
+
+    def _read_root(self) -> Optional[dict[str, Any]]:
+        volumes = self.cloud.list("listVolumes", virtualmachineid=self.node.vm_id, type="ROOT", listall=True)
+        return volumes[0] if volumes else None
+
+    def _return(self, uncordon: bool) -> str:
+        current = self._last_read if self._last_read is not None else self.kube.read_node(self.node.name)
+        marks = marks_of(current)
+        put_back(self.kube, self.node.name, marks, uncordon, node=current)
+        done = ["uncordoned, annotation removed"] if uncordon else []
+        if marks.any:
+            done.append(f"{marks.words()} removed")
+        return ", ".join(done)
+
+
+def _answer(exc: CksError) -> dict[str, Any]:
+    """What CloudStack or Kubernetes answered, for the result (no secrets are in these fields)."""
+    keep = ("command", "errorcode", "errortext", "target", "action", "status", "reason", "what", "jobid")
+    return {k: v for k, v in exc.details.items() if k in keep}
+
+
+def _now_text() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,53 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+"""How a batch runs (timeouts, polls, drain, validation, phase), and what its nodes' cycles share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Protocol
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
+
+DEFAULT_BATCH_TIMEOUT = 1800.0
+
+
+DEFAULT_JOB_TIMEOUT = 900.0
+
+
+DEFAULT_POLL_INTERVAL = 0.5
+
+
+# The exclusion label goes on before the drain, so the service controller has the whole drain to
+# take the node out of the load balancers; this covers a drain that was over at once.
+DEFAULT_EXCLUDE_DELAY = 10.0
+
+
+@dataclass
+class CycleOptions:
+    batch_timeout: float = DEFAULT_BATCH_TIMEOUT
+    job_timeout: float = DEFAULT_JOB_TIMEOUT  # each async job, cut to what the batch has left
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    drain: DrainOptions = field(default_factory=DrainOptions)
+    check_mode: bool = False
+    validation: ValidationOptions = field(default_factory=ValidationOptions)
+    exclude_from_load_balancers: bool = False
+    exclude_delay: float = DEFAULT_EXCLUDE_DELAY  # seconds between the drain and the stop
+    phase: str = PHASE_ALL
+    batch_started: Optional[float] = None  # Unix time the batch's first phase started (None: now)
+
+
+class BatchContext(Protocol):
+    """What each node's cycle reads from its batch: the clients, the options, the settings, etcd."""
+
+    cloud: CloudStackApi
+    kube: KubernetesApi
+    options: CycleOptions
+    settings: Settings
+    etcd_check: Optional[EtcdCheck]

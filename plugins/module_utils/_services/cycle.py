@@ -1,0 +1,113 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+"""The service behind cks_node_cycle (mode=cycle): one batch as the module's options say."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck, etcd_check_from
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import (
+    DEFAULT_BATCH_TIMEOUT,
+    DEFAULT_EXCLUDE_DELAY,
+    DEFAULT_JOB_TIMEOUT,
+    DEFAULT_POLL_INTERVAL,
+    CycleOptions,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, PHASE_CORDON, PHASES
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_COUNT as DEFAULT_VALIDATE_COUNT
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_INTERVAL as DEFAULT_VALIDATE_INTERVAL
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_TIMEOUT as DEFAULT_VALIDATE_TIMEOUT
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import held_lock
+
+
+def settings_from(given: Optional[dict[str, Any]], record: Any) -> Settings:
+    """The settings passed in, else the ones stored in the rollout record."""
+    if given:
+        return Settings.from_dict(given)
+    if record is None or not record.settings:
+        raise InvalidInput("settings", None, "not given, and the cluster has no stored settings yet "
+                                             "(store them with cloudstack.cks.cks_node_settings first)")
+    return Settings.from_dict(record.settings)
+
+
+def etcd_check_for(params: Mapping[str, Any]) -> Optional[EtcdCheck]:
+    client = client_from_options(params)
+    return etcd_check_from(client) if client is not None else None
+
+
+def cycle_options(params: Mapping[str, Any], check_mode: bool) -> CycleOptions:
+    drain = DrainOptions(
+        delete_emptydir_data=bool(params.get("delete_emptydir_data")),
+        force=bool(params.get("force")),
+        grace_period=params.get("grace_period"),
+        eviction_retry_interval=float(params.get("eviction_retry_interval") or 5.0),
+        poll_interval=float(params.get("poll_interval") or DEFAULT_POLL_INTERVAL),
+    )
+    return CycleOptions(
+        batch_timeout=float(params.get("batch_timeout") or DEFAULT_BATCH_TIMEOUT),
+        job_timeout=float(params.get("job_timeout") or DEFAULT_JOB_TIMEOUT),
+        poll_interval=float(params.get("poll_interval") or DEFAULT_POLL_INTERVAL),
+        drain=drain,
+        check_mode=check_mode,
+        validation=validation_options(params),
+        exclude_from_load_balancers=bool(params.get("exclude_from_load_balancers")),
+        exclude_delay=_number(params, "exclude_delay", DEFAULT_EXCLUDE_DELAY, minimum=0.0),
+        phase=phase_of(params),
+        batch_started=None if params.get("batch_started") is None else float(params["batch_started"]),
+    )
+
+
+def phase_of(params: Mapping[str, Any]) -> str:
+    phase = str(params.get("phase") or PHASE_ALL)
+    if phase not in PHASES:
+        raise InvalidInput("phase", phase, f"must be one of {', '.join(PHASES)}")
+    return phase
+
+
+def _number(params: Mapping[str, Any], name: str, default: float, minimum: float) -> float:
+    value = params.get(name)
+    value = default if value is None else float(value)
+    if value < minimum:
+        raise InvalidInput(name, value, f"must be {minimum:g} or more")
+    return value
+
+
+def validation_options(params: Mapping[str, Any]) -> ValidationOptions:
+    """validate_count (0: off), validate_interval, validate_timeout, checked."""
+    count = params.get("validate_count")
+    count = DEFAULT_VALIDATE_COUNT if count is None else int(count)
+    if count < 0:
+        raise InvalidInput("validate_count", count, "must be 0 (no validation) or more")
+    return ValidationOptions(
+        count=count,
+        interval=_number(params, "validate_interval", DEFAULT_VALIDATE_INTERVAL, minimum=0.0),
+        timeout=_number(params, "validate_timeout", DEFAULT_VALIDATE_TIMEOUT, minimum=0.0),
+    )
+
+
+def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
+    """Run one batch as the module's parameters say; raises StepFailed with the whole result."""
+    cloud, kube = session.cloud, session.kube
+    nodes = [str(n) for n in params.get("nodes") or []]
+    record = session.store.read()
+    settings = settings_from(params.get("settings"), record)
+    # A cancel stops the rollout before a batch starts; a batch in progress finishes its phases.
+    if record is not None and record.cancel and phase_of(params) in (PHASE_ALL, PHASE_CORDON):
+        raise StepFailed(", ".join(nodes) or "-", "preflight",
+                         "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
+                         cancelled=True)
+    batch = BatchCycle(cloud, kube, session.loader, str(params["cluster"]), settings, nodes,
+                       options=cycle_options(params, check_mode), etcd_check=etcd_check_for(params),
+                       lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
+    result = batch.run()
+    result.raise_for_failure()
+    return dict(result.to_dict(), changed=result.changed)

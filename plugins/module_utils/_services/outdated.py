@@ -1,0 +1,144 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+"""The service behind ``cks_node_outdated``: which nodes differ and why, and the rollout plan.
+
+Read-only. The decisions are ``_decisions``'; this file reads the record and the lock, shapes one
+record per node for the operator (and for ``select``), and lays the plan out the way a playbook
+consumes it: the batches, the ``serial`` list, the hosts in order, the nodes to release and the
+node types that cannot be rolled, with a message ready to be kept as the last error.
+
+For a dry run it also judges the nodes against settings given with the call (as a rollout would
+store them), and, with ``drain_check``, what would block the drain of each planned node: one
+listing of the pods and one of the PodDisruptionBudgets, judged by ``drain.drain_blockers``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.order import plan
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report import (
+    DrainCheck,
+    EtcdHealth,
+    daemonset_owners,
+    node_record,
+    node_type_summary,
+    plan_drain_blockers,
+    requested_settings,
+    select_nodes,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest, describe
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LockInfo, Record
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import effective_settings, lock_dict, stored_max_unavailable
+
+
+def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo],
+           max_unavailable: Optional[int] = None, select: Optional[str] = None,
+           changes: Optional[SettingsRequest] = None, canary: bool = False,
+           drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None) -> dict[str, Any]:
+    """Everything cks_node_outdated returns, from what was read. Pure."""
+    if max_unavailable is not None and (isinstance(max_unavailable, bool) or max_unavailable < 1):
+        raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
+    stored, recorded = effective_settings(view, record)
+    settings = requested_settings(view, stored, changes)
+    stored_mu = stored_max_unavailable(record)
+    mu = max_unavailable or stored_mu or 1
+    nodes = [node_record(view, n, settings[n.node_type]) for n in view.nodes]
+    selected = select_nodes(select, nodes) if select else None
+    rollout_plan = plan(view, settings, mu, selected=selected, canary=canary,
+                              etcd_down=etcd_health.down if etcd_health is not None else ())
+    laid_out = rollout_plan.to_dict()
+    result: dict[str, Any] = {
+        "changed": False,
+        "cluster": {"id": view.id, "name": view.name, "state": view.state, "external_etcd": view.external_etcd},
+        "nodes": nodes,
+        "out_of_date": [n["name"] for n in nodes if n["out_of_date"]],
+        "node_types": node_type_summary(view, rollout_plan),
+        "plan": laid_out["batches"],
+        "serial": laid_out["serial"],
+        "hosts": laid_out["hosts"],
+        "work": laid_out["nodes"],
+        "to_release": laid_out["to_release"],
+        # Not "skipped": Ansible would take a truthy "skipped" for a skipped task.
+        "unrollable": laid_out["skipped"],
+        "unrollable_error": laid_out["last_error"],
+        "worker_batch_size": laid_out["worker_batch_size"],
+        "max_unavailable": mu,
+        "selected": selected,
+        "settings": describe(view, settings),
+        "settings_recorded": recorded,
+        "settings_given": changes is not None and changes.changes_settings,
+        "canary": canary,
+        "not_selected": laid_out["not_selected"],
+        "lock": lock_dict(lock),
+        "lock_holder": lock.holder if lock is not None and lock.held else None,
+        "last_error": record.last_error if record is not None else None,
+        "outcome": record.outcome if record is not None else None,
+        "record_updated": record.updated if record is not None else None,
+        "cancel_requested": bool(record.cancel) if record is not None else False,
+        "previous_holder_stopped": record.previous_holder_stopped if record is not None else None,
+    }
+    if drain_check is not None:
+        result["drain_blockers"] = plan_drain_blockers(view, rollout_plan, drain_check)
+    if etcd_health is not None:
+        result["etcd"] = etcd_health.to_dict()
+    for t in NODE_TYPES:
+        result[OUT_OF_DATE_KEYS[t]] = laid_out[OUT_OF_DATE_KEYS[t]]
+    return result
+
+
+def read_etcd_health(params: Mapping[str, Any]) -> Optional[EtcdHealth]:
+    """etcd's member health, when ``etcd_endpoints`` are given. A plan is still made when etcd
+    cannot be asked: the batches' own preflight judges the quorum before anything goes down.
+    Options etcd could never be asked with (an endpoint that is no URL) are refused."""
+    client = client_from_options(params)
+    if client is None:
+        return None
+    try:
+        verdict = client.check(require_ready=False)
+    except CksError as exc:
+        return EtcdHealth(error=exc.msg)
+    return EtcdHealth(down=tuple(m.name for m in verdict.unhealthy if m.name), message=verdict.message)
+
+
+def read_drain_check(kube: PodsApi, options: DrainOptions) -> DrainCheck:
+    """The reads behind the drain check, bounded whatever the plan: the pods and the PDBs listed
+    once (paged), and one GET per DaemonSet that controls a pod."""
+    pods = kube.list_all_pods()
+    pdbs = kube.list_pdbs()
+    existing = set()
+    for namespace, name in daemonset_owners(pods):
+        # None when it is gone (404): an orphaned DaemonSet pod, which only force evicts.
+        if kube.read_daemonset(namespace, name) is not None:
+            existing.add((namespace, name))
+    return DrainCheck(pods=pods, pdbs=pdbs, daemonsets=frozenset(existing), options=options)
+
+
+def node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
+    """cks_node_outdated: read the cluster, the record and the lock; report (see the module's docs)."""
+    max_unavailable = params.get("max_unavailable")
+    if max_unavailable is not None and max_unavailable < 1:
+        raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
+    # Only the settings options: the rest of a settings request (rollout, lock, cancel) is not ours.
+    changes = SettingsRequest.from_params({
+        key: params.get(key) for key in (PARAM_OFFERINGS, PARAM_ROOT_DISKS, PARAM_AFFINITY)})
+    del check_mode  # it only reads
+    view = session.view()
+    record = session.store.read()
+    lock = session.lock().read()
+    check = None
+    if params.get("drain_check"):
+        check = read_drain_check(session.kube, DrainOptions(
+            delete_emptydir_data=bool(params.get("delete_emptydir_data")), force=bool(params.get("force"))))
+    return report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
+                  changes=changes, canary=bool(params.get("canary")), drain_check=check,
+                  etcd_health=read_etcd_health(params))
