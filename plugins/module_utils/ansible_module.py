@@ -133,8 +133,7 @@ def cloudstack_client(module: AnsibleModule) -> CloudStackClient:
 def kube_options(params: Mapping[str, Any], warn: Callable[[str], None] = lambda note: None) -> KubeOptions:
     """KubeOptions from the module's option names (see ``kubernetes_argument_spec``); ``warn``
     gets what was chosen and why where that differs from what the environment asked for."""
-    tls = choose_tls(params.get("kube_validate_certs"), os.environ.get(VERIFY_ENV),
-                               params.get("kube_ca_cert"))
+    tls = choose_tls(params.get("kube_validate_certs"), os.environ.get(VERIFY_ENV), params.get("kube_ca_cert"))
     bearer = BearerTarget.from_params(params.get("kube_host"), params.get("kube_api_key"))
     for note in [tls.warning] + kube_warnings(params):
         if note:
@@ -164,8 +163,8 @@ def kube_client(module: AnsibleModule, cloudstack: Optional[CloudStackClient] = 
         # Mask the credentials in anything the module returns, as kubernetes.core does.
         module.no_log_values.update(_kubeconfig_secrets(config))
         options = KubeOptions(kubeconfig=config, context=options.context,
-                                         validate_certs=options.validate_certs, ca_cert=options.ca_cert,
-                                         request_timeout=options.request_timeout)
+                              validate_certs=options.validate_certs, ca_cert=options.ca_cert,
+                              request_timeout=options.request_timeout)
     return KubeClient.connect(options, cloudstack=cloudstack, cluster_id=cluster_id)
 
 
