@@ -6,19 +6,12 @@ BIN := $(VENV)/bin
 COLLECTIONS := $(CURDIR)/$(VENV)/collections
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 
-# ansible-core 2.21 needs Python 3.12+: its venv is built only where a working python3.12 exists
-# (pyenv shims that refuse to run do not count). Override with PY312=/path/to/python3.12.
-CORE_NEXT := ansible-core==2.21.5
-VENV_NEXT := .venv-2.21
-ifeq ($(origin PY312),undefined)
-PY312 := $(shell p=$$(command -v python3.12) && "$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && echo "$$p")
-endif
 # The oldest kubernetes client that requirements.txt allows (python-legacy models).
 KUBE_OLDEST := kubernetes==35.0.0
 VENV_K35 := .venv-k35
 
-.PHONY: all setup demo demo-check test unit sim-test integration lint sanity ansible-lint client-ends \
-	core-2.21 etcd-installed shellcheck-installed clean bench bench-smoke molecule molecule-default chaos chaos-smoke chaos-transient
+.PHONY: all setup demo demo-check test unit sim-test integration lint sanity ansible-lint docs-lint client-ends \
+	matrix test-matrix ee-context etcd-installed shellcheck-installed clean bench bench-smoke molecule molecule-default chaos chaos-smoke chaos-transient
 
 all: test
 
@@ -69,7 +62,7 @@ bench: setup
 bench-smoke: setup
 	$(BIN)/python bench/run.py --smoke --out out/bench-smoke
 
-test: setup unit sim-test integration lint client-ends core-2.21 molecule chaos-smoke
+test: setup unit sim-test integration lint client-ends test-matrix molecule chaos-smoke
 
 unit: setup
 	$(call pytest,$(BIN)/python,unit,tests/unit)
@@ -85,7 +78,7 @@ integration: setup
 	$(call pytest,$(BIN)/python,integration,tests/integration,-n $(INTEGRATION_JOBS) --dist loadfile)
 
 # ansible-test sanity --local on the venv's Python (3.11 here), ansible-lint, ruff and mypy on
-# plugins/. All run even when one fails, so one pass shows every finding.
+# plugins/, and the docs lint. All run even when one fails, so one pass shows every finding.
 lint: setup shellcheck-installed
 	@rc=0; \
 	echo "$(BIN)/ruff check plugins"; $(BIN)/ruff check plugins || rc=1; \
@@ -94,7 +87,13 @@ lint: setup shellcheck-installed
 	$(BIN)/python tests/ci/sanity.py || rc=1; \
 	echo "$(BIN)/ansible-lint --profile production"; \
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-lint --profile production || rc=1; \
+	$(MAKE) --no-print-directory docs-lint || rc=1; \
 	exit $$rc
+
+# The module, plugin and role docs and docs/docsite (extra docs, links) as a collection docsite
+# would render them.
+docs-lint: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
 
 sanity: setup shellcheck-installed
 	$(BIN)/python tests/ci/sanity.py
@@ -141,22 +140,21 @@ client-ends: setup $(VENV_K35)/.installed
 	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/unit,-k kube)
 	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/integration/test_clients_kube.py)
 
-# Unit tests and sanity on ansible-core 2.21 (Python 3.12), where a python3.12 exists.
-$(VENV_NEXT)/.installed: requirements-test.txt
-	$(PY312) -m venv $(VENV_NEXT)
-	$(VENV_NEXT)/bin/pip install -q --upgrade pip
-	sed 's/^ansible-core==.*/$(CORE_NEXT)/' requirements-test.txt > $(VENV_NEXT)/requirements.txt
-	$(VENV_NEXT)/bin/pip install -q -r $(VENV_NEXT)/requirements.txt
-	touch $@
+# The support matrix (tests/matrix.txt): unit tests on every ansible-core the collection claims,
+# each with its own Python (found on PATH or in pyenv's versions), sanity where the list says.
+# Each cell's venv (.venv-core-X.Y) is built once. `make test` leaves out the sanity of the cell
+# that is the main .venv: `make lint` runs it.
+matrix: setup shellcheck-installed
+	$(BIN)/python tests/ci/matrix.py
 
-ifeq ($(strip $(PY312)),)
-core-2.21:
-	@echo "core-2.21: skipped: no working python3.12 on PATH, so no unit tests or sanity on $(CORE_NEXT) (set PY312=/path/to/python3.12 to run them)"
-else
-core-2.21: setup $(VENV_NEXT)/.installed shellcheck-installed
-	$(call pytest,$(VENV_NEXT)/bin/python,core-2.21,tests/unit)
-	$(VENV_NEXT)/bin/python tests/ci/sanity.py
-endif
+test-matrix: setup shellcheck-installed
+	$(BIN)/python tests/ci/matrix.py --main-sanity-elsewhere
+
+# The execution environment's build context (extensions/awx/execution-environment.yml), without
+# building an image: out/ee/Containerfile and _build/. tests/integration/test_execution_environment.py
+# checks what it installs.
+ee-context: setup
+	$(BIN)/ansible-builder create -f extensions/awx/execution-environment.yml -c out/ee --output-filename Containerfile
 
 clean:
-	rm -rf $(VENV) $(VENV_K35) $(VENV_NEXT) tests/output .pytest_cache
+	rm -rf $(VENV) $(VENV_K35) .venv-core-* tests/output .pytest_cache out/ee

@@ -18,9 +18,9 @@ author:
   - cloudstack.cks contributors (@cloudstack-cks)
 description:
   - Used by the C(cloudstack.cks.rollout) role for a batch with per-node hooks. Takes the results of the
-    C(cloudstack.cks.cks_node_cycle) runs of one batch in phase order (O(phase=cordon), then V(restart), then
+    C(cloudstack.cks.cks_node_cycle) runs of one batch in phase order (O(cloudstack.cks.cks_node_cycle#module:phase=cordon), then V(restart), then
     V(uncordon), as many as ran) and the hook steps of its nodes, and returns one result shaped like a
-    O(phase=all) run's, so that the progress line and the report treat both alike.
+    O(cloudstack.cks.cks_node_cycle#module:phase=all) run's, so that the progress line and the report treat both alike.
   - Each node appears once, with the steps of every phase and its hooks in the order they started; its outcome is
     V(failed) if any of its steps failed, else that of its last phase (V(cordoned), V(restarted) or V(done)).
   - C(msg) is set when the batch failed - the message of each failed phase run, then one per failed hook

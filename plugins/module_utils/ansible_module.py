@@ -36,6 +36,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube impor
     fetch_kubeconfig,
     parse_kubeconfig,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_auth import VERIFY_ENV, BearerTarget, choose_tls, kube_warnings
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import scrub_secrets
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
@@ -108,11 +109,16 @@ def kubernetes_argument_spec() -> dict[str, dict[str, Any]]:
     return {
         "kubeconfig": {"type": "raw", "no_log": False, "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
         "context": {"type": "str", "aliases": ["kube_context"], "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
-        "kube_validate_certs": {"type": "bool", "aliases": ["verify_ssl"],
-                                "fallback": (env_fallback, ["K8S_AUTH_VERIFY_SSL"])},
+        # K8S_AUTH_VERIFY_SSL is read by kube_options, not as a fallback: an environment False
+        # must be told apart from an option given as false (kube_auth.choose_tls).
+        "kube_validate_certs": {"type": "bool", "aliases": ["verify_ssl"]},
         "kube_ca_cert": {"type": "path", "aliases": ["ssl_ca_cert"],
                          "fallback": (env_fallback, ["K8S_AUTH_SSL_CA_CERT"])},
         "kube_request_timeout": {"type": "float", "default": DEFAULT_REQUEST_TIMEOUT},
+        # kubernetes.core's host and api_key; api_key is the CloudStack key here, so only host
+        # keeps its kubernetes.core name as an alias.
+        "kube_host": {"type": "str", "aliases": ["host"], "fallback": (env_fallback, ["K8S_AUTH_HOST"])},
+        "kube_api_key": {"type": "str", "no_log": True, "fallback": (env_fallback, ["K8S_AUTH_API_KEY"])},
     }
 
 
@@ -124,12 +130,18 @@ def cloudstack_client(module: AnsibleModule) -> CloudStackClient:
     return CloudStackClient(options)
 
 
-def kube_options(params: Mapping[str, Any]) -> KubeOptions:
-    """KubeOptions from the module's option names (see ``kubernetes_argument_spec``)."""
+def kube_options(params: Mapping[str, Any], warn: Callable[[str], None] = lambda note: None) -> KubeOptions:
+    """KubeOptions from the module's option names (see ``kubernetes_argument_spec``); ``warn``
+    gets what was chosen and why where that differs from what the environment asked for."""
+    tls = choose_tls(params.get("kube_validate_certs"), os.environ.get(VERIFY_ENV), params.get("kube_ca_cert"))
+    bearer = BearerTarget.from_params(params.get("kube_host"), params.get("kube_api_key"))
+    for note in [tls.warning] + kube_warnings(params):
+        if note:
+            warn(note)
     return KubeOptions.from_params({
-        "kubeconfig": params.get("kubeconfig"),
-        "context": params.get("context"),
-        "validate_certs": params.get("kube_validate_certs"),
+        "kubeconfig": bearer.kubeconfig() if bearer else params.get("kubeconfig"),
+        "context": None if bearer else params.get("context"),
+        "validate_certs": tls.validate_certs,
         "ca_cert": params.get("kube_ca_cert"),
         "request_timeout": params.get("kube_request_timeout"),
     })
@@ -140,7 +152,7 @@ def kube_client(module: AnsibleModule, cloudstack: Optional[CloudStackClient] = 
     """The cluster's Kubernetes client; without a kubeconfig option it is fetched from CloudStack."""
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    options = kube_options(module.params)
+    options = kube_options(module.params, module.warn)
     config: Any = options.kubeconfig
     if config is None and cloudstack is not None and cluster_id:
         config = fetch_kubeconfig(cloudstack, cluster_id)

@@ -9,88 +9,22 @@ module: cks_node_cycle
 short_description: Restart one batch of CKS nodes with their node type's settings, validate, or release a rollout
 version_added: 0.1.0
 description:
-  - With O(mode=cycle), restarts the nodes of one batch (O(nodes)) of a CloudStack Kubernetes Service
-    cluster with the settings of their node type - service offering, root disk size, affinity groups.
-    The nodes of the batch are cycled at the same time, each through these steps.
-  - First, the nodes that a rollout which stopped left cordoned and that are back since (Ready with a new
-    boot ID, or never taken down) are uncordoned and their annotation removed, without a restart - before
-    this batch drains, so that the pods it evicts have somewhere to go.
-  - B(Preflight), for the whole batch before anything changes. Every other VM of the cluster must be
-    Running and every other Kubernetes node Ready, and the cluster must be in CKS state V(Running) or
-    V(Alert). For a control node with stacked etcd or an external etcd node, a quorum of the other etcd
-    members must be healthy (asked of etcd itself, see O(etcd_endpoints)) and the API server must report
-    etcd ready (C(/readyz/etcd)). With external etcd, another control node must be Running and Ready to
-    serve the API. A node type that cannot lose a node (a single control node, a 2-node stacked control
-    plane, 2 etcd nodes) is never taken down.
-  - B(Annotate and cordon). The node gets the annotation C(cloudstack.apache.org/rollout-boot-id) with its
-    current boot ID, then is cordoned. A node someone else had already cordoned gets no annotation and
-    stays cordoned afterwards. A node still carrying the annotation of a rollout that stopped keeps the
-    boot ID recorded there.
-  - B(Exclude from load balancers), with O(exclude_from_load_balancers) only. The node gets the label
-    C(node.kubernetes.io/exclude-from-external-load-balancers) (step C(exclude_from_lb)), so that the
-    service controller takes it out of the cloud's load balancers, and the annotation
-    C(cloudstack.apache.org/rollout-lb-excluded), which says the label is the rollout's. A node that carried
-    the label before (kubeadm puts it on control nodes) keeps it and is never unlabelled. After the drain
-    the cycle waits O(exclude_delay) seconds before it stops the VM (step C(lb_wait)).
-  - B(Drain), as C(kubectl drain --ignore-daemonsets) does it, through the Eviction API so that
-    PodDisruptionBudgets are honoured. DaemonSet and mirror pods stay; pods with C(emptyDir) volumes need
-    O(delete_emptydir_data), pods without a controller need O(force); any such pod stops the drain before
-    a single pod is evicted. Evictions refused by a PodDisruptionBudget (HTTP 429) are retried every
-    O(eviction_retry_interval) seconds until the batch deadline; an evicted pod counts once it is gone by
-    UID.
-  - B(Change). The VM is stopped (unless it is Stopped already); then, only where they differ,
-    C(changeServiceForVirtualMachine) sets the offering, C(resizeVolume) grows the ROOT disk (never shrinks
-    it), and C(updateVMAffinityGroup) sets the type's groups plus the ExplicitDedication groups the VM has
-    (a type without recorded groups leaves the groups alone). The VM is then started, and the deployment
-    planner places it by its new groups.
-  - B(Verify). The node must come back Ready (reason C(KubeletReady), no C(unreachable) or C(not-ready)
-    taint) with a boot ID other than the one from before the stop - a Ready condition left over from
-    before the stop is never accepted. The VM must no longer differ from the settings and, for etcd
-    members, etcd must report the member healthy. Then the node is uncordoned and the annotation removed
-    in one patch (a node cordoned by someone else stays cordoned; step C(unmark) then only takes the
-    rollout's marks off). The same patch removes the pending taint (see O(mode=taint_pending)) and the
-    rollout's load-balancer exclusion label, if the node carries them, whatever the options of this run.
-  - B(Validate), once every node of the batch is done, with O(validate_count) above 0 (the default is one
-    round). A round passes when every Kubernetes node is Ready (no C(unreachable) or C(not-ready) taint),
-    the API server's C(/readyz) answers 200, and, with O(etcd_endpoints), etcd keeps a quorum of healthy
-    voting members and answers a quorum read (a single member down is noted, not failed - the quorum
-    preflight of the next etcd or control batch decides about it). Rounds run with O(validate_interval)
-    seconds between them until O(validate_count) consecutive rounds pass; a failed round starts the count again. If that
-    does not happen within O(validate_timeout) seconds the task fails at step C(validate), naming the nodes
-    and components that are not healthy - a rollout stops there like after a failed batch. Validation runs
-    inside this module run, so it adds no module start-up per batch.
-  - B(Phases). By default (O(phase=all)) one run does all of the above. So that tasks of the operator can run on
-    each node between the steps (the rollout role's per-node hooks), a batch can instead run in three phases, each
-    its own run over the same O(nodes), in this order. V(cordon) - the nodes back from a stopped rollout, the
-    preflight, annotate, cordon and, with O(exclude_from_load_balancers), the label (it refuses to start once the
-    rollout was cancelled, as O(phase=all) does). V(restart) - the preflight again (time has passed since), then
-    drain (and the load-balancer wait), stop, change, start and verify; a node found uncordoned meanwhile is
-    cordoned again first. V(uncordon) - one read of each node must still show it back (step C(recheck) - Ready
-    with a boot ID other than the one its annotation recorded before the stop, never a stale Ready, and its VM
-    Running), then the uncordon and the validation. Each phase takes up the nodes from what they show (the
-    annotation), so a phase can be run again, and O(mode=release) ends the batch after any of them. Pass the
-    C(started) that the V(cordon) run returned as O(batch_started) to the later phases, so that O(batch_timeout)
-    covers the whole batch.
-  - One deadline, O(batch_timeout), covers the whole batch. A failure at any step leaves the node as it
-    is, and the task fails naming the node, the step and what CloudStack or Kubernetes answered; run
-    O(mode=release) afterwards (in an C(always) section) to judge the nodes.
-  - With O(mode=release), ends a rollout, however it ended - after success, after a failed step, after a
-    cancel, or after an exception before any batch. It uncordons the annotated nodes that are Ready with a
-    new boot ID, and those that never went down (a drain that failed), and removes their annotation; it
-    leaves every other annotated node cordoned and says why; it never touches a node someone else
-    cordoned. It recounts the cluster's cores and memory from the VMs' actual offerings, records the
-    outcome (V(Running) if every VM runs, every node is Ready and none was left cordoned, else V(Alert))
-    with O(last_error) or clears it, and gives back the lock if O(lock_holder) holds it. It takes the
-    pending taint off every node that carries it, and the rollout's load-balancer exclusion off the nodes
-    it uncordons and any other node that is in service (a node still down or left cordoned keeps it), in
-    the same write as the uncordon. Running it twice gives the same end state.
-  - With O(mode=taint_pending), puts the taint C(cloudstack.apache.org/rollout-pending) with effect
-    C(PreferNoSchedule) on the nodes of O(nodes) (the plan's, once, before the first batch), so that the
-    scheduler prefers other nodes for the pods that batches evict meanwhile - real kube-scheduler scores
-    nodes with fewer such taints higher, it never refuses a node for it. Node taints have no patch merge
-    key, so each node's taint list is rewritten as read, every other taint kept, with the read's
-    resourceVersion as a precondition (read again and retried on a conflict). Each node's cycle takes the
-    taint off when it uncordons the node, and O(mode=release) takes it off every node left with it.
+  - With O(mode=cycle), restarts the nodes of one batch (O(nodes)) of a CloudStack Kubernetes Service cluster with
+    the settings of their node type - service offering, root disk size, affinity groups. The nodes of the batch go
+    through the steps side by side - preflight (for the whole batch, before anything changes), annotate and cordon,
+    the load-balancer exclusion (O(exclude_from_load_balancers)), drain (through the Eviction API, as
+    C(kubectl drain) does), stop, change (only what differs), start, verify (Ready with a new boot ID) and
+    uncordon - and then the whole cluster is validated (O(validate_count)).
+  - One deadline, O(batch_timeout), covers the batch. A failure at any step leaves the node as it is, and the task
+    fails naming the node, the step and what CloudStack or Kubernetes answered; run O(mode=release) afterwards.
+  - With O(phase), a batch runs in three runs (V(cordon), V(restart), V(uncordon)) so that tasks of the operator can
+    run on each node between them (the rollout role's per-node hooks).
+  - With O(mode=release), ends a rollout however it ended - uncordons the nodes that are back, leaves the others
+    cordoned and says why, recounts the cluster's capacity, records the outcome and O(last_error), and gives back
+    the lock. With O(mode=taint_pending), puts the C(cloudstack.apache.org/rollout-pending:PreferNoSchedule) taint
+    on O(nodes) before the first batch.
+  - Each step in detail, and the reasons behind it, are in the collection's guide C(docs/docsite/rst/node_cycle.rst)
+    (How a batch is cycled).
 author:
   - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:
@@ -252,7 +186,7 @@ notes:
   - The cycle marks a node with the annotation C(cloudstack.apache.org/rollout-stop-sent) just before it stops its
     VM, so that O(mode=release) can tell a node that never went down (uncordoned) from one whose Ready may be the
     stale one from before the stop (left cordoned). Both annotations go when the node is uncordoned.
-  - The Kubernetes access needed is in C(docs/rbac.md) of the collection; the taint and the labels are node
+  - The Kubernetes access needed is in C(docs/docsite/rst/rbac.rst) of the collection; the taint and the labels are node
     patches, validation reads the nodes and C(/readyz).
 seealso:
   - module: cloudstack.cks.cks_node_settings

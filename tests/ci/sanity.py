@@ -121,33 +121,37 @@ def git_stage(tree: Path) -> None:
     run(["git", "add", "-A"], cwd=tree)
 
 
-def bootstrap_pip_version() -> str:
-    """The pip version this ansible-test bootstraps its sanity venvs with (24.2 for 2.19)."""
+def bootstrap_packages() -> dict[str, str]:
+    """What this ansible-test bootstraps its sanity venvs with: pip 24.2 alone for 2.19, pip,
+    setuptools and wheel for 2.16 (its ``default_packages``)."""
     spec = importlib.util.find_spec("ansible_test")
     if spec is None or not spec.submodule_search_locations:
         raise SanityError("ansible_test is not importable: run this with the venv's python")
     source_path = Path(list(spec.submodule_search_locations)[0]) / "_internal" / "python_requirements.py"
-    match = re.search(r"default_packages = dict\(\s*pip='([0-9.]+)'", source_path.read_text(encoding="utf-8"))
-    if not match:
+    match = re.search(r"default_packages = dict\((.*?)\)", source_path.read_text(encoding="utf-8"), re.S)
+    packages = dict(re.findall(r"(\w+)='([0-9.]+)'", match.group(1))) if match else {}
+    if "pip" not in packages:
         raise SanityError(f"cannot find the pip bootstrap version in {source_path}")
-    return match.group(1)
+    return packages
 
 
-def seed_pip_bootstrap(python: str, pip_version: str) -> Path:
-    """Write the get-pip stand-in unless a real (or earlier) script is already cached."""
+def seed_pip_bootstrap(python: str, packages: dict[str, str]) -> Path:
+    """Write the get-pip stand-in unless a real (or earlier) script is already cached, with the
+    wheels of every bootstrap package next to it."""
+    pip_version = packages["pip"]
     cache = Path.home() / ".ansible" / "test" / "cache"
     script = cache / f"get_pip_{pip_version.replace('.', '_')}.py"
     wheel_dir = cache / f"pip-{pip_version}-wheel"
-    wheels = sorted(wheel_dir.glob(f"pip-{pip_version}-*.whl"))
-    if script.exists() and (BOOTSTRAP_MARKER not in script.read_text(encoding="utf-8") or wheels):
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    if script.exists() and BOOTSTRAP_MARKER not in script.read_text(encoding="utf-8"):
         return script
+    for name, version in packages.items():
+        if not list(wheel_dir.glob(f"{name}-{version}-*.whl")):
+            run([python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                 "--dest", str(wheel_dir), f"{name}=={version}"])
+    wheels = sorted(wheel_dir.glob(f"pip-{pip_version}-*.whl"))
     if not wheels:
-        wheel_dir.mkdir(parents=True, exist_ok=True)
-        run([python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-             "--dest", str(wheel_dir), f"pip=={pip_version}"])
-        wheels = sorted(wheel_dir.glob(f"pip-{pip_version}-*.whl"))
-        if not wheels:
-            raise SanityError(f"pip download left no pip {pip_version} wheel in {wheel_dir}")
+        raise SanityError(f"pip download left no pip {pip_version} wheel in {wheel_dir}")
     script.write_text(BOOTSTRAP_TEMPLATE.format(wheel=str(wheels[0]), wheel_dir=str(wheel_dir)),
                       encoding="utf-8")
     return script
@@ -193,8 +197,7 @@ def main(argv: list[str]) -> int:
     for path in stdlib_shadows():
         print(f"sanity: WARNING: {path} shadows a stdlib module for ansible-test's pip helper",
               file=sys.stderr)
-    pip_version = bootstrap_pip_version()
-    seed_pip_bootstrap(sys.executable, pip_version)
+    seed_pip_bootstrap(sys.executable, bootstrap_packages())
 
     work = Path(tempfile.mkdtemp(prefix="cks-sanity-"))
     tree = work / "ansible_collections" / NAMESPACE / NAME

@@ -114,6 +114,10 @@ CASES = [
     Case("offering-too-small", {"rollout_node_offerings": {"worker": "cks-small"}}, ("cks-small", "2048")),
     Case("offering-strict-disk", {"rollout_node_offerings": {"worker": "cks-strict"}}, ("cks-strict", "strict")),
     Case("offering-not-a-dict", {"rollout_node_offerings": "cks-large"}, ("rollout_node_offerings",)),
+    # the settings as a survey's text field gives them: read as YAML, judged as a mapping would be
+    Case("offering-text-not-yaml", {"rollout_node_offerings": "worker: [cks-large"},
+         ("rollout_node_offerings=", "not JSON or YAML text")),
+    Case("offering-yaml-text-unknown", {"rollout_node_offerings": "worker: cks-huge"}, ("worker", "cks-huge")),
     # node types
     Case("node-type-unknown", {"rollout_node_offerings": {"gpu": "cks-large"}}, ("gpu",)),
     Case("single-control-node", {"rollout_node_offerings": {"control": "cks-large"}}, ("control",)),

@@ -170,9 +170,12 @@ def test_env_fallbacks() -> None:
         "api_url": ["CLOUDSTACK_ENDPOINT"], "api_key": ["CLOUDSTACK_KEY"], "api_secret": ["CLOUDSTACK_SECRET"],
         "api_http_method": ["CLOUDSTACK_METHOD"], "api_timeout": ["CLOUDSTACK_TIMEOUT"],
         "api_verify_ssl_cert": ["CLOUDSTACK_VERIFY"], "kubeconfig": ["K8S_AUTH_KUBECONFIG"],
-        "context": ["K8S_AUTH_CONTEXT"], "kube_validate_certs": ["K8S_AUTH_VERIFY_SSL"],
-        "kube_ca_cert": ["K8S_AUTH_SSL_CA_CERT"],
+        "context": ["K8S_AUTH_CONTEXT"], "kube_ca_cert": ["K8S_AUTH_SSL_CA_CERT"],
+        "kube_host": ["K8S_AUTH_HOST"], "kube_api_key": ["K8S_AUTH_API_KEY"],
     }
+    # K8S_AUTH_VERIFY_SSL is read by kube_options itself (tests/unit/test_kube_auth.py).
+    assert "fallback" not in kube_spec["kube_validate_certs"]
+    assert kube_spec["kube_api_key"]["no_log"] is True
 
 
 @pytest.mark.parametrize("value, validate", [("true", False), ("yes", False), ("false", True), ("0", True)])

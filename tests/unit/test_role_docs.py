@@ -1,6 +1,7 @@
 """The rollout role's variables are documented everywhere an operator looks: each default in
 defaults/main.yml is an option of the role's argument specs with the same default, and a row of the
-README's variable table; each option of the argument specs is in the README too."""
+variable table of the rollout guide (docs/docsite/rst/rollout.rst); each option of the argument
+specs is in that table too."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ def _load(*parts: str) -> dict:
 
 DEFAULTS = _load(ROLE, "defaults", "main.yml")
 SPECS = _load(ROLE, "meta", "argument_specs.yml")["argument_specs"]
-with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as _fh:
-    README = _fh.read()
-# The variables named in the first cell of the README's variable table rows.
-TABLE = {name for row in re.findall(r"^\| (`rollout_[^|]+)\|", README, re.M) for name in re.findall(r"`(\w+)`", row)}
+GUIDE_PATH = os.path.join(ROOT, "docs", "docsite", "rst", "rollout.rst")
+with open(GUIDE_PATH, encoding="utf-8") as _fh:
+    GUIDE = _fh.read()
+# The variables named in the first column of the guide's variable table (an RST grid table: a
+# cell's text may go on over several lines, each starting with "| ").
+TABLE = {name for row in re.findall(r"^\|([^|]*)\|", GUIDE, re.M) for name in re.findall(r"``(rollout_\w+)``", row)}
 OPTIONS = {name: option for spec in SPECS.values() for name, option in spec["options"].items()}
 
 
@@ -35,12 +38,12 @@ def test_each_default_is_an_option_with_that_default_and_a_readme_row(name: str)
         option = spec["options"].get(name)
         if option is not None and not option.get("required"):
             assert option.get("default") == DEFAULTS[name], (entry, name)
-    assert name in TABLE, f"{name} has no row in the README's variable table"
+    assert name in TABLE, f"{name} has no row in the variable table of {GUIDE_PATH}"
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONS))
 def test_each_option_is_in_the_readme_table(name: str) -> None:
-    assert name in TABLE, f"{name} has no row in the README's variable table"
+    assert name in TABLE, f"{name} has no row in the variable table of {GUIDE_PATH}"
 
 
 @pytest.mark.parametrize("name", ["rollout_canary", "rollout_pause_seconds", "rollout_select"])
