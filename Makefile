@@ -41,8 +41,12 @@ $(BIN)/.installed: requirements.txt requirements-test.txt
 	touch $@
 
 # Debian's etcd-server: cks-sim runs a real etcd member per control / etcd node.
+# etcdctl runs inside the sim's etcd pods (pods/exec); kubectl drives the sim in its tests
+# (Debian's kubernetes-client only where no kubectl is installed: it would replace a newer one).
 etcd-installed:
 	@command -v etcd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null; }
+	@command -v etcdctl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-client >/dev/null; }
+	@command -v kubectl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
 
 # ansible-test's shellcheck sanity test is skipped without it.
 shellcheck-installed:

@@ -499,6 +499,27 @@ class EtcdManager:
             }
         return result
 
+    def member_files(self, vm_name: str) -> Optional[dict[str, Any]]:
+        """What a stacked member's etcd pod mounts (kubeadm's file names -> the sim's files),
+        its client and metrics URLs, and whether its process is up; None for no such member."""
+        member = self._member(vm_name)
+        if member is None:
+            return None
+        with self._lock:
+            cluster = self._clusters[member.cluster_id]
+            files: dict[str, str] = {}
+            if cluster.mode == "stacked":
+                files = {
+                    "ca.crt": cluster.pki["ca_cert"], "ca.key": cluster.pki["ca_key"],
+                    "healthcheck-client.crt": cluster.pki["client_cert"],
+                    "healthcheck-client.key": cluster.pki["client_key"],
+                    "server.crt": member.cert_file or "", "server.key": member.key_file or "",
+                    "peer.crt": member.peer_cert_file or "", "peer.key": member.peer_key_file or "",
+                }
+            return {"name": member.name, "mode": cluster.mode, "client_url": member.client_url,
+                    "metrics_url": member.metrics_url, "files": files,
+                    "running": member.up and not member.killed and member.process_alive()}
+
     def snapshot(self) -> dict:
         with self._lock:
             return {

@@ -70,7 +70,7 @@ RESOURCES: dict[str, Resource] = {
     for r in (
         Resource("namespaces", "Namespace", "", "v1", False, _RO, ("ns",)),
         Resource("nodes", "Node", "", "v1", False, ("get", "list", "patch", "update"), ("no",), ("status",)),
-        Resource("pods", "Pod", "", "v1", True, ("delete", "get", "list"), ("po",), ("eviction", "status")),
+        Resource("pods", "Pod", "", "v1", True, ("delete", "get", "list"), ("po",), ("eviction", "exec", "status")),
         Resource("configmaps", "ConfigMap", "", "v1", True, _RW, ("cm",)),
         Resource("events", "Event", "", "v1", True, _RW, ("ev",)),
         Resource("leases", "Lease", "coordination.k8s.io", "v1", True, _RW),
@@ -79,6 +79,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("replicasets", "ReplicaSet", "apps", "v1", True, _RO, ("rs",), ("status",)),
         Resource("statefulsets", "StatefulSet", "apps", "v1", True, _RO, ("sts",), ("status",)),
         Resource("daemonsets", "DaemonSet", "apps", "v1", True, _RO, ("ds",), ("status",)),
+        Resource("selfsubjectaccessreviews", "SelfSubjectAccessReview", "authorization.k8s.io", "v1", False,
+                 ("create",)),
     )
 }
 
@@ -120,6 +122,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # metav1.Status: reason is omitempty (an error with no reason)
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -332,6 +336,8 @@ class KubeWorld:
         self._pods_by_owner: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
         # Nodes a pod with given tolerations may land on; dropped whenever any node changes.
         self._fit_cache: dict[str, list[str]] = {}
+        # Called (sim.lock held) when a VM's power may change whether the endpoint listens.
+        self.on_endpoint_change: list[Any] = []
         # Pods placed while the world is built are its starting state, not scheduling decisions.
         self._built = False
         # Timers scheduled while building fire on the scheduler thread under sim.lock: hold it
@@ -451,9 +457,17 @@ class KubeWorld:
             return sum(1 for name in self.nodes if self.node_ready_status(name) == "True")
 
     def api_available(self) -> bool:
-        """The API endpoint answers while at least one control node's VM runs an API server."""
-        controls = [n for n in self.nodes.values() if n.node_type == "control"]
+        """The API endpoint answers while a control node's VM behind it runs an API server: any
+        of them behind a load balancer, only the first with ``api_endpoint: first_control_node``."""
+        controls = sorted((n for n in self.nodes.values() if n.node_type == "control"), key=lambda n: n.index)
+        if self.cluster_spec.get("api_endpoint") == "first_control_node":
+            controls = controls[:1]
         return not controls or any(n.vm_running for n in controls)
+
+    def api_listens(self) -> bool:
+        """Whether anything accepts connections at the endpoint: a load balancer always does
+        (and drops them with no API server behind it); a node's own address only while it runs."""
+        return self.cluster_spec.get("api_endpoint") != "first_control_node" or self.api_available()
 
     def snapshot(self) -> dict:
         with self.sim.lock:
@@ -677,9 +691,14 @@ class KubeWorld:
         node = self._raw("nodes", "", name)
         return {"kind": "Node", "name": name, "uid": node["metadata"]["uid"], "apiVersion": "v1"}
 
+    def _api_endpoint_changed(self) -> None:
+        for listener in list(self.on_endpoint_change):
+            listener()
+
     def node_powered_off(self, name: str) -> None:
         state = self.nodes[name]
         state.vm_running = False
+        self._api_endpoint_changed()
         state.kubelet_posting = False
         self.sim.scheduler.cancel(state.boot_timer)
         state.boot_timer = None
@@ -708,6 +727,7 @@ class KubeWorld:
     def node_powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
         state = self.nodes[name]
         state.vm_running = True
+        self._api_endpoint_changed()
         state.cpu, state.memory_mb = int(cpu), int(memory_mb)
         self.sim.scheduler.cancel(state.boot_timer)
         stale = self.sim.faults.take("stale_ready", node=name, cluster=self.cluster_id)
@@ -1143,6 +1163,8 @@ class KubeWorld:
                           extra={"image": f"registry.k8s.io/{comp}:v{self.version}" if comp != "etcd"
                                  else "registry.k8s.io/etcd:3.5.15-0"})
             spec = self._pod_spec(wl)
+            if comp == "etcd":
+                self._kubeadm_etcd_container(spec, node, f"https://{self._node_ip(state)}:2379")
             spec.update({"hostNetwork": True, "priority": 2000001000,
                          "priorityClassName": "system-node-critical",
                          "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})
@@ -1156,6 +1178,47 @@ class KubeWorld:
             }
             self._store("pods", pod)
             self._place(pod, node)
+
+    def _kubeadm_etcd_container(self, spec: dict[str, Any], node: str, client_url: str) -> None:
+        """kubeadm's etcd manifest (cmd/kubeadm/app/phases/etcd/local.go, GetEtcdPodSpec): the
+        flags that name the certificates under /etc/kubernetes/pki/etcd, and the two hostPaths."""
+        ip = client_url.split("//", 1)[-1].rsplit(":", 1)[0]
+        pki = "/etc/kubernetes/pki/etcd"
+        container = spec["containers"][0]
+        container["command"] = [
+            "etcd", f"--advertise-client-urls={client_url}", f"--cert-file={pki}/server.crt",
+            "--client-cert-auth=true", "--data-dir=/var/lib/etcd", "--experimental-initial-corrupt-check=true",
+            "--experimental-watch-progress-notify-interval=5s", f"--initial-advertise-peer-urls=https://{ip}:2380",
+            f"--initial-cluster={node}=https://{ip}:2380", f"--key-file={pki}/server.key",
+            f"--listen-client-urls=https://127.0.0.1:2379,{client_url}", "--listen-metrics-urls=http://127.0.0.1:2381",
+            f"--listen-peer-urls=https://{ip}:2380", f"--name={node}", f"--peer-cert-file={pki}/peer.crt",
+            "--peer-client-cert-auth=true", f"--peer-key-file={pki}/peer.key", f"--peer-trusted-ca-file={pki}/ca.crt",
+            "--snapshot-count=10000", f"--trusted-ca-file={pki}/ca.crt",
+        ]
+        container["volumeMounts"] = [{"mountPath": "/var/lib/etcd", "name": "etcd-data"},
+                                     {"mountPath": pki, "name": "etcd-certs"}]
+        spec["volumes"] = [{"hostPath": {"path": pki, "type": "DirectoryOrCreate"}, "name": "etcd-certs"},
+                           {"hostPath": {"path": "/var/lib/etcd", "type": "DirectoryOrCreate"}, "name": "etcd-data"}]
+
+    def use_etcd_client_urls(self, urls: dict[str, str]) -> None:
+        """Show each stacked member's real client URL (the sim's loopback port) where kubeadm
+        shows its node's: the pod annotation and --advertise-client-urls, so that they match
+        what `etcdctl member list` answers, as they do on a cluster."""
+        for node, url in urls.items():
+            pod = self._raw("pods", "kube-system", f"etcd-{node}")
+            if pod is None:
+                continue
+            pod["metadata"]["annotations"]["kubeadm.kubernetes.io/etcd.advertise-client-urls"] = url
+            command = pod["spec"]["containers"][0].get("command") or []
+            for i, arg in enumerate(command):
+                if arg.startswith("--advertise-client-urls="):
+                    command[i] = f"--advertise-client-urls={url}"
+                elif arg.startswith("--listen-client-urls="):
+                    command[i] = f"--listen-client-urls=https://127.0.0.1:2379,{url}"
+            pod["metadata"]["resourceVersion"] = self.next_rv()
+
+    def node_address(self, name: str) -> str:
+        return self._node_ip(self.nodes[name])
 
     def _reconcile_all(self) -> None:
         """The controllers' loop: every workload has its pods (replacements created now)."""

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import rbac
+from . import kube_exec, kube_table, rbac
 from .core import drop_connection
 from .kube import RESOURCES, ApiError, KubeWorld, Resource
 from .tls import client_identity, make_tls, read_pem
@@ -354,7 +354,10 @@ def _resource_list(group_version: str) -> dict[str, Any]:
             entry["shortNames"] = list(res.short_names)
         resources.append(entry)
         for sub in res.subresources:
-            if sub == "eviction":
+            if sub == "exec":
+                resources.append({"name": f"{res.plural}/exec", "singularName": "", "namespaced": True,
+                                  "kind": "PodExecOptions", "verbs": ["create", "get"]})
+            elif sub == "eviction":
                 resources.append({"name": f"{res.plural}/eviction", "singularName": "", "namespaced": True,
                                   "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
             else:
@@ -493,8 +496,12 @@ def _decode_continue(token: str) -> tuple[str, str]:
 
 
 class KubeApp:
-    def __init__(self, sim: Any) -> None:
+    """One cluster's API server at the root path (``cluster_id`` given), or every cluster's
+    under ``/clusters/<cluster_id>`` (the in-process tests' shared server)."""
+
+    def __init__(self, sim: Any, cluster_id: Optional[str] = None) -> None:
         self.sim = sim
+        self.cluster_id = cluster_id
 
     # --- WSGI ---
 
@@ -505,9 +512,12 @@ class KubeApp:
 
     def _dispatch(self, request: Request, environ: dict[str, Any]) -> Response:
         parts = [p for p in request.path.split("/") if p != ""]
-        if len(parts) < 2 or parts[0] != "clusters" or parts[1] not in self.sim.kube:
+        if self.cluster_id is not None:
+            cluster_id, parts = self.cluster_id, ["clusters", self.cluster_id] + parts
+        elif len(parts) < 2 or parts[0] != "clusters" or parts[1] not in self.sim.kube:
             return _text_response("404 page not found\n", 404)
-        cluster_id = parts[1]
+        else:
+            cluster_id = parts[1]
         world: KubeWorld = self.sim.kube[cluster_id]
         route: Optional[Route] = None
         try:
@@ -544,7 +554,7 @@ class KubeApp:
         assert route is not None
         if user is not None:
             log["user"] = user.name  # who the call log shows, for the RBAC tests
-            denied = self._forbidden(user, route, verb, "/" + "/".join(parts[2:]))
+            denied = self._forbidden(user, route, verb, "/" + "/".join(parts[2:]), world.version)
             if denied is not None:
                 return self._finish(log, _status_response(denied))
         fault = self.sim.faults.take("kube_error", cluster=cluster_id, verb=verb, resource=log["resource"],
@@ -555,7 +565,11 @@ class KubeApp:
             err = ApiError(code, fault.get("message") or f"injected error {code}", fault.get("reason"))
             return self._finish(log, _status_response(err))
         try:
-            if route.kind == "health":
+            if route.subresource == "exec":
+                response = self._exec(world, route, verb, request, environ, log)
+            elif route.res is not None and route.res.plural == "selfsubjectaccessreviews":
+                response = self._access_review(route, verb, request, user)
+            elif route.kind == "health":
                 response = self._health(world, route, request)
             elif route.kind == "version":
                 response = _json_response(self._version(world))
@@ -583,15 +597,100 @@ class KubeApp:
         return rbac.find_user(rbac.users_from_spec(getattr(self.sim, "spec", None) or {}), header[7:].strip())
 
     @staticmethod
-    def _forbidden(user: rbac.User, route: Route, verb: str, path: str) -> Optional[ApiError]:
+    def _forbidden(user: rbac.User, route: Route, verb: str, path: str, version: str = "") -> Optional[ApiError]:
         if route.kind in ("discovery", "root"):
             return None  # system:discovery: every authenticated user
         if route.kind != "resource" or route.res is None:
             return None if rbac.allows_path(user, verb, path) else rbac.forbidden_path(user, verb, path)
         res, label = route.res, route.resource_label
-        if rbac.allows_resource(user, verb, res.group, label, route.namespace, route.name):
+        if rbac.review_needs_no_rule(res.group, res.plural):
             return None
-        return rbac.forbidden_resource(user, verb, res.group, label, res.kind, route.namespace, route.name)
+        verbs = [verb]
+        if route.subresource == "exec" and verb == "get" and _at_least(version, 1, 35):
+            # AuthorizePodWebsocketUpgradeCreatePermission (beta, on, from 1.35): a websocket
+            # GET must also be allowed to create, as SPDY's POST always was.
+            verbs.append("create")
+        for wanted in verbs:
+            if not rbac.allows_resource(user, wanted, res.group, label, route.namespace, route.name):
+                return rbac.forbidden_resource(user, wanted, res.group, label, res.kind, route.namespace, route.name)
+        return None
+
+    def _access_review(self, route: Route, verb: str, request: Request, user: Optional[rbac.User]) -> Response:
+        if verb != "create" or route.name is not None:
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        assert route.res is not None
+        return _json_response(rbac.access_review(user, self._body(request, route.res)), 201)
+
+    # --- pods/exec (kube_exec.py) ---
+
+    def _exec(self, world: KubeWorld, route: Route, verb: str, request: Request, environ: dict[str, Any],
+              log: dict[str, Any]) -> Response:
+        if verb not in ("get", "create"):
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        options = kube_exec.ExecOptions.from_args(request.args)
+        target = self._exec_target(world, route.namespace or "", route.name or "", options)
+        if isinstance(target, Response):
+            return target
+        options.check()
+        if not kube_exec.request_is_websocket(request):
+            # SPDY/3.1 (kubectl's fallback) is not spoken here; see tests/sim/README.md.
+            raise kube_exec.not_an_upgrade()
+
+        def done(status: dict[str, Any]) -> None:
+            self.sim.calls.add(**log, status=101, exec_status=status.get("status"),
+                               exec_command=list(options.command))
+
+        return kube_exec.serve(environ, options, target, done)
+
+    def _exec_target(self, world: KubeWorld, namespace: str, name: str,
+                     options: "kube_exec.ExecOptions") -> Any:
+        """What the API server checks and dials before the upgrade (kube_exec's docstring)."""
+        with self.sim.lock:
+            pod = world.get("pods", namespace, name)
+            node = pod["spec"].get("nodeName")
+            if not node:
+                raise ApiError(400, f"pod {name} does not have a host assigned", "BadRequest")
+            containers = [c["name"] for c in pod["spec"].get("containers", [])]
+            container = options.container
+            if container is None:
+                if len(containers) != 1:
+                    raise ApiError(400, f"a container name must be specified for pod {name}, choose one of: "
+                                        f"[{' '.join(containers)}]", "BadRequest")
+                container = containers[0]
+            elif container not in containers:
+                raise ApiError(400, f"container {container} is not valid for pod {name}", "BadRequest")
+            state = world.nodes.get(node)
+            node_ip = world.node_address(node) if state is not None else ""
+            if state is None or not state.vm_running:
+                raise kube_exec.kubelet_unreachable(node_ip, refused=False)
+            if not state.kubelet_posting:
+                raise kube_exec.kubelet_unreachable(node_ip, refused=True)
+            image = next(c.get("image", "") for c in pod["spec"]["containers"] if c["name"] == container)
+            labels = pod["metadata"].get("labels") or {}
+            is_etcd = namespace == "kube-system" and labels.get("component") == "etcd"
+            peer_nodes = {n: world.node_address(n) for n, s in world.nodes.items() if s.node_type == "control"}
+        etcd_files = self._etcd_files(node, peer_nodes) if is_etcd else None
+        if is_etcd and etcd_files is not None and not etcd_files[1]:
+            return kube_exec.container_not_running(container)
+        return kube_exec.ExecTarget(pod=name, container=container, image=image, node_ip=node_ip,
+                                    etcd=etcd_files[0] if etcd_files else None)
+
+    def _etcd_files(self, node: str, peer_nodes: dict[str, str]) -> Optional[tuple["kube_exec.EtcdMemberFiles", bool]]:
+        etcd = self.sim.etcd
+        if etcd is None:
+            return None
+        info = etcd.member_files(node)
+        if info is None:
+            return None
+        peers = {}
+        for peer, ip in peer_nodes.items():
+            other = etcd.member_files(peer)
+            if other is not None:
+                peers[f"{ip}:2379"] = other["client_url"]
+        files = {f"{kube_exec.KUBEADM_PKI}{k}": v for k, v in info["files"].items() if v}
+        member = kube_exec.EtcdMemberFiles(client_url=info["client_url"], metrics_url=info["metrics_url"],
+                                           files=files, peers=peers)
+        return member, bool(info["running"])
 
     @staticmethod
     def _authenticated(request: Request, world: KubeWorld) -> bool:
@@ -705,7 +804,12 @@ class KubeApp:
                             content_type="application/json")
         if verb == "get":
             with self.sim.lock:
-                return _json_response(world.get(res.plural, ns, route.name or ""))
+                obj = world.get(res.plural, ns, route.name or "")
+                if route.subresource is None and kube_table.wants_table(request.headers.get("Accept", "")):
+                    return _json_response(kube_table.table(res.plural, [obj], {"resourceVersion": world.current_rv()},
+                                                           include_object=request.args.get("includeObject",
+                                                                                           "Metadata")))
+                return _json_response(obj)
         if verb == "create":
             body = self._body(request, res)
             with self.sim.lock:
@@ -786,11 +890,22 @@ class KubeApp:
                 meta["continue"] = _encode_continue(rv, (last.get("namespace", ""), last["name"]))
                 if not args.get("labelSelector") and not args.get("fieldSelector"):
                     meta["remainingItemCount"] = rest
+            if kube_table.wants_table(request.headers.get("Accept", "")):
+                return json.dumps(kube_table.table(res.plural, items, meta,
+                                                   include_object=args.get("includeObject", "Metadata")))
             # The API server omits kind and apiVersion on list items.
             text = json.dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta,
                                "items": [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")}
                                          for i in items]})
         return text
+
+
+def _at_least(version: str, major: int, minor: int) -> bool:
+    try:
+        got = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return False
+    return got >= (major, minor)
 
 
 def _node_name_term(plural: str, selector: str) -> Optional[str]:
@@ -804,16 +919,17 @@ def _node_name_term(plural: str, selector: str) -> Optional[str]:
     return None
 
 
-def make_app(sim: Any) -> KubeApp:
-    """The WSGI app for every cluster in ``sim.kube``, each under ``/clusters/<cluster_id>``."""
-    return KubeApp(sim)
+def make_app(sim: Any, cluster_id: Optional[str] = None) -> KubeApp:
+    """The WSGI app of one cluster's API server at the root path, or (no ``cluster_id``) of
+    every cluster in ``sim.kube``, each under ``/clusters/<cluster_id>``."""
+    return KubeApp(sim, cluster_id)
 
 
 def kubeconfig(sim: Any, cluster_id: str, server_url: str) -> dict:
     """A kubeadm-style admin kubeconfig for one cluster: the sim CA inline, a token and the admin cert.
 
-    ``server_url`` is the HTTPS server's base URL (``https://127.0.0.1:PORT``); the cluster's
-    path prefix is appended.
+    ``server_url`` is the cluster's API server URL as clients must use it: its own server's
+    ``https://127.0.0.1:PORT``, or the shared server's URL with ``/clusters/<cluster_id>``.
     """
     world: KubeWorld = sim.kube[cluster_id]
     tls = getattr(sim, "tls", None) or make_tls(sim.state_dir)
@@ -827,7 +943,7 @@ def kubeconfig(sim: Any, cluster_id: str, server_url: str) -> dict:
         "kind": "Config",
         "preferences": {},
         "clusters": [{"name": world.name, "cluster": {
-            "server": f"{server_url.rstrip('/')}/clusters/{cluster_id}",
+            "server": server_url.rstrip("/"),
             "certificate-authority-data": b64(tls["ca_cert"]),
         }}],
         "users": [{"name": "kubernetes-admin", "user": {

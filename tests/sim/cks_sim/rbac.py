@@ -82,7 +82,10 @@ def allows_path(user: User, verb: str, path: str) -> bool:
 
 def forbidden_resource(user: User, verb: str, group: str, resource: str, kind: str, namespace: Optional[str],
                        name: Optional[str]) -> ApiError:
-    what = f'{resource} "{name}"' if name else resource
+    # responsewriters.Forbidden: NewForbidden(GroupResource{group, resource}, name, ...), whose
+    # String() is "<resource>.<group>" without the subresource, which only the reason names.
+    qualified = resource.split("/")[0] + (f".{group}" if group else "")
+    what = f'{qualified} "{name}"' if name else qualified
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     message = (f'{what} is forbidden: User "{user.name}" cannot {verb} resource "{resource}" in API group '
                f'"{group}"{where}')
@@ -94,3 +97,68 @@ def forbidden_resource(user: User, verb: str, group: str, resource: str, kind: s
 
 def forbidden_path(user: User, verb: str, path: str) -> ApiError:
     return ApiError(403, f'forbidden: User "{user.name}" cannot {verb} path "{path}"', "Forbidden", {})
+
+
+# --- SelfSubjectAccessReview (authorization.k8s.io/v1) ---------------------------------------
+
+_RULES_REVIEW_GROUP = "authorization.k8s.io"
+
+
+def review_needs_no_rule(group: str, plural: str) -> bool:
+    """system:basic-user lets every authenticated user create self reviews."""
+    return group == _RULES_REVIEW_GROUP and plural == "selfsubjectaccessreviews"
+
+
+def _binding_reason(user: User, namespace: Optional[str], matched: dict[str, Any]) -> str:
+    # The RBAC authorizer's wording (rbac.go, ruleAccumulator); the sim's binding names its user.
+    if matched.get("namespace") is not None:
+        return (f'RBAC: allowed by RoleBinding "cks-sim:{user.name}/{namespace}" of Role "cks-sim:{user.name}" '
+                f'to User "{user.name}"')
+    return (f'RBAC: allowed by ClusterRoleBinding "cks-sim:{user.name}" of ClusterRole "cks-sim:{user.name}" '
+            f'to User "{user.name}"')
+
+
+def _matching_rule(user: User, verb: str, group: str, resource: str, namespace: Optional[str],
+                   name: Optional[str]) -> Optional[dict[str, Any]]:
+    for rule in user.rules:
+        single = User(user.name, user.token, (rule,))
+        if allows_resource(single, verb, group, resource, namespace, name):
+            return rule
+    return None
+
+
+def access_review(user: Optional[User], body: Any) -> dict[str, Any]:
+    """The answer to a SelfSubjectAccessReview (``user`` None: the admin, system:masters).
+
+    Validation as ``ValidateSelfSubjectAccessReviewSpec``: exactly one of resourceAttributes
+    and nonResourceAttributes (422 otherwise). Allowed answers carry the authorizer's reason;
+    system:masters is allowed by the privileged-group authorizer, which gives none.
+    """
+    spec = body.get("spec") if isinstance(body, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if (resource is None) == (non_resource is None):
+        value = "null" if resource is None else "{...}"
+        raise ApiError(422, f'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
+                            f'Invalid value: "{value}": exactly one of nonResourceAttributes or resourceAttributes '
+                            f'must be specified', "Invalid",
+                       {"group": _RULES_REVIEW_GROUP, "kind": "SelfSubjectAccessReview", "causes": [
+                           {"reason": "FieldValueInvalid", "field": "spec.resourceAttributes",
+                            "message": f'Invalid value: "{value}": exactly one of nonResourceAttributes or '
+                                       f'resourceAttributes must be specified'}]})
+    status: dict[str, Any]
+    if user is None:
+        status = {"allowed": True}
+    elif resource is not None:
+        label = str(resource.get("resource", ""))
+        if resource.get("subresource"):
+            label = f"{label}/{resource['subresource']}"
+        namespace = resource.get("namespace") or None
+        matched = _matching_rule(user, str(resource.get("verb", "")), str(resource.get("group", "")), label,
+                                 namespace, resource.get("name") or None)
+        status = {"allowed": True, "reason": _binding_reason(user, namespace, matched)} if matched else {"allowed": False}
+    else:
+        allowed = allows_path(user, str(non_resource.get("verb", "")), str(non_resource.get("path", "")))
+        status = {"allowed": True, "reason": _binding_reason(user, None, {})} if allowed else {"allowed": False}
+    return {"kind": "SelfSubjectAccessReview", "apiVersion": f"{_RULES_REVIEW_GROUP}/v1",
+            "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}

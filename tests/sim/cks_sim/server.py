@@ -24,6 +24,7 @@ from .admin_api import AdminApp
 from .cloud import CloudWorld
 from .cloudstack_api import API_PATH, CloudStackApp
 from .core import Sim
+from .status_lines import StatusLines, go_status_line, jetty_status_line
 
 KUBE_FAULTS = {"kube_error", "pdb_block", "slow_drain", "never_ready", "stale_ready", "foreign_cordon"}
 
@@ -102,6 +103,90 @@ class _ServerThread:
         self.thread.join(timeout=5)
 
 
+class KubeEndpoint:
+    """One cluster's API server address (its own port, the root path).
+
+    With a load balancer in front (the default) it always listens. When it is the first
+    control node's own address (``api_endpoint: first_control_node``), the listening socket is
+    closed while that VM is down, so clients get "connection refused", and opened again on the
+    same port when it runs. Power changes arrive under ``sim.lock``; the socket work happens on
+    this endpoint's own thread, which converges to what the world says at that moment.
+    """
+
+    def __init__(self, owner: "SimServer", cluster_id: str, port: int, app: Any, ssl_context: Any) -> None:
+        self.owner = owner
+        self.cluster_id = cluster_id
+        self.port = port
+        self.app = app
+        self.ssl_context = ssl_context
+        self.thread: Optional[_ServerThread] = None
+        self._wanted = threading.Event()
+        self._changes = threading.Condition()
+        self._pending = False
+        self._closed = False
+        self._worker: Optional[threading.Thread] = None
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.owner.host}:{self.port}"
+
+    def _listen(self) -> None:
+        server = make_server(self.owner.host, self.port, self.app, threaded=True, ssl_context=self.ssl_context)
+        self.port = int(server.server_port)  # a free port the first time, the same one after
+        self.thread = _ServerThread(f"kube-{self.cluster_id[:8]}", server)
+        self.thread.start()
+
+    def _unlisten(self) -> None:
+        if self.thread is not None:
+            self.thread.stop()
+            self.thread = None
+
+    def start(self) -> None:
+        self._listen()
+        world = self.owner.sim.kube[self.cluster_id]
+        if hasattr(world, "on_endpoint_change"):
+            world.on_endpoint_change.append(self.changed)
+            self._worker = threading.Thread(target=self._follow, name=f"cks-sim-endpoint-{self.cluster_id[:8]}",
+                                            daemon=True)
+            self._worker.start()
+            self.changed()
+
+    def changed(self) -> None:
+        with self._changes:
+            self._pending = True
+            self._changes.notify()
+
+    def _follow(self) -> None:
+        world = self.owner.sim.kube[self.cluster_id]
+        while True:
+            with self._changes:
+                while not self._pending and not self._closed:
+                    self._changes.wait()
+                if self._closed:
+                    return
+                self._pending = False
+            with self.owner.sim.lock:
+                listens = world.api_listens()
+            try:
+                if listens and self.thread is None:
+                    self._listen()
+                    self.owner.sim.timeline.add(cluster=self.cluster_id, event="api_endpoint_listening")
+                elif not listens and self.thread is not None:
+                    self._unlisten()
+                    self.owner.sim.timeline.add(cluster=self.cluster_id, event="api_endpoint_refusing")
+            except OSError:
+                self.changed()  # the port is busy for a moment: try again
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        with self._changes:
+            self._closed = True
+            self._changes.notify()
+        if self._worker is not None:
+            self._worker.join(timeout=5)
+        self._unlisten()
+
+
 class SimServer:
     """The whole simulator: build, serve, describe (env.json), stop."""
 
@@ -119,6 +204,7 @@ class SimServer:
         self.stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._kube_url = ""
+        self.kube_endpoints: dict[str, KubeEndpoint] = {}
 
     # -- building ----------------------------------------------------------------------------
 
@@ -147,6 +233,10 @@ class SimServer:
             for cluster in sim.cloud.clusters.values():
                 members, mode = sim.cloud.etcd_members(cluster)
                 sim.etcd.add_cluster(cluster.id, members, mode)
+                if mode == "stacked" and hasattr(sim.kube[cluster.id], "use_etcd_client_urls"):
+                    urls = {m["name"]: m["client_url"] for m in sim.etcd.endpoints(cluster.id)["members"]}
+                    with sim.lock:
+                        sim.kube[cluster.id].use_etcd_client_urls(urls)
                 for name in members:
                     if sim.cloud.vm_by_name[name].state != "Running":
                         sim.etcd.vm_powered_off(name)
@@ -171,13 +261,19 @@ class SimServer:
             logging.getLogger("werkzeug").setLevel(logging.WARNING)
         try:
             self.build()
-            self._serve("cloudstack", CloudStackApp(self.sim))
+            self._serve("cloudstack", StatusLines(CloudStackApp(self.sim), jetty_status_line))
             self._serve("admin", AdminApp(self))
             kube_api = _optional("kube_api")
             if kube_api is not None and self.tls is not None:
                 tls_mod = _optional("tls")
-                self._serve("kube", kube_api.make_app(self.sim), tls_mod.server_ssl_context(self.tls))
-                self._kube_url = f"https://{self.host}:{self.servers['kube'].port}"
+                for index, cluster_id in enumerate(self.sim.kube):
+                    port = self.ports["kube"] + index if self.ports["kube"] else 0
+                    endpoint = KubeEndpoint(self, cluster_id, port,
+                                            StatusLines(kube_api.make_app(self.sim, cluster_id), go_status_line),
+                                            tls_mod.server_ssl_context(self.tls))
+                    self.kube_endpoints[cluster_id] = endpoint
+                    endpoint.start()
+                self._kube_url = next(iter(self.kube_endpoints.values())).url if self.kube_endpoints else ""
                 self.sim.kubeconfig_provider = self.kubeconfig_text
                 for cluster in self.sim.cloud.clusters.values():
                     path = os.path.join(self.state_dir, f"kubeconfig-{cluster.name}.yaml")
@@ -203,15 +299,17 @@ class SimServer:
 
     def kubeconfig_text(self, cluster_id: str) -> str:
         kube_api = _optional("kube_api")
-        return yaml.safe_dump(kube_api.kubeconfig(self.sim, cluster_id, self._kube_url), sort_keys=False)
+        url = self.kube_endpoints[cluster_id].url
+        return yaml.safe_dump(kube_api.kubeconfig(self.sim, cluster_id, url), sort_keys=False)
 
     def _env(self) -> dict[str, Any]:
         cloud = self.sim.cloud
         clusters = []
         for cluster in cloud.clusters.values():
             etcd = self.sim.etcd.endpoints(cluster.id) if self.sim.etcd is not None else None
+            endpoint = self.kube_endpoints.get(cluster.id)
             clusters.append({"id": cluster.id, "name": cluster.name, "kubeconfig": self.kubeconfigs.get(cluster.id),
-                             "etcd": etcd})
+                             "kube_url": endpoint.url if endpoint else None, "etcd": etcd})
         first = clusters[0]
         return {
             "cloudstack_endpoint": f"http://{self.host}:{self.servers['cloudstack'].port}{API_PATH}",
@@ -244,6 +342,11 @@ class SimServer:
         with self._stop_lock:
             if self.stopped.is_set():
                 return
+            for endpoint in list(self.kube_endpoints.values()):
+                try:
+                    endpoint.stop()
+                except OSError:
+                    pass
             for thread in list(self.servers.values()):
                 try:
                     if thread.thread.is_alive():

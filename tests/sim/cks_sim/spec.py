@@ -320,7 +320,11 @@ CLUSTER_FIELDS = (
     "name", "description", "state", "kubernetes_version", "control_nodes", "workers", "etcd_nodes",
     "external_nodes", "offering", "node_offerings", "root_disk_size", "root_disk_offering",
     "dedication_group", "affinity_groups", "keypair", "clustertype", "nodes", "id", "workloads", "pdbs",
+    "api_endpoint",
 )
+# Where the kubeconfig's server points: CKS's load balancer (or port forward) in front of every
+# control node, or the first control node itself (a shared network without one: issue 13).
+API_ENDPOINTS = ("load_balancer", "first_control_node")
 
 
 def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]) -> dict[str, Any]:
@@ -380,6 +384,9 @@ def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]
     out["workloads"] = _list(entry.get("workloads"), f"{where}.workloads") or None
     out["pdbs"] = _list(entry.get("pdbs"), f"{where}.pdbs") or None
     out["nodes"] = _node_overrides(entry.get("nodes"), where, out, offering, groups)
+    out["api_endpoint"] = str(entry.get("api_endpoint", "load_balancer"))
+    if out["api_endpoint"] not in API_ENDPOINTS:
+        raise SpecError(f"{where}.api_endpoint must be one of {', '.join(API_ENDPOINTS)}")
     return out
 
 

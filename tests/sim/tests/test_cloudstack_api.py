@@ -202,7 +202,7 @@ def test_kubeconfig_comes_from_get_kubernetes_cluster_config(sim):
     answer = sim.cs().getKubernetesClusterConfig(id=sim.env["cluster_id"])["clusterconfig"]
     assert answer["id"] == sim.env["cluster_id"] and answer["name"] == "demo"
     config = yaml.safe_load(answer["configdata"])
-    assert config["clusters"][0]["cluster"]["server"].endswith(f"/clusters/{sim.env['cluster_id']}")
+    assert config["clusters"][0]["cluster"]["server"] == sim.env["clusters"][0]["kube_url"]
     with open(sim.env["kubeconfig"], encoding="utf-8") as handle:
         assert yaml.safe_load(handle) == config
     with pytest.raises(CloudStackApiException) as caught:

@@ -82,7 +82,7 @@ class KubeEnv:
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
                                        daemon=True)
         self.thread.start()
-        self.kubeconfig = kubeconfig(self.sim, CLUSTER_ID, self.url)
+        self.kubeconfig = kubeconfig(self.sim, CLUSTER_ID, f"{self.url}/clusters/{CLUSTER_ID}")
         self.api_client = k8s_config.new_client_from_config_dict(copy.deepcopy(self.kubeconfig))
         self.core = k8s.CoreV1Api(self.api_client)
         self.coord = k8s.CoordinationV1Api(self.api_client)

@@ -8,7 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 import pytest
 import requests
@@ -41,7 +41,9 @@ def test_serve_writes_env_and_stops_on_sigterm(sim_process):
     assert os.path.exists(env["kube_ca"])
     with open(env["kubeconfig"], encoding="utf-8") as fh:
         kubeconfig = yaml.safe_load(fh)
-    assert kubeconfig["clusters"][0]["cluster"]["server"].endswith(f"/clusters/{env['cluster_id']}")
+    # Each cluster's API server at the root path of its own port, as a real one is.
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == env["clusters"][0]["kube_url"] == env["kube_url"]
+    assert urlsplit(env["kube_url"]).path == ""
     # Stacked etcd: one real member per control node, named after its VM.
     members = env["etcd"]["members"]
     assert env["etcd"]["mode"] == "stacked" and len(members) == 3
