@@ -33,9 +33,9 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube impor
     KUBERNETES_IMPORT_ERROR,
     KubeClient,
     KubeOptions,
-    _scrub,
     fetch_kubeconfig,
     parse_kubeconfig,
+    scrub_secrets,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
@@ -196,9 +196,9 @@ def run(module: AnsibleModule, fn: Callable[[], Optional[Mapping[str, Any]]]) ->
     except CksError as exc:
         module.fail_json(msg=exc.msg, **_safe_details(exc.details))
     except Exception as exc:  # the last net: a clear message, never a secret
-        text = _scrub(redact(str(exc)))
+        text = scrub_secrets(redact(str(exc)))
         module.fail_json(msg=f"unexpected {type(exc).__name__}: {text}",
-                         exception=_scrub(redact(traceback.format_exc())))
+                         exception=scrub_secrets(redact(traceback.format_exc())))
     else:
         module.exit_json(**dict(result or {}))
 

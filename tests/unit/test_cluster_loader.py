@@ -8,61 +8,46 @@ from typing import Any
 
 import pytest
 from factories import ClusterFactory
+from fakes import FakeCloudStack, FakeKube
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 
 UUID = "3f2c1a9e-8d7b-4c6a-9e5f-1a2b3c4d5e6f"
 
 
-class FakeCloud:
-    """Answers list calls from the factory's raw dicts, filtering as CloudStack would."""
-
-    def __init__(self, clusters: list[dict], factory: ClusterFactory) -> None:
-        self.clusters = clusters
-        self.factory = factory
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-
-    def list(self, command: str, **params: Any) -> list[dict]:
-        self.calls.append((command, params))
-        f = self.factory
-        if command == "listKubernetesClusters":
-            if "id" in params:
-                return [c for c in self.clusters if c["id"] == params["id"]]
-            return [c for c in self.clusters if c["name"] == params.get("name")]
-        if command == "listVirtualMachines":
-            vms = f.raw_vms() + [{"id": "vm-other", "name": "other", "state": "Running"}]
-            if "ids" in params:
-                ids = set(params["ids"].split(","))
-                return [vm for vm in vms if vm["id"] in ids]
-            return vms
-        if command == "listVolumes":
-            return [v for v in f.raw_volumes() if v["type"] == params.get("type", v["type"])]
-        if command == "listServiceOfferings":
-            return f.raw_service_offerings()
-        if command == "listDiskOfferings":
-            return f.raw_disk_offerings()
-        if command == "listAffinityGroups":
-            return f.raw_affinity_groups()
-        raise AssertionError(f"unexpected call {command}")
-
-    def commands(self) -> list[str]:
-        return [c for c, _params in self.calls]
 
 
-class FakeKube:
-    def __init__(self, factory: ClusterFactory) -> None:
-        self.factory = factory
-        self.calls = 0
-
-    def list_nodes(self) -> list[dict]:
-        self.calls += 1
-        return self.factory.raw_k8s_nodes()
 
 
-def loader_for(f: ClusterFactory, clusters: list[dict] | None = None) -> tuple[ClusterLoader, FakeCloud, FakeKube]:
-    cloud = FakeCloud(clusters if clusters is not None else [f.raw_cluster()], f)
-    kube = FakeKube(f)
+def cloud_for(factory: ClusterFactory, clusters: list[dict]) -> FakeCloudStack:
+    """CloudStack answering the loader's list calls from the factory's raw dicts, filtering as CloudStack would."""
+
+    def clusters_named(params: dict[str, Any]) -> list[dict]:
+        if "id" in params:
+            return [c for c in clusters if c["id"] == params["id"]]
+        return [c for c in clusters if c["name"] == params.get("name")]
+
+    def vms(params: dict[str, Any]) -> list[dict]:
+        found = factory.raw_vms() + [{"id": "vm-other", "name": "other", "state": "Running"}]
+        if "ids" in params:
+            ids = set(params["ids"].split(","))
+            return [vm for vm in found if vm["id"] in ids]
+        return found
+
+    return FakeCloudStack(lists={
+        "listKubernetesClusters": clusters_named,
+        "listVirtualMachines": vms,
+        "listVolumes": lambda params: [v for v in factory.raw_volumes() if v["type"] == params.get("type", v["type"])],
+        "listServiceOfferings": lambda _params: factory.raw_service_offerings(),
+        "listDiskOfferings": lambda _params: factory.raw_disk_offerings(),
+        "listAffinityGroups": lambda _params: factory.raw_affinity_groups(),
+    })
+
+
+def loader_for(f: ClusterFactory, clusters: list[dict] | None = None) -> tuple[ClusterLoader, FakeCloudStack, FakeKube]:
+    cloud = cloud_for(f, clusters if clusters is not None else [f.raw_cluster()])
+    kube = FakeKube(nodes=f.raw_k8s_nodes)
     return ClusterLoader(cloud, kube), cloud, kube
 
 
@@ -74,15 +59,15 @@ def test_call_budget_whatever_the_cluster_size(workers: int) -> None:
     assert len(view.nodes) == workers + 1
     assert all(n.offering_id == "so-medium" and n.root_disk_gb == 20 for n in view.nodes)
     assert all(n.ready for n in view.nodes)
-    assert len(cloud.calls) <= ClusterLoader.MAX_CLOUD_CALLS
-    assert kube.calls == 1
+    assert len(cloud.asked) <= ClusterLoader.MAX_CLOUD_CALLS
+    assert kube.node_lists == 1
 
 
 def test_vms_are_asked_by_id_in_chunks_scoped_to_the_owner() -> None:
     f = ClusterFactory(control=3, workers=247)  # 250 VMs: 3 chunks of at most 100
     loader, cloud, _kube = loader_for(f)
     loader.load("demo")
-    vm_calls = [p for c, p in cloud.calls if c == "listVirtualMachines"]
+    vm_calls = [p for c, p in cloud.asked if c == "listVirtualMachines"]
     assert [len(p["ids"].split(",")) for p in vm_calls] == [100, 100, 50]
     assert all(p["listall"] is True and p["account"] == "admin" and p["domainid"] == "domain-root"
                for p in vm_calls)
@@ -94,7 +79,7 @@ def test_a_very_large_cluster_lists_the_owners_vms_once_and_keeps_its_own() -> N
     f = ClusterFactory(control=3, workers=500)
     loader, cloud, _kube = loader_for(f)
     view = loader.load("demo")
-    vm_calls = [p for c, p in cloud.calls if c == "listVirtualMachines"]
+    vm_calls = [p for c, p in cloud.asked if c == "listVirtualMachines"]
     assert len(vm_calls) == 1 and "ids" not in vm_calls[0]
     assert "other" not in {n.name for n in view.nodes}
 
@@ -105,9 +90,9 @@ def test_a_batch_reads_its_own_vms_only(workers: int) -> None:
     loader, cloud, kube = loader_for(f)
     batch = sorted(n.name for n in f.nodes if n.node_type == "worker")[:2]
     view = loader.load("demo", detail_for=[b.upper() for b in batch])
-    vm_calls = [p for c, p in cloud.calls if c == "listVirtualMachines"]
+    vm_calls = [p for c, p in cloud.asked if c == "listVirtualMachines"]
     assert len(vm_calls) == 1 and sorted(vm_calls[0]["ids"].split(",")) == sorted(f.vm_id(b) for b in batch)
-    assert len(cloud.calls) == 6 and kube.calls == 1  # the same for 10 and for 1,000 workers
+    assert len(cloud.asked) == 6 and kube.node_lists == 1  # the same for 10 and for 1,000 workers
     for node in view.nodes:
         if node.name in batch:
             assert node.offering_id == "so-medium" and node.cpu > 0
@@ -123,7 +108,7 @@ def test_the_calls_made() -> None:
     loader.load("demo")
     assert cloud.commands() == ["listKubernetesClusters", "listVirtualMachines", "listVolumes",
                                 "listServiceOfferings", "listDiskOfferings", "listAffinityGroups"]
-    params = dict(cloud.calls)
+    params = dict(cloud.asked)
     assert params["listVolumes"] == {"type": "ROOT", "listall": True, "account": "admin", "domainid": "domain-root"}
     assert params["listAffinityGroups"] == {"listall": True}
     assert params["listKubernetesClusters"] == {"name": "demo", "listall": True}
@@ -133,7 +118,7 @@ def test_project_clusters_are_listed_in_their_project() -> None:
     f = ClusterFactory(control=1, workers=1, project=True)
     loader, cloud, _kube = loader_for(f)
     loader.load("demo", project_id="project-1")
-    for command, params in cloud.calls:
+    for command, params in cloud.asked:
         if command not in ("listServiceOfferings", "listDiskOfferings"):
             assert params.get("projectid") == "project-1", command
         assert "account" not in params
@@ -144,7 +129,7 @@ def test_resolve_by_id() -> None:
     cluster = dict(f.raw_cluster(), id=UUID)
     loader, cloud, _kube = loader_for(f, [cluster])
     assert loader.load(UUID).id == UUID
-    assert cloud.calls[0] == ("listKubernetesClusters", {"id": UUID, "listall": True})
+    assert cloud.asked[0] == ("listKubernetesClusters", {"id": UUID, "listall": True})
 
 
 def test_a_uuid_shaped_name_falls_back_to_the_name() -> None:
@@ -172,7 +157,7 @@ def test_name_must_match_exactly_and_be_unique() -> None:
 
 def test_without_a_kubernetes_client_nodes_have_no_kubernetes_side() -> None:
     f = ClusterFactory(control=1, workers=1)
-    cloud = FakeCloud([f.raw_cluster()], f)
+    cloud = cloud_for(f, [f.raw_cluster()])
     view = ClusterLoader(cloud).load("demo")
     assert all(not n.k8s_present for n in view.nodes)
 

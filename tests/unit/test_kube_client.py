@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fakes import FakeCloudStack
 
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import cloudstack as cs_doc
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import kubernetes as kube_doc
@@ -86,25 +87,16 @@ def test_status_error_uses_the_status_message_and_reason() -> None:
 
 def test_scrub_removes_key_material() -> None:
     blob = "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVB"
-    assert blob not in kube._scrub(f"bad data {blob} here")
-
-
-class FakeCloudStack:
-    def __init__(self, response: dict) -> None:
-        self.response = response
-        self.asked: list[tuple[str, dict]] = []
-
-    def call(self, command: str, **params: Any) -> dict:
-        self.asked.append((command, params))
-        return self.response
+    assert blob not in kube.scrub_secrets(f"bad data {blob} here")
 
 
 def test_fetch_kubeconfig_reads_configdata() -> None:
-    cloud = FakeCloudStack({"clusterconfig": {"id": "c1", "name": "demo", "configdata": yaml.safe_dump(KUBECONFIG)}})
+    cloud = FakeCloudStack(calls={"getKubernetesClusterConfig": {
+        "clusterconfig": {"id": "c1", "name": "demo", "configdata": yaml.safe_dump(KUBECONFIG)}}})
     assert kube.fetch_kubeconfig(cloud, "c1") == KUBECONFIG
-    assert cloud.asked == [("getKubernetesClusterConfig", {"target": "c1", "id": "c1"})]
+    assert cloud.asked == [("getKubernetesClusterConfig", {"id": "c1"})] and cloud.targets == ["c1"]
     with pytest.raises(CloudStackError, match="no stored kubeconfig"):
-        kube.fetch_kubeconfig(FakeCloudStack({"clusterconfig": {"id": "c1"}}), "c1")
+        kube.fetch_kubeconfig(FakeCloudStack(calls={"getKubernetesClusterConfig": {"clusterconfig": {"id": "c1"}}}), "c1")
 
 
 def test_connect_needs_a_kubeconfig_or_a_cluster() -> None:

@@ -5,9 +5,10 @@ what release takes off which node, the taint_pending service, and the client's r
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
+from fakes import FakeKube, FakeLock
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube as kube_utils
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
@@ -248,45 +249,20 @@ def test_checked_patch_gives_up_after_the_attempts_and_never_retries_other_error
 
 # --- mode=taint_pending ------------------------------------------------------------------------------------
 
-class FakeKube:
-    def __init__(self, nodes: list[dict[str, Any]]) -> None:
-        self.nodes = {n["metadata"]["name"]: n for n in nodes}
-        self.written: list[tuple[str, dict[str, Any]]] = []
-        self.lists = 0
-
-    def list_nodes(self) -> list[dict[str, Any]]:
-        self.lists += 1
-        return [copy.deepcopy(n) for n in self.nodes.values()]
-
-    def patch_node_checked(self, name: str, build: Callable[..., Any], node: Optional[dict[str, Any]] = None) -> Any:
-        patch = build(node)
-        self.written.append((name, patch))
-        return patch
-
-
-class FakeLock:
-    def __init__(self, held: bool = True) -> None:
-        self.held, self.renewed = held, 0
-
-    def renew(self) -> None:
-        if not self.held:
-            raise LockHeld("the rollout lock is held by run-other")
-        self.renewed += 1
-
 
 def test_taint_pending_one_list_one_write_per_node_lacking_it(monkeypatch: pytest.MonkeyPatch) -> None:
     lock = FakeLock()
     monkeypatch.setattr("ansible_collections.cloudstack.cks.plugins.module_utils._services.taint.held_lock",
                         lambda kube, holder: lock if holder else None)
-    kube = FakeKube([k8s("demo-node-1", taints=[THEIRS]), k8s("demo-node-2", taints=[PENDING]),
+    kube = FakeKube(nodes=[k8s("demo-node-1", taints=[THEIRS]), k8s("demo-node-2", taints=[PENDING]),
                      k8s("demo-control-1", taints=[CONTROL_PLANE])])
     result = taint_pending(ClusterSession.of({}, None, kube), {"nodes": ["Demo-Node-1", "demo-node-2", "demo-control-1", "demo-etcd-1-abc"],
                             "lock_holder": "run-1"})
-    assert result["changed"] and kube.lists == 1 and lock.renewed == 1
+    assert result["changed"] and kube.node_lists == 1 and lock.renewed == 1
     assert result["pending_taint"]["tainted"] == ["demo-node-1", "demo-control-1"]
     assert result["pending_taint"]["already_tainted"] == ["demo-node-2"]
     assert result["pending_taint"]["not_kubernetes_nodes"] == ["demo-etcd-1-abc"]
-    assert kube.written == [("demo-node-1", {"spec": {"taints": [THEIRS, PENDING]}}),
+    assert kube.patches == [("demo-node-1", {"spec": {"taints": [THEIRS, PENDING]}}),
                             ("demo-control-1", {"spec": {"taints": [CONTROL_PLANE, PENDING]}})]
 
 
@@ -294,9 +270,9 @@ def test_taint_pending_check_mode_and_a_lost_lock(monkeypatch: pytest.MonkeyPatc
     lock = FakeLock(held=False)
     monkeypatch.setattr("ansible_collections.cloudstack.cks.plugins.module_utils._services.taint.held_lock",
                         lambda kube, holder: lock)
-    kube = FakeKube([k8s("demo-node-1")])
+    kube = FakeKube(nodes=[k8s("demo-node-1")])
     result = taint_pending(ClusterSession.of({}, None, kube), {"nodes": ["demo-node-1"], "lock_holder": "run-1"}, check_mode=True)
-    assert result["pending_taint"]["tainted"] == ["demo-node-1"] and kube.written == []
+    assert result["pending_taint"]["tainted"] == ["demo-node-1"] and kube.patches == []
     with pytest.raises(LockHeld):
         taint_pending(ClusterSession.of({}, None, kube), {"nodes": ["demo-node-1"], "lock_holder": "run-1"})
-    assert kube.written == []
+    assert kube.patches == []

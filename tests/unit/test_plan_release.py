@@ -9,7 +9,7 @@ from typing import Callable, Optional
 import pytest
 from factories import ClusterFactory
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, capacity, health_problems, outcome, preflight_problems, release_decisions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, capacity, health_problems, outcome, preflight_problems, release_plan
 
 Setup = Optional[Callable[[ClusterFactory], None]]
 
@@ -95,11 +95,12 @@ def test_release_uncordons_only_annotated_nodes_that_are_back() -> None:
     f.set(f.w(4), ready=False)  # new boot, not Ready yet
     f.set(f.w(5), k8s=False)  # node object gone
     f.set(f.w(6), unschedulable=True)  # cordoned by someone else
-    uncordon, leave = release_decisions(f.view())
-    assert uncordon == [f.w(1)]
+    uncordon, leave = release_plan(f.view())
+    assert uncordon == [(f.w(1), "Ready with a new boot ID"),
+                        # no stop was ever sent: its Ready with the old boot ID is not stale
+                        (f.w(3), "never went down (no stop was sent): back into service")]
     assert leave == [
         (f.w(2), "VM is Stopped"),
-        (f.w(3), "boot ID unchanged: it has not restarted since it was cordoned"),
         (f.w(4), "Kubernetes node not Ready"),
     ]
     # w5 has no Kubernetes node (so no annotation to read) and w6 is someone else's: untouched
@@ -110,10 +111,10 @@ def test_release_is_idempotent_on_its_own_result() -> None:
     f = _f(control=3, workers=2)
     f.cordon_for_rollout(f.w(1))
     f.reboot(f.w(1))
-    assert release_decisions(f.view())[0] == [f.w(1)]
+    assert release_plan(f.view())[0] == [(f.w(1), "Ready with a new boot ID")]
     # what release does: uncordon and remove the annotation
     f.set(f.w(1), annotation=None, unschedulable=False)
-    assert release_decisions(f.view()) == ([], [])
+    assert release_plan(f.view()) == ([], [])
 
 
 def test_release_uncordons_a_back_node_someone_uncordoned_already() -> None:
@@ -121,7 +122,7 @@ def test_release_uncordons_a_back_node_someone_uncordoned_already() -> None:
     f.cordon_for_rollout(f.w(1))
     f.reboot(f.w(1))
     f.set(f.w(1), unschedulable=False)
-    assert release_decisions(f.view())[0] == [f.w(1)]  # the annotation still has to go
+    assert release_plan(f.view())[0] == [(f.w(1), "Ready with a new boot ID")]  # the annotation still has to go
 
 
 # -- capacity and outcome --------------------------------------------------------------------

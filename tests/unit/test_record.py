@@ -7,15 +7,14 @@ rules stands in, so the decisions can be tested at exact times.
 
 from __future__ import annotations
 
-import copy
-import itertools
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 import pytest
+from fakes import FakeKube
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as rec
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -50,57 +49,6 @@ def test_record_round_trips_through_configmap_data() -> None:
     assert back == rec.Record(**{**record.__dict__, "resource_version": "9"})
     empty = rec.Record.from_configmap({"metadata": {}, "data": rec.Record().to_data()})
     assert (empty.last_error, empty.outcome, empty.cancel, empty.previous_holder_stopped) == (None, None, False, None)
-
-
-class FakeKube:
-    """ConfigMaps and Leases with the API server's resourceVersion rules (409 Conflict / AlreadyExists)."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
-        self.versions = itertools.count(100)
-        self.writes = 0
-
-    def _get(self, kind: str, name: str) -> Optional[dict[str, Any]]:
-        obj = self.objects.get((kind, name))
-        return copy.deepcopy(obj) if obj else None
-
-    def _create(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
-        name = body["metadata"]["name"]
-        if (kind, name) in self.objects:
-            raise KubernetesError("create", "exists", status=409, reason="AlreadyExists")
-        return self._store(kind, name, body)
-
-    def _replace(self, kind: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        if (kind, name) not in self.objects:
-            raise KubernetesError("replace", "not found", status=404, reason="NotFound")
-        if body["metadata"].get("resourceVersion") != self.objects[(kind, name)]["metadata"]["resourceVersion"]:
-            raise KubernetesError("replace", "the object has been modified", status=409, reason="Conflict")
-        return self._store(kind, name, body)
-
-    def _store(self, kind: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.writes += 1
-        obj = copy.deepcopy(body)
-        obj["metadata"]["resourceVersion"] = str(next(self.versions))
-        self.objects[(kind, name)] = obj
-        return copy.deepcopy(obj)
-
-    def get_lease(self, ns: str, name: str) -> Optional[dict[str, Any]]:
-        return self._get("lease", name)
-
-    def create_lease(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._create("lease", body)
-
-    def replace_lease(self, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._replace("lease", name, body)
-
-    def get_configmap(self, ns: str, name: str) -> Optional[dict[str, Any]]:
-        return self._get("configmap", name)
-
-    def create_configmap(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._create("configmap", body)
-
-    def replace_configmap(self, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._replace("configmap", name, body)
 
 
 class Clock:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import pytest
+from fakes import FakeKube
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import validation_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import etcd_problems, node_problems, readyz_problems, round_problems
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ClusterReader, ValidationOptions, validate
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import validation_options
 
 
 def node(name: str, ready: Optional[str] = "True", reason: str = "KubeletReady",
@@ -170,22 +171,6 @@ def test_result_as_returned() -> None:
 
 # --- one round's reads ------------------------------------------------------------------------------
 
-class FakeKube:
-    def __init__(self, nodes: Any, readyz: Any) -> None:
-        self.nodes, self.readyz = nodes, readyz
-        self.paths: list[str] = []
-
-    def list_nodes(self) -> list[dict[str, Any]]:
-        if isinstance(self.nodes, Exception):
-            raise self.nodes
-        return self.nodes
-
-    def raw_get(self, path: str) -> tuple[int, str]:
-        self.paths.append(path)
-        if isinstance(self.readyz, Exception):
-            raise self.readyz
-        return self.readyz
-
 
 def test_reader_healthy_with_an_etcd_member_down_notes_it() -> None:
     asked: list[Any] = []
@@ -194,14 +179,14 @@ def test_reader_healthy_with_an_etcd_member_down_notes_it() -> None:
         asked.append(list(without))
         return True, "2 of 3 voting members healthy; 2 needed; unhealthy: m3 (/health HTTP 503)"
 
-    kube = FakeKube([node("a")], (200, "ok"))
+    kube = FakeKube(nodes=[node("a")], readyz=(200, "ok"))
     problems, notes = ClusterReader(kube, etcd)()
     assert problems == [] and "unhealthy: m3" in notes
     assert kube.paths == ["/readyz"] and asked == [[]]
 
 
 def test_reader_turns_failed_reads_into_problems() -> None:
-    kube = FakeKube(KubernetesError("list nodes", "boom", status=503), KubernetesError("GET /readyz", "no answer"))
+    kube = FakeKube(nodes=KubernetesError("list nodes", "boom", status=503), readyz=KubernetesError("GET /readyz", "no answer"))
     problems, notes = ClusterReader(kube)()
     assert problems == ["cannot list the nodes: Kubernetes list nodes failed (HTTP 503): boom",
                         "API server /readyz: Kubernetes GET /readyz failed: no answer"]
@@ -209,7 +194,7 @@ def test_reader_turns_failed_reads_into_problems() -> None:
 
 
 def test_reader_etcd_without_quorum_fails() -> None:
-    kube = FakeKube([node("a")], (200, "ok"))
+    kube = FakeKube(nodes=[node("a")], readyz=(200, "ok"))
     problems, _notes = ClusterReader(kube, lambda without=(), healthy=(): (False, "etcd would lose quorum"))()
     assert problems == ["etcd: etcd would lose quorum"]
 

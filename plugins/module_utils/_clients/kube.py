@@ -90,7 +90,7 @@ CONFLICT_ATTEMPTS = 5
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
 
 
-def _scrub(text: str) -> str:
+def scrub_secrets(text: str) -> str:
     """Drop long base64 runs (certificate or key data, tokens) from a message."""
     return _BASE64_RUN.sub("<redacted>", text)
 
@@ -258,9 +258,9 @@ class KubeClient:
                                                            client_configuration=configuration,
                                                            persist_config=False, temp_file_path=temp_dir)
             except ConfigException as exc:
-                raise KubernetesError("load kubeconfig", _scrub(str(exc)))
+                raise KubernetesError("load kubeconfig", scrub_secrets(str(exc)))
             except (OSError, ValueError, TypeError, KeyError) as exc:
-                raise KubernetesError("load kubeconfig", f"{type(exc).__name__}: {_scrub(str(exc))}")
+                raise KubernetesError("load kubeconfig", f"{type(exc).__name__}: {scrub_secrets(str(exc))}")
             if options.validate_certs is not None:
                 configuration.verify_ssl = bool(options.validate_certs)
             if options.ca_cert:
@@ -577,7 +577,7 @@ class KubeClient:
 
     def _transport_error(self, action: str, exc: BaseException) -> KubernetesError:
         error = self._transport_error_or_none(action, exc)
-        return error if error is not None else KubernetesError(action, _scrub(str(exc)))
+        return error if error is not None else KubernetesError(action, scrub_secrets(str(exc)))
 
     def _transport_error_or_none(self, action: str, exc: BaseException) -> Optional[KubernetesError]:
         """A clear KubernetesError for a failure below HTTP, or None if ``exc`` is not one."""
@@ -591,14 +591,14 @@ class KubeClient:
         if is_tls:
             return KubernetesError(
                 action,
-                f"TLS verification of the Kubernetes API at {self.host} failed ({_scrub(_short(text))}); check "
+                f"TLS verification of the Kubernetes API at {self.host} failed ({scrub_secrets(_short(text))}); check "
                 f"the kubeconfig's certificate-authority(-data), ca_cert (K8S_AUTH_SSL_CA_CERT), or "
                 f"validate_certs (K8S_AUTH_VERIFY_SSL)",
             )
         if isinstance(inner, urllib3.exceptions.NewConnectionError):
             # (a subclass of ConnectTimeoutError in urllib3, so it is looked at first)
             return KubernetesError(action, f"cannot connect to the Kubernetes API at {self.host}: "
-                                           f"{_scrub(_short(text))}")
+                                           f"{scrub_secrets(_short(text))}")
         if isinstance(inner, urllib3.exceptions.ConnectTimeoutError):
             return KubernetesError(action, f"connecting to {self.host} timed out after "
                                            f"{self.options.request_timeout:g}s")
@@ -606,7 +606,7 @@ class KubeClient:
             return KubernetesError(action, f"no answer from {self.host} within {self.options.request_timeout:g}s")
         if isinstance(inner, (urllib3.exceptions.HTTPError, ConnectionError, OSError)):
             return KubernetesError(action, f"cannot reach the Kubernetes API at {self.host}: "
-                                           f"{type(inner).__name__}: {_scrub(_short(text))}")
+                                           f"{type(inner).__name__}: {scrub_secrets(_short(text))}")
         return None
 
 
@@ -667,7 +667,7 @@ def _json_or_none(text: Any) -> Any:
 
 def _status_error(action: str, status: int, data: Any) -> KubernetesError:
     data = data if isinstance(data, dict) else {}
-    return KubernetesError(action, _scrub(str(data.get("message") or "no message")), status=status,
+    return KubernetesError(action, scrub_secrets(str(data.get("message") or "no message")), status=status,
                            reason=data.get("reason") or None)
 
 

@@ -65,7 +65,7 @@ class DrainReport:
     ended: float = 0.0
 
 
-def _get(obj: Optional[dict[str, Any]], *names: str) -> Any:
+def field_of(obj: Optional[dict[str, Any]], *names: str) -> Any:
     """A field of a Kubernetes object dict, by its JSON (camelCase) or Python (snake) name."""
     if not obj:
         return None
@@ -76,31 +76,31 @@ def _get(obj: Optional[dict[str, Any]], *names: str) -> Any:
 
 
 def pod_key(pod: dict[str, Any]) -> str:
-    meta = _get(pod, "metadata") or {}
+    meta = field_of(pod, "metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 def pod_uid(pod: Optional[dict[str, Any]]) -> Optional[str]:
-    return (_get(pod, "metadata") or {}).get("uid")
+    return (field_of(pod, "metadata") or {}).get("uid")
 
 
 def controller_of(pod: dict[str, Any]) -> Optional[dict[str, Any]]:
     """The ownerReference with controller=true; an owner without it does not count (as kubectl)."""
-    meta = _get(pod, "metadata") or {}
-    for ref in _get(meta, "ownerReferences", "owner_references") or []:
+    meta = field_of(pod, "metadata") or {}
+    for ref in field_of(meta, "ownerReferences", "owner_references") or []:
         if ref.get("controller") is True:
             return ref
     return None
 
 
 def is_finished(pod: dict[str, Any]) -> bool:
-    return (_get(pod, "status") or {}).get("phase") in FINISHED_PHASES
+    return (field_of(pod, "status") or {}).get("phase") in FINISHED_PHASES
 
 
 def has_local_storage(pod: dict[str, Any]) -> bool:
     # Only emptyDir counts: hostPath and PVCs survive the pod's move.
-    for volume in (_get(pod, "spec") or {}).get("volumes") or []:
-        if _get(volume, "emptyDir", "empty_dir") is not None:
+    for volume in (field_of(pod, "spec") or {}).get("volumes") or []:
+        if field_of(volume, "emptyDir", "empty_dir") is not None:
             return True
     return False
 
@@ -108,7 +108,7 @@ def has_local_storage(pod: dict[str, Any]) -> bool:
 def _deleted_long_ago(pod: dict[str, Any], timeout: int, now: float) -> bool:
     if timeout <= 0:
         return False
-    stamp = _get(_get(pod, "metadata"), "deletionTimestamp", "deletion_timestamp")
+    stamp = field_of(field_of(pod, "metadata"), "deletionTimestamp", "deletion_timestamp")
     if not stamp:
         return False
     return now - _parse_time(stamp) > timeout
@@ -135,7 +135,7 @@ def classify_pod(
 ) -> PodVerdict:
     """kubectl's filter chain for one pod; stops at the first filter that says "do not delete"."""
     now = time.time() if now is None else now
-    meta = _get(pod, "metadata") or {}
+    meta = field_of(pod, "metadata") or {}
     warnings: list[str] = []
 
     if _deleted_long_ago(pod, options.skip_wait_for_delete_timeout, now):
@@ -172,10 +172,10 @@ def selector_matches(selector: Optional[dict[str, Any]], labels: dict[str, str])
     """A LabelSelector against a pod's labels. An empty selector matches every pod (policy/v1)."""
     if selector is None:
         return False
-    for key, value in (_get(selector, "matchLabels", "match_labels") or {}).items():
+    for key, value in (field_of(selector, "matchLabels", "match_labels") or {}).items():
         if labels.get(key) != value:
             return False
-    for expr in _get(selector, "matchExpressions", "match_expressions") or []:
+    for expr in field_of(selector, "matchExpressions", "match_expressions") or []:
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
         if op == "In" and labels.get(key) not in values:
             return False
@@ -190,14 +190,14 @@ def selector_matches(selector: Optional[dict[str, Any]], labels: dict[str, str])
 
 def pdbs_for_pod(pod: dict[str, Any], pdbs: list[dict[str, Any]]) -> list[str]:
     """Names (namespace/name) of the PDBs that select this pod."""
-    meta = _get(pod, "metadata") or {}
+    meta = field_of(pod, "metadata") or {}
     labels = meta.get("labels") or {}
     found = []
     for pdb in pdbs:
-        pmeta = _get(pdb, "metadata") or {}
+        pmeta = field_of(pdb, "metadata") or {}
         if pmeta.get("namespace") != meta.get("namespace"):
             continue
-        if selector_matches((_get(pdb, "spec") or {}).get("selector"), labels):
+        if selector_matches((field_of(pdb, "spec") or {}).get("selector"), labels):
             found.append(f"{pmeta.get('namespace')}/{pmeta.get('name')}")
     return found
 
@@ -207,7 +207,7 @@ _BUDGET_FREE_PHASES = ("Pending", "Succeeded", "Failed")
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
-    for condition in (_get(pod, "status") or {}).get("conditions") or []:
+    for condition in (field_of(pod, "status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
@@ -215,13 +215,13 @@ def is_ready(pod: dict[str, Any]) -> bool:
 
 def _budget_checked(pod: dict[str, Any]) -> bool:
     """Whether an eviction of this pod is judged by its PodDisruptionBudget at all."""
-    if (_get(pod, "status") or {}).get("phase") in _BUDGET_FREE_PHASES:
+    if (field_of(pod, "status") or {}).get("phase") in _BUDGET_FREE_PHASES:
         return False
-    return not _get(_get(pod, "metadata"), "deletionTimestamp", "deletion_timestamp")
+    return not field_of(field_of(pod, "metadata"), "deletionTimestamp", "deletion_timestamp")
 
 
 def _status_int(status: dict[str, Any], *names: str) -> Optional[int]:
-    value = _get(status, *names)
+    value = field_of(status, *names)
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -232,10 +232,10 @@ def budget_refuses(pdb: dict[str, Any], pod: dict[str, Any]) -> bool:
     A running pod that is not Ready is let go while the budget is met (``IfHealthyBudget``, the
     default) or always (``AlwaysAllow``); any other pod needs ``disruptionsAllowed`` of 1 or more.
     """
-    status = _get(pdb, "status") or {}
+    status = field_of(pdb, "status") or {}
     allowed = _status_int(status, "disruptionsAllowed", "disruptions_allowed") or 0
     if not is_ready(pod):
-        policy = _get(_get(pdb, "spec"), "unhealthyPodEvictionPolicy", "unhealthy_pod_eviction_policy")
+        policy = field_of(field_of(pdb, "spec"), "unhealthyPodEvictionPolicy", "unhealthy_pod_eviction_policy")
         if policy == "AlwaysAllow":
             return False
         current = _status_int(status, "currentHealthy", "current_healthy")
@@ -324,7 +324,7 @@ def drain_blockers(
     stopping: dict[str, list[str]] = {}
     refused: dict[str, list[str]] = {}
     several: list[tuple[str, tuple[str, ...]]] = []
-    by_key = {f"{(_get(p, 'metadata') or {}).get('namespace')}/{(_get(p, 'metadata') or {}).get('name')}": p
+    by_key = {f"{(field_of(p, 'metadata') or {}).get('namespace')}/{(field_of(p, 'metadata') or {}).get('name')}": p
               for p in pdbs}
     for pod in sorted(pods, key=pod_key):
         verdict = classify_pod(pod, options, daemonset_exists, now=now)
@@ -340,7 +340,7 @@ def drain_blockers(
             refused.setdefault(covering[0], []).append(pod_key(pod))
     budgets = []
     for key in sorted(refused):
-        status = _get(by_key[key], "status") or {}
+        status = field_of(by_key[key], "status") or {}
         budgets.append(BudgetBlock(
             pdb=key, disruptions_allowed=_status_int(status, "disruptionsAllowed", "disruptions_allowed") or 0,
             current_healthy=_status_int(status, "currentHealthy", "current_healthy"),

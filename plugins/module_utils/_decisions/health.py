@@ -83,30 +83,6 @@ def batch_is_safe(view: ClusterView, batch: Sequence[str],
     return not problems, problems
 
 
-def release_decisions(view: ClusterView) -> tuple[list[str], list[tuple[str, str]]]:
-    """Which annotated nodes ``release`` uncordons, and which it leaves cordoned and why.
-
-    Only nodes carrying the rollout annotation are considered: a node someone else cordoned
-    is never touched.
-    """
-    uncordon: list[str] = []
-    leave: list[tuple[str, str]] = []
-    for node in view.nodes:
-        if not node.annotated:
-            continue
-        if node.back:
-            uncordon.append(node.name)
-        elif not node.running:
-            leave.append((node.name, f"VM is {node.vm_state}"))
-        elif not node.ready:
-            leave.append((node.name, "Kubernetes node not Ready"))
-        elif node.boot_id == node.rollout_boot_id:
-            leave.append((node.name, "boot ID unchanged: it has not restarted since it was cordoned"))
-        else:
-            leave.append((node.name, "no boot ID reported"))
-    return uncordon, leave
-
-
 def capacity(view: ClusterView) -> tuple[int, int]:
     """CPU cores and memory (MB) of the cluster, counted from the VMs' actual offerings."""
     return sum(n.cpu for n in view.nodes), sum(n.memory_mb for n in view.nodes)
@@ -140,21 +116,33 @@ def never_went_down(node: Node) -> bool:
             and node.boot_id is not None and node.boot_id == node.rollout_boot_id)
 
 
+def release_verdict(node: Node) -> tuple[bool, str]:
+    """Whether ``release`` (and a rerun, before its first drain) uncordons an annotated node, and why."""
+    if node.back:
+        return True, "Ready with a new boot ID"
+    if never_went_down(node):
+        return True, "never went down (no stop was sent): back into service"
+    if not node.running:
+        return False, f"VM is {node.vm_state}"
+    if not node.ready:
+        return False, "Kubernetes node not Ready"
+    if node.boot_id == node.rollout_boot_id:
+        if STOP_ANNOTATION in node.annotations:
+            return False, ("stopped by the rollout but still reports the boot ID from before the stop "
+                           "(a stale Ready): not proven back")
+        return False, "boot ID unchanged: it has not restarted since it was cordoned"
+    return False, "no boot ID reported"
+
+
 def release_plan(view: ClusterView) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(node, why) to uncordon and (node, why) to leave cordoned. Pure."""
-    back, leave = release_decisions(view)
-    uncordon = [(name, "Ready with a new boot ID") for name in back]
+    """(node, why) to uncordon and (node, why) to leave cordoned, of the nodes carrying the rollout
+    annotation; a node someone else cordoned carries none and is never touched. Pure."""
+    uncordon: list[tuple[str, str]] = []
     kept: list[tuple[str, str]] = []
-    for name, why in leave:
-        node = view.node(name)
-        if never_went_down(node):
-            uncordon.append((name, "never went down (no stop was sent): back into service"))
-        elif (STOP_ANNOTATION in node.annotations and node.running and node.ready
-              and node.boot_id == node.rollout_boot_id):
-            kept.append((name, "stopped by the rollout but still reports the boot ID from before the stop "
-                               "(a stale Ready): not proven back"))
-        else:
-            kept.append((name, why))
+    for node in view.nodes:
+        if node.annotated:
+            back, why = release_verdict(node)
+            (uncordon if back else kept).append((node.name, why))
     return uncordon, kept
 
 

@@ -18,7 +18,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings
     Settings,
     TypeSettings,
 )
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import _UUID, NODE_TYPES, ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, UUID_PATTERN, ClusterView
 
 
 def _node_type_key(parameter: str, key: Any) -> str:
@@ -163,7 +163,7 @@ class NameResolver:
             ids = ", ".join(sorted(g.id for g in matches))
             raise InvalidInput(parameter, list(values), f"{len(matches)} affinity groups are named {value} "
                                f"({ids}); give the id")
-        if _UUID.match(value) and self.view.group(value) is not None:
+        if UUID_PATTERN.match(value) and self.view.group(value) is not None:
             # Not listed for the account (a domain-level group), but a node carries it.
             return value
         known = ", ".join(sorted({g.name for g in self.view.affinity_groups.values()

@@ -51,7 +51,7 @@ UNHEALTHY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes
 _CONTROL_NAME = re.compile(r"-(control|master)(-[0-9a-f]+)?$")
 
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})

@@ -10,7 +10,7 @@ import math
 from typing import Any, Iterable, Mapping, Optional, Protocol
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import _UUID, ClusterView, build_view
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import UUID_PATTERN, ClusterView, build_view
 
 
 class CloudLister(Protocol):
@@ -43,7 +43,7 @@ class ClusterLoader:
     def find(self, cluster: str, project_id: Optional[str] = None) -> dict:
         """The listKubernetesClusters entry named by id or by exact name."""
         scope = {"projectid": project_id} if project_id else {}
-        if _UUID.match(cluster):
+        if UUID_PATTERN.match(cluster):
             by_id = self._by_id(cluster, scope)
             if by_id is not None:
                 return by_id

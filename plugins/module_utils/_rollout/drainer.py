@@ -22,8 +22,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols i
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import (
     DrainOptions,
     DrainReport,
-    _get,
     classify_pod,
+    field_of,
     pdbs_for_pod,
     pod_key,
     pod_uid,
@@ -83,17 +83,17 @@ class Drainer:
     # -- eviction ----------------------------------------------------------------------------
 
     def _gone(self, state: _PodState, node_down: bool = False) -> bool:
-        meta = _get(state.pod, "metadata") or {}
+        meta = field_of(state.pod, "metadata") or {}
         current = self.kube.read_pod(str(meta.get("namespace", "")), str(meta.get("name", "")))
         # A StatefulSet brings the pod back under the same name: only a new UID proves it left.
         if current is None or pod_uid(current) != state.uid:
             return True
         # No kubelet runs on a stopped VM to finish the deletion; once the pod is marked for
         # deletion its controller has already replaced it (as Cluster API does for such nodes).
-        return node_down and bool(_get(_get(current, "metadata"), "deletionTimestamp", "deletion_timestamp"))
+        return node_down and bool(field_of(field_of(current, "metadata"), "deletionTimestamp", "deletion_timestamp"))
 
     def _evict_one(self, state: _PodState, deadline: Any, stop: threading.Event, node_down: bool) -> None:
-        meta = _get(state.pod, "metadata") or {}
+        meta = field_of(state.pod, "metadata") or {}
         namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         try:
             while not stop.is_set():
@@ -170,7 +170,7 @@ class Drainer:
         pending = []
         parts = []
         for state in sorted(left, key=lambda s: s.key):
-            namespace = (_get(state.pod, "metadata") or {}).get("namespace")
+            namespace = (field_of(state.pod, "metadata") or {}).get("namespace")
             blockers = []
             if state.blocked_by:
                 blockers = [state.blocked_by if "/" in state.blocked_by else f"{namespace}/{state.blocked_by}"]

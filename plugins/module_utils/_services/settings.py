@@ -36,7 +36,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession, LockFactory
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import NAMESPACE, RECORD_NAME, Lock, LockInfo, Record, RecordConflict, RecordStore
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import (
-    _older,
+    cancel_older_than_lock,
     effective_settings,
     lock_dict,
     lock_held_error,
@@ -132,7 +132,7 @@ class NodeSettingsService:
             if lock is not None:
                 if lock.taken_over_from:
                     record.previous_holder_stopped = lock.taken_over_from
-                if record.cancel and _older(record.updated, lock.acquire_time):
+                if record.cancel and cancel_older_than_lock(record.updated, lock.acquire_time):
                     # A cancel left from before this rollout took the lock; one asked for since
                     # (while the settings are being stored) stays and stops it before its first batch.
                     record.cancel = False

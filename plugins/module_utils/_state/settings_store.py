@@ -70,7 +70,7 @@ def lock_held_error(info: LockInfo) -> LockHeld:
                     duration_seconds=info.duration_seconds)
 
 
-def _older(updated: Optional[str], acquired: Optional[str]) -> bool:
+def cancel_older_than_lock(updated: Optional[str], acquired: Optional[str]) -> bool:
     """Whether the record was last written before the lock was taken."""
     if not updated or not acquired:
         return True

@@ -1,0 +1,253 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""One in-memory fake per client, for the unit tests of pure logic and state handling.
+
+Each provides its Protocol from ``_common/protocols.py`` (``test_fakes.py`` checks the methods and
+their parameters against it, so a fake cannot drift from what the real client offers). Behaviour
+against a real API is proven on cks-sim by the integration tests, never here.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import EvictionResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+
+Answer = Union[Exception, Any]
+
+
+def _answer(value: Answer) -> Any:
+    if isinstance(value, Exception):
+        raise value
+    return value
+
+
+def _merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """A JSON merge patch (RFC 7386): None deletes, dicts merge, anything else replaces."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class FakeKube:
+    """A cluster's Kubernetes API in memory (``KubernetesApi``).
+
+    ``nodes``: Node dicts, a function giving them afresh at each list, or an exception that
+    ``list_nodes`` raises. ``pods`` are keyed by name;
+    an accepted eviction makes its pod vanish after ``reads_until_gone`` reads (``recreate``: it
+    comes back under the same name with a new UID, as a StatefulSet's does). ``eviction_answers``
+    scripts the answers per pod (then 201). ``daemonsets``: the (namespace, name) that exist (None:
+    every DaemonSet asked for exists). ``readyz``: what ``raw_get`` answers, or raises. Leases and
+    ConfigMaps follow the API server's resourceVersion rules (409 Conflict, AlreadyExists, 404).
+    """
+
+    def __init__(self, nodes: Union[Iterable[dict[str, Any]], Callable[[], Iterable[dict[str, Any]]], Exception] = (), pods: Iterable[dict[str, Any]] = (),
+                 pdbs: Iterable[dict[str, Any]] = (), daemonsets: Optional[set[tuple[str, str]]] = None,
+                 readyz: Answer = (200, "ok"), eviction_answers: Optional[dict[str, list[EvictionResult]]] = None,
+                 reads_until_gone: int = 2, recreate: bool = False) -> None:
+        self.nodes_error = nodes if isinstance(nodes, Exception) else None
+        # a function: the nodes as it gives them at each list (a factory the test changes meanwhile)
+        self.nodes_source = nodes if callable(nodes) else None
+        self.nodes: dict[str, dict[str, Any]] = {} if self.nodes_error or self.nodes_source else {
+            n["metadata"]["name"]: copy.deepcopy(n) for n in nodes}  # type: ignore[union-attr]
+        self.pods = {p["metadata"]["name"]: p for p in pods}
+        self.pdbs = list(pdbs)
+        self.daemonsets = daemonsets
+        self.readyz = readyz
+        self.answers = eviction_answers or {}
+        self.reads_until_gone = reads_until_gone
+        self.recreate = recreate
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.versions = itertools.count(100)
+        # what was asked, for the tests to assert on
+        self.node_lists = 0
+        self.paths: list[str] = []
+        self.patches: list[tuple[str, Optional[dict[str, Any]]]] = []
+        self.evictions: list[str] = []
+        self.pod_reads: dict[str, int] = {}
+        self.writes = 0
+        self._mutex = threading.Lock()
+
+    # -- nodes ----------------------------------------------------------------------------------
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        self.node_lists += 1
+        if self.nodes_error is not None:
+            raise self.nodes_error
+        if self.nodes_source is not None:
+            self.nodes = {n["metadata"]["name"]: copy.deepcopy(n) for n in self.nodes_source()}
+        return [copy.deepcopy(n) for n in self.nodes.values()]
+
+    def read_node(self, name: str) -> dict[str, Any]:
+        if name not in self.nodes:
+            raise KubernetesError(f"read node {name}", "not found", status=404, reason="NotFound")
+        return copy.deepcopy(self.nodes[name])
+
+    def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        node = self.nodes.get(name)
+        if node is None:
+            raise KubernetesError(f"patch node {name}", "not found", status=404, reason="NotFound")
+        self.patches.append((name, copy.deepcopy(patch)))
+        _merge(node, patch)
+        return copy.deepcopy(node)
+
+    def patch_node_checked(self, name: str, build: Callable[[dict[str, Any]], Optional[dict[str, Any]]],
+                           node: Optional[dict[str, Any]] = None, attempts: int = 5) -> Optional[dict[str, Any]]:
+        current = node if node is not None else self.read_node(name)
+        patch = build(current)
+        if patch is None:
+            return None
+        if name not in self.nodes:
+            self.patches.append((name, copy.deepcopy(patch)))
+            return patch
+        return self.patch_node(name, patch)
+
+    # -- pods, budgets, evictions -----------------------------------------------------------------
+
+    def list_pods(self, node_name: str) -> list[dict[str, Any]]:
+        return [p for p in self.pods.values() if (p.get("spec") or {}).get("nodeName", node_name) == node_name]
+
+    def list_all_pods(self) -> list[dict[str, Any]]:
+        return list(self.pods.values())
+
+    def read_pod(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        with self._mutex:
+            if name not in self.evictions or self.answers.get(name):
+                return self.pods.get(name)
+            self.pod_reads[name] = self.pod_reads.get(name, 0) + 1
+            if self.pod_reads[name] < self.reads_until_gone:
+                return self.pods[name]
+            if self.recreate:
+                return dict(self.pods[name], metadata=dict(self.pods[name]["metadata"], uid="new-uid"))
+            return None
+
+    def evict(self, namespace: str, name: str, grace_seconds: Optional[int] = None) -> EvictionResult:
+        with self._mutex:
+            self.evictions.append(name)
+            script = self.answers.get(name) or []
+            return script.pop(0) if script else EvictionResult("evicted", 201)
+
+    def list_pdbs(self) -> list[dict[str, Any]]:
+        return list(self.pdbs)
+
+    def read_daemonset(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        if self.daemonsets is not None and (namespace, name) not in self.daemonsets:
+            return None
+        return {"metadata": {"namespace": namespace, "name": name}}
+
+    # -- leases and configmaps --------------------------------------------------------------------
+
+    def _get(self, kind: str, name: str) -> Optional[dict[str, Any]]:
+        obj = self.objects.get((kind, name))
+        return copy.deepcopy(obj) if obj else None
+
+    def _create(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        if (kind, name) in self.objects:
+            raise KubernetesError("create", "exists", status=409, reason="AlreadyExists")
+        return self._store(kind, name, body)
+
+    def _replace(self, kind: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        if (kind, name) not in self.objects:
+            raise KubernetesError("replace", "not found", status=404, reason="NotFound")
+        if body["metadata"].get("resourceVersion") != self.objects[(kind, name)]["metadata"]["resourceVersion"]:
+            raise KubernetesError("replace", "the object has been modified", status=409, reason="Conflict")
+        return self._store(kind, name, body)
+
+    def _store(self, kind: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes += 1
+        obj = copy.deepcopy(body)
+        obj["metadata"]["resourceVersion"] = str(next(self.versions))
+        self.objects[(kind, name)] = obj
+        return copy.deepcopy(obj)
+
+    def get_lease(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        return self._get("lease", name)
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._create("lease", body)
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._replace("lease", name, body)
+
+    def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        return self._get("configmap", name)
+
+    def create_configmap(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._create("configmap", body)
+
+    def replace_configmap(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._replace("configmap", name, body)
+
+    # -- raw paths --------------------------------------------------------------------------------
+
+    def raw_get(self, path: str, query: Optional[Mapping[str, str]] = None) -> tuple[int, str]:
+        self.paths.append(path)
+        return _answer(self.readyz)
+
+
+class FakeCloudStack:
+    """CloudStack's API in memory (``CloudStackApi``): ``lists`` answers each list command (a list, or
+    a function of the call's parameters), ``calls`` each synchronous command, ``jobs`` each async one."""
+
+    def __init__(self, lists: Optional[Mapping[str, Any]] = None, calls: Optional[Mapping[str, Any]] = None,
+                 jobs: Optional[Mapping[str, Any]] = None) -> None:
+        self.lists = dict(lists or {})
+        self.answers = dict(calls or {})
+        self.jobs = dict(jobs or {})
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+        self.targets: list[Optional[str]] = []  # the ``target`` of each call, in step with ``asked``
+
+    def _answer(self, table: Mapping[str, Any], command: str, params: dict[str, Any], target: Optional[str]) -> Any:
+        self.asked.append((command, params))
+        self.targets.append(target)
+        if command not in table:
+            raise AssertionError(f"unexpected CloudStack call {command} {params}")
+        value = table[command]
+        return _answer(value(params) if callable(value) else value)
+
+    def call(self, command: str, target: Optional[str] = None, deadline: Optional[Deadline] = None,
+             **params: Any) -> dict[str, Any]:
+        return self._answer(self.answers, command, params, target)
+
+    def list(self, command: str, target: Optional[str] = None, deadline: Optional[Deadline] = None,
+             **params: Any) -> list[dict[str, Any]]:
+        return self._answer(self.lists, command, params, target)
+
+    def run_job(self, command: str, deadline: Deadline, target: Optional[str] = None, **params: Any) -> Any:
+        return self._answer(self.jobs, command, params, target)
+
+    def commands(self) -> list[str]:
+        return [command for command, _params in self.asked]
+
+
+class FakeLock:
+    """The rollout lock (``RolloutLock``): held until ``lose`` (or ``held=False``); then ``renew`` raises."""
+
+    def __init__(self, held: bool = True, duration_seconds: int = 600) -> None:
+        self.held = held
+        self.duration_seconds = duration_seconds
+        self.renewed = 0
+        self.released = 0
+
+    def lose(self) -> None:
+        self.held = False
+
+    def renew(self) -> None:
+        if not self.held:
+            raise LockHeld("the rollout lock is held by run-other")
+        self.renewed += 1
+
+    def release(self) -> bool:
+        was, self.held = self.held, False
+        self.released += 1
+        return was
