@@ -18,10 +18,13 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import EtcdExecClient, quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import CANNOT, ENDPOINTS, EXEC, NOT_NEEDED
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import etcd_check_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import node_outdated
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from conftest import CycleSim, load_raw_spec
 
 pytestmark = pytest.mark.skipif(not (os.path.exists("/usr/bin/etcd") and shutil.which("etcdctl")),
@@ -163,3 +166,62 @@ def test_etcdctl_errors_and_no_pods_are_named(cycle_sim: Callable[..., CycleSim]
     sim.fault(kind="kube_error", resource="pods/exec", name=pod, status=403, message="injected refusal", count=1)
     answered = EtcdExecClient(sim.kube).check()
     assert answered.safe and pod not in answered.message.split("etcdctl in ")[-1]
+
+
+# --- before the lock: the plan says how etcd will be checked ----------------------------------
+
+
+def plan_of(sim: CycleSim, **params: Any) -> dict[str, Any]:
+    session = ClusterSession.of(dict(params, cluster=sim.cluster_id), sim.cloud, sim.kube)
+    return node_outdated(session, dict(params, cluster=sim.cluster_id))
+
+
+def test_the_plan_says_per_node_type_how_etcd_is_checked(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    controls = {"node_offerings": {"control": "cks-large"}}
+    by_exec = plan_of(sim, **controls)
+    assert by_exec["etcd_checks"] == {"control": EXEC, "etcd": NOT_NEEDED, "worker": NOT_NEEDED}
+    assert by_exec["etcd_check_refusal"] is None
+    assert by_exec["etcd"]["asked"] and by_exec["etcd"]["down"] == []
+    assert "(etcdctl in etcd-" in by_exec["etcd"]["message"]
+    reviews = [c for c in sim.calls() if c.get("resource") == "selfsubjectaccessreviews"]
+    assert len(reviews) == 2 * len(sim.names("control"))  # get and create, per etcd pod by name
+
+    given = plan_of(sim, etcd_endpoints=sim.etcd_endpoints()["etcd_endpoints"],
+                    **{k: v for k, v in sim.etcd_endpoints().items() if k != "etcd_endpoints"}, **controls)
+    assert given["etcd_checks"]["control"] == ENDPOINTS and given["etcd_check_refusal"] is None
+
+
+def test_a_killed_member_is_planned_first_through_exec(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    controls = sim.names("control")
+    vm_names = {n.name: n.vm_name for n in sim.view().nodes}
+    sim.fault(kind="etcd_kill", vm=vm_names[controls[2]])
+    plan = plan_of(sim, node_offerings={"control": "cks-large"})
+    assert plan["etcd"]["down"] == [controls[2]]
+    assert plan["hosts"][0] == controls[2]
+
+
+def test_external_etcd_nodes_need_the_given_endpoints(cycle_sim: Callable[..., CycleSim]) -> None:
+    """CKS 4.22 starts external etcd as a systemd unit on plain HTTP (etcd-node.yml: --listen-client-urls
+    http://<node ip>:2379): no pod to exec into, so the endpoints are the path; without them the
+    rollout is refused before the lock, and with them every check runs over plain HTTP."""
+    sim = cycle_sim("external-etcd.yml")
+    etcd_out_of_date = {"node_offerings": {"etcd": "cks-large"}}
+    refused = plan_of(sim, **etcd_out_of_date)
+    assert refused["etcd_checks"] == {"control": NOT_NEEDED, "etcd": CANNOT, "worker": NOT_NEEDED}
+    assert "give etcd_endpoints (rollout_etcd_endpoints), http://<etcd node address>:2379" in refused["etcd_check_refusal"]
+    # A workers-only plan on the same cluster needs no etcd check at all.
+    workers = plan_of(sim, node_offerings={"worker": "cks-large"})
+    assert workers["etcd_check_refusal"] is None and workers["hosts"]
+    endpoints = sim.etcd_endpoints()
+    assert all(url.startswith("http://") for url in endpoints["etcd_endpoints"])
+    planned = plan_of(sim, **endpoints, **etcd_out_of_date)
+    assert planned["etcd_checks"]["etcd"] == ENDPOINTS and planned["etcd_check_refusal"] is None
+    settings = Settings(etcd=TypeSettings(sim.offering_id("cks-large"), None, None))
+    first = planned["hosts"][0]
+    options = CycleOptions(batch_timeout=120, poll_interval=0.05)
+    result = BatchCycle(sim.cloud, sim.kube, sim.loader, sim.cluster_id, settings, [first], options=options,
+                        etcd_check=etcd_check_for(endpoints, sim.kube)).run()
+    assert result.error is None, result.error
+    assert "healthy without " + first in result.preflight["etcd_quorum"]

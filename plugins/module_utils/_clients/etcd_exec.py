@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Any, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pod_exec import PodExec
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, EtcdError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import (
@@ -64,7 +65,7 @@ def _ready(pod: dict[str, Any]) -> bool:
 class EtcdExecClient:
     """The quorum client over ``pods/exec``: the same ``check`` as ``EtcdClient``.
 
-    ``kube``: a KubeClient (``list_labelled_pods``, ``exec_in_pod``); ``timeout``: etcdctl's
+    ``kube``: a KubeClient (its ``list_labelled_pods`` and ApiClient); ``timeout``: etcdctl's
     dial and command timeout, in seconds; the exec waits for twice that and a little more.
     """
 
@@ -72,6 +73,7 @@ class EtcdExecClient:
         if timeout <= 0:
             raise InvalidInput("etcd_timeout", timeout, "must be more than 0 seconds")
         self.kube = kube
+        self.pod_exec = PodExec(kube)
         self.timeout = float(timeout)
 
     # --- which pod answers ---
@@ -87,8 +89,8 @@ class EtcdExecClient:
         seconds = f"{self.timeout:g}s"
         command = ["etcdctl", *CERT_OPTIONS, f"--dial-timeout={seconds}", f"--command-timeout={seconds}",
                    *args, "-w", "json"]
-        result = self.kube.exec_in_pod(ETCD_NAMESPACE, pod, command, container=ETCD_CONTAINER,
-                                       timeout=2 * self.timeout + 10)
+        result = self.pod_exec.run(ETCD_NAMESPACE, pod, command, container=ETCD_CONTAINER,
+                                   timeout=2 * self.timeout + 10)
         what = f"{pod}: etcdctl {' '.join(args)}"
         if result.exit_code is None:
             raise EtcdError(f"{what} could not run: {result.status_message or 'no exit status'}")
@@ -193,8 +195,9 @@ def exec_access(kube: Any) -> ExecAccess:
     denied = []
     for pod in sorted(pods):
         for verb in ("get", "create"):
-            allowed, _reason = kube.may(verb, "pods", ETCD_NAMESPACE, subresource="exec", name=pod)
-            if not allowed:
+            answer = kube.review_access({"namespace": ETCD_NAMESPACE, "verb": verb, "group": "", "resource": "pods",
+                                         "subresource": "exec", "name": pod})
+            if not (answer.get("status") or {}).get("allowed"):
                 denied.append(pod)
                 break
     return ExecAccess(not denied, tuple(denied))

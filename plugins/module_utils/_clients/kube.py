@@ -48,13 +48,10 @@ except ImportError:  # pragma: no cover
 
 try:
     import urllib3
-    import websocket
     from kubernetes import client as k8s_client
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config import kube_config
     from kubernetes.config.config_exception import ConfigException
-    from kubernetes.stream import ws_client
-    from websocket import WebSocketBadStatusException, WebSocketException
 
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR: Optional[str] = None
@@ -65,13 +62,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
     class ApiException(Exception):  # type: ignore[no-redef]
         status = 0
         body = ""
-
-    class WebSocketException(Exception):  # type: ignore[no-redef]
-        pass
-
-    class WebSocketBadStatusException(WebSocketException):  # type: ignore[no-redef]
-        status_code = 0
-        resp_body = b""
 
 
 DEFAULT_REQUEST_TIMEOUT = 20.0
@@ -122,13 +112,8 @@ class KubeOptions:
         validate = params.get("validate_certs")
         if isinstance(validate, str):
             validate = validate.strip().lower() in ("1", "true", "yes", "on", "y", "t")
-        return cls(
-            kubeconfig=params.get("kubeconfig") or None,
-            context=params.get("context") or None,
-            validate_certs=validate,
-            ca_cert=params.get("ca_cert") or None,
-            request_timeout=timeout,
-        )
+        return cls(kubeconfig=params.get("kubeconfig") or None, context=params.get("context") or None,
+                   validate_certs=validate, ca_cert=params.get("ca_cert") or None, request_timeout=timeout)
 
 
 def parse_kubeconfig(value: Union[str, dict]) -> tuple[Optional[str], Optional[dict]]:
@@ -148,20 +133,6 @@ def parse_kubeconfig(value: Union[str, dict]) -> tuple[Optional[str], Optional[d
     if "\n" in text:
         raise InvalidInput("kubeconfig", "<inline content>", "is neither a kubeconfig file path nor kubeconfig YAML")
     raise InvalidInput("kubeconfig", text, "no such file")
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """What a command run through ``pods/exec`` said: its output and the status channel's verdict.
-
-    ``exit_code`` is None when the command never ran (the runtime could not start it: the
-    status is an InternalError without an exit code).
-    """
-
-    stdout: str
-    stderr: str
-    exit_code: Optional[int]
-    status_message: str = ""
 
 
 @dataclass(frozen=True)
@@ -369,24 +340,12 @@ class KubeClient:
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
         return self._paged(f"list pods on node {node_name}", "/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}")
 
-    def list_labelled_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        return self._paged(f"list pods {label_selector} in {namespace}",
-                           f"/api/v1/namespaces/{quote(namespace, safe='')}/pods", labelSelector=label_selector)
+    def list_labelled_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return self._paged(f"list pods {selector}", f"/api/v1/namespaces/{quote(namespace, safe='')}/pods", labelSelector=selector)
 
-    def may(self, verb: str, resource: str, namespace: str, subresource: str = "", name: str = "") -> tuple[bool, str]:
-        """Ask the API server whether this client's identity may do it (SelfSubjectAccessReview):
-        ``(allowed, the authorizer's reason)``. Nothing is tried, so nothing changes."""
-        attributes = {"namespace": namespace, "verb": verb, "resource": resource, "group": ""}
-        if subresource:
-            attributes["subresource"] = subresource
-        if name:
-            attributes["name"] = name
-        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                "spec": {"resourceAttributes": attributes}}
-        answer = self._json(f"ask whether it may {verb} {resource}/{subresource}", "POST",
-                            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body)
-        status = answer.get("status") or {}
-        return bool(status.get("allowed")), str(status.get("reason") or status.get("evaluationError") or "")
+    def review_access(self, attributes: dict[str, str]) -> dict[str, Any]:
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": attributes}}
+        return self._json("review access", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body)
 
     def list_all_pods(self) -> list[dict[str, Any]]:
         """Every pod of the cluster, paged: one listing instead of one per node (the dry run's drain check)."""
@@ -436,8 +395,7 @@ class KubeClient:
                             f"lease {namespace}/{name}", body)
 
     def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
-        return self._object("get", f"/api/v1/namespaces/{namespace}/configmaps", name,
-                            f"configmap {namespace}/{name}")
+        return self._object("get", f"/api/v1/namespaces/{namespace}/configmaps", name, f"configmap {namespace}/{name}")
 
     def create_configmap(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._object("create", f"/api/v1/namespaces/{namespace}/configmaps", None,
@@ -451,8 +409,7 @@ class KubeClient:
         return self._delete(f"/api/v1/namespaces/{namespace}/configmaps", name,
                             f"configmap {namespace}/{name}", resource_version)
 
-    def _object(self, verb: str, collection: str, name: Optional[str], what: str,
-                body: Optional[dict[str, Any]] = None) -> Any:
+    def _object(self, verb: str, collection: str, name: Optional[str], what: str, body: Optional[dict[str, Any]] = None) -> Any:
         method = {"get": "GET", "create": "POST", "replace": "PUT"}[verb]
         path = collection if name is None else f"{collection}/{quote(name, safe='')}"
         return self._json(f"{verb} {what}", method, path, body=body, missing_is_none=verb == "get")
@@ -465,63 +422,6 @@ class KubeClient:
         answer = self._json(f"delete {what}", "DELETE", f"{collection}/{quote(name, safe='')}", body=body,
                             missing_is_none=True)
         return answer is not None
-
-    # -- pods/exec ---------------------------------------------------------------------------------
-
-    def exec_in_pod(self, namespace: str, pod: str, command: list[str], container: Optional[str] = None,
-                    timeout: Optional[float] = None) -> ExecResult:
-        """Run ``command`` in a pod's container over the client's websocket stream (v5, else v4
-        channel protocol), stdout and stderr only, and wait at most ``timeout`` seconds for it to end.
-
-        A refusal before the upgrade (403 RBAC, 404 pod missing, 500 the pod's kubelet out of
-        reach) raises KubernetesError with the API server's status and message; so does a
-        command that has not ended in time (its output so far is not an answer).
-        """
-        limit = float(timeout if timeout is not None else self.options.request_timeout)
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(pod, safe='')}/exec"
-        query: list[tuple[str, str]] = [("command", part) for part in command]
-        query += [("stdout", "true"), ("stderr", "true"), ("stdin", "false"), ("tty", "false")]
-        if container:
-            query.append(("container", container))
-        action = f"exec {command[0] if command else ''} in pod {namespace}/{pod}"
-        configuration = self.api_client.configuration
-        url = ws_client.get_websocket_url(f"{configuration.host}{path}", query)
-        headers: dict[str, str] = {}
-        bearer = configuration.auth_settings().get("BearerToken")
-        if bearer and bearer.get("value"):
-            headers["authorization"] = bearer["value"]
-        stream = self._open_exec(action, configuration, url, headers, limit)
-        try:
-            stream.run_forever(timeout=limit)
-            if stream.is_open():
-                raise KubernetesError(action, f"the command did not end within {limit:g} s")
-            stdout, stderr = stream.read_stdout(timeout=0) or "", stream.read_stderr(timeout=0) or ""
-            status_text = stream.read_channel(3) or ""
-        except WebSocketException as exc:
-            raise KubernetesError(action, f"the exec stream broke: {_scrub(_short(str(exc)))}")
-        finally:
-            stream.close()
-        return _exec_result(action, stdout, stderr, status_text)
-
-    def _open_exec(self, action: str, configuration: Any, url: str, headers: dict[str, str], limit: float) -> Any:
-        # create_websocket takes no timeout: websocket-client's default bounds the connect and
-        # the handshake; set it for this call alone and restore it.
-        previous = websocket.getdefaulttimeout()
-        try:
-            websocket.setdefaulttimeout(limit)
-            return ws_client.WSClient(configuration, url, headers, False)
-        except WebSocketBadStatusException as exc:
-            body = exc.resp_body.decode("utf-8", "replace") if isinstance(exc.resp_body, bytes) else str(exc.resp_body or "")
-            data = _json_or_none(body)
-            if isinstance(data, dict) and data.get("message"):
-                raise _status_error(action, int(exc.status_code), data)
-            raise KubernetesError(action, f"HTTP {exc.status_code}: {_scrub(_short(body)) or 'no body'}",
-                                  status=int(exc.status_code))
-        except (WebSocketException, OSError, ssl.SSLError) as exc:
-            known = self._transport_error_or_none(action, exc)
-            raise known if known is not None else KubernetesError(action, _scrub(_short(str(exc))))
-        finally:
-            websocket.setdefaulttimeout(previous)
 
     # -- raw requests --------------------------------------------------------------------------
 
@@ -608,22 +508,6 @@ class KubeClient:
             return KubernetesError(action, f"cannot reach the Kubernetes API at {self.host}: "
                                            f"{type(inner).__name__}: {scrub_secrets(_short(text))}")
         return None
-
-
-def _exec_result(action: str, stdout: str, stderr: str, status_text: str) -> ExecResult:
-    """Read the status channel (metav1.Status) the kubelet writes when the command ends."""
-    status = _json_or_none(status_text)
-    if not isinstance(status, dict):
-        # No status: the stream closed before the command ended; nothing it printed is an answer.
-        raise KubernetesError(action, "the exec stream closed without the command's exit status")
-    if status.get("status") == "Success":
-        return ExecResult(stdout, stderr, 0)
-    causes = (status.get("details") or {}).get("causes") or []
-    code = next((c.get("message") for c in causes if c.get("reason") == "ExitCode"), None)
-    message = str(status.get("message") or "")
-    if code is None or not str(code).isdigit():
-        return ExecResult(stdout, stderr, None, message)
-    return ExecResult(stdout, stderr, int(code), message)
 
 
 def fetch_kubeconfig(cloudstack: Any, cluster_id: str) -> dict[str, Any]:

@@ -34,7 +34,8 @@ class ExecAccess:
 
 
 def needs_etcd(node_type: str, external_etcd: bool) -> bool:
-    return node_type == ETCD or (node_type == CONTROL and not external_etcd)
+    # Without external etcd there are no etcd nodes at all: their type needs nothing.
+    return (node_type == ETCD and external_etcd) or (node_type == CONTROL and not external_etcd)
 
 
 def etcd_check_paths(external_etcd: bool, endpoints_given: bool,
