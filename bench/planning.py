@@ -15,7 +15,7 @@ import tempfile
 import time
 from typing import Any, Optional
 
-from simproc import ROOT, SimProcess, bench_spec
+from simproc import ROOT, BenchSim, bench_spec
 
 MODULE = "ansible_collections.cloudstack.cks.plugins.modules.cks_node_outdated"
 SETTINGS_MODULE = "ansible_collections.cloudstack.cks.plugins.modules.cks_node_settings"
@@ -23,7 +23,7 @@ COLLECTIONS = os.path.join(ROOT, ".venv", "collections")
 PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 
 
-def run_module(sim: SimProcess, args: dict[str, Any], profile: Optional[str] = None,
+def run_module(sim: BenchSim, args: dict[str, Any], profile: Optional[str] = None,
                module: str = MODULE) -> dict[str, Any]:
     """One module run: {"wall", "max_rss_mb", "calls": {"cloudstack": n, "kubernetes": n}, "result"}."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
@@ -63,7 +63,7 @@ def run_module(sim: SimProcess, args: dict[str, Any], profile: Optional[str] = N
     return {"wall": ended - started, "max_rss_mb": max_rss_mb, "calls": by_api, "commands": commands, "result": result}
 
 
-def measure(sim: SimProcess, repeats: int = 3) -> dict[str, Any]:
+def measure(sim: BenchSim, repeats: int = 3) -> dict[str, Any]:
     # Store new worker settings first (not timed), so that every worker is out of date and the
     # plan has its full number of batches.
     run_module(sim, {"cluster": sim.env["cluster_name"], "node_offerings": {"worker": "cks-large"},
@@ -92,7 +92,7 @@ def planning_scale(sizes: tuple[int, ...], time_scale: float, repeats: int = 3,
     for size in sizes:
         spec = bench_spec(workers=size - 3, time_scale=time_scale, max_unavailable=10)
         started = time.monotonic()
-        with SimProcess.start(spec, etcd=False, timeout=600) as sim:
+        with BenchSim.from_spec(spec, etcd=False, timeout=600) as sim:
             log(f"  planning {size} nodes: cks-sim up in {time.monotonic() - started:.1f}s")
             row = measure(sim, repeats)
             row["sim_startup"] = round(sim.startup_seconds, 1)
@@ -103,7 +103,7 @@ def planning_scale(sizes: tuple[int, ...], time_scale: float, repeats: int = 3,
 
 if __name__ == "__main__":  # python bench/planning.py SIZE [PROFILE_OUT]
     size = int(sys.argv[1])
-    with SimProcess.start(bench_spec(size - 3), etcd=False, timeout=600) as s:
+    with BenchSim.from_spec(bench_spec(size - 3), etcd=False, timeout=600) as s:
         print("startup", round(s.startup_seconds, 1))
         r = run_module(s, {"cluster": s.env["cluster_name"]}, profile=sys.argv[2] if len(sys.argv) > 2 else None)
         print(round(r["wall"], 3), r["calls"], r["commands"], r["max_rss_mb"])

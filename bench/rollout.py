@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import yaml
 
-from simproc import ROOT, SimProcess
+from simproc import ROOT, BenchSim
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 VENV_BIN = os.path.join(ROOT, ".venv", "bin")
@@ -46,7 +46,7 @@ class RolloutRun:
         return self.ended - self.started
 
 
-def rollout_vars(sim: SimProcess, report_path: str, **overrides: Any) -> dict[str, Any]:
+def rollout_vars(sim: BenchSim, report_path: str, **overrides: Any) -> dict[str, Any]:
     """The operator's variables. Poll and retry settings stay at the role's defaults unless given."""
     variables: dict[str, Any] = {
         "rollout_cluster": sim.env["cluster_name"],
@@ -63,7 +63,7 @@ def rollout_vars(sim: SimProcess, report_path: str, **overrides: Any) -> dict[st
     return variables
 
 
-def run_rollout(sim: SimProcess, name: str, out_dir: str, forks: int = 5, **overrides: Any) -> RolloutRun:
+def run_rollout(sim: BenchSim, name: str, out_dir: str, forks: int = 5, **overrides: Any) -> RolloutRun:
     """One `ansible-playbook playbooks/rollout.yml -e @vars.yml`; its output goes to a log file."""
     os.makedirs(out_dir, exist_ok=True)
     report_path = os.path.join(out_dir, f"{name}-report.json")
@@ -132,7 +132,7 @@ if __name__ == "__main__":  # a quick manual run: python bench/rollout.py WORKER
     from simproc import bench_spec
 
     workers, mu = int(sys.argv[1]), int(sys.argv[2])
-    with SimProcess.start(bench_spec(workers, max_unavailable=mu)) as s:
+    with BenchSim.from_spec(bench_spec(workers, max_unavailable=mu)) as s:
         run = run_rollout(s, "manual", "/tmp/bench-manual", rollout_max_unavailable=mu,
                           rollout_node_offerings={"control": "cks-large", "worker": "cks-large"},
                           rollout_node_root_disk_sizes={"control": 21, "worker": 21})

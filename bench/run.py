@@ -29,7 +29,7 @@ import analysis  # noqa: E402
 import timeline as timeline_svg  # noqa: E402
 from planning import planning_scale  # noqa: E402
 from rollout import RolloutRun, run_rollout  # noqa: E402
-from simproc import TIMINGS, SimProcess, bench_spec  # noqa: E402
+from simproc import TIMINGS, BenchSim, bench_spec  # noqa: E402
 
 # 0.05: a node's critical path (5 + 10 + 2 + 15 + 30 = 62 simulated seconds) takes 3.1 real
 # seconds. Real time (1.0) would make the 31 batches alone take 32 minutes; see README.
@@ -119,7 +119,7 @@ def rollout_runs(cfg: Config, out: str, raw: dict[str, Any], pictures: dict[str,
         spec = bench_spec(workers, control_nodes=cfg.control_nodes, time_scale=cfg.time_scale,
                           max_unavailable=max(limits))
         started = time.monotonic()
-        with SimProcess.start(spec, etcd=True) as sim:
+        with BenchSim.from_spec(spec, etcd=True) as sim:
             log(f"cks-sim {cfg.control_nodes} control + {workers} workers up in {time.monotonic() - started:.1f}s")
             for index, limit in enumerate(limits):
                 disk += 1
@@ -148,7 +148,7 @@ def concurrency_runs(cfg: Config, out: str) -> list[dict[str, Any]]:
     workers = largest + 1
     spec = bench_spec(workers, control_nodes=1, time_scale=cfg.time_scale, max_unavailable=largest)
     rows = []
-    with SimProcess.start(spec, etcd=False) as sim:
+    with BenchSim.from_spec(spec, etcd=False) as sim:
         log(f"cks-sim 1 control + {workers} workers up (batch concurrency)")
         disk = 20
         for k, forks in cfg.batch_runs:

@@ -2,28 +2,25 @@
 # Apache License 2.0 (see LICENSE)
 """cks-sim as a subprocess for the benchmarks: the spec they use, start, the admin API, stop.
 
-The benchmarks run the simulator as its own process (as `make demo` does) so that its CPU time is
-not mixed with the timer's, and each run gets its own state directory: never out/demo, which the
-demo and other runs rebuild.
+The benchmarks run the simulator as its own process (as `make demo` does, through
+``cks_sim.harness``) so that its CPU time is not mixed with the timer's, and each run gets its own
+state directory: never out/demo, which the demo and other runs rebuild.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import signal
-import subprocess
+import sys
 import tempfile
-import time
-import urllib.request
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CKS_SIM = os.path.join(ROOT, "tests", "sim", "cks-sim")
+if os.path.join(ROOT, "tests", "sim") not in sys.path:
+    sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+from cks_sim import harness  # noqa: E402  pylint: disable=wrong-import-position
 
 # Simulated seconds, as a KVM cloud takes them (the issue's fixed timings). time_scale turns them
 # into real seconds; the benchmark picks it (see bench/run.py).
@@ -78,48 +75,30 @@ def bench_spec(workers: int, control_nodes: int = 3, time_scale: float = 0.1,
     }
 
 
-@dataclass
-class SimProcess:
-    """A running cks-sim. Use ``SimProcess.start``; ``stop`` ends it."""
+class BenchSim(harness.SimProcess):
+    """A running cks-sim and what the benchmarks read from it. ``BenchSim.from_spec`` starts one."""
 
-    proc: subprocess.Popen
-    env: dict[str, Any]
-    state_dir: str
-    startup_seconds: float
-    vm_ids: dict[str, str] = field(default_factory=dict)
+    vm_ids: dict[str, str]
 
     @classmethod
-    def start(cls, spec: dict[str, Any], etcd: bool = True, state_dir: Optional[str] = None,
-              timeout: float = 300) -> "SimProcess":
+    def from_spec(cls, spec: dict[str, Any], etcd: bool = True, state_dir: Optional[str] = None,
+                  timeout: float = 300) -> BenchSim:
         state_dir = state_dir or tempfile.mkdtemp(prefix="cks-bench-")
         os.makedirs(state_dir, exist_ok=True)
         spec_path = os.path.join(state_dir, "spec.yml")
         with open(spec_path, "w", encoding="utf-8") as fh:
             yaml.safe_dump(spec, fh, sort_keys=False)
-        cmd = [CKS_SIM, "serve", "--spec", spec_path, "--state-dir", state_dir]
-        if not etcd:
-            cmd.append("--no-etcd")
-        log = open(os.path.join(state_dir, "cks-sim.log"), "w", encoding="utf-8")  # pylint: disable=consider-using-with
-        started = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # pylint: disable=consider-using-with
-        env_path = os.path.join(state_dir, "env.json")
-        while not os.path.exists(env_path):
-            if proc.poll() is not None or time.monotonic() - started > timeout:
-                proc.kill()
-                raise RuntimeError(f"cks-sim did not start; see {log.name}")
-            time.sleep(0.1)
-        with open(env_path, encoding="utf-8") as fh:
-            env = json.load(fh)
-        sim = cls(proc, env, state_dir, time.monotonic() - started)
-        sim.refresh_vm_ids()
+        sim = cls.start(spec_path, state_dir, *([] if etcd else ["--no-etcd"]), ready_timeout=timeout)
+        try:
+            sim.refresh_vm_ids()
+        except BaseException:
+            sim.stop()
+            raise
         return sim
 
     def admin(self, path: str, body: Any = None, method: Optional[str] = None) -> Any:
-        request = urllib.request.Request(
-            self.env["admin_url"] + path, method=method or ("POST" if body is not None else "GET"),
-            data=None if body is None else json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=120) as answer:
-            return json.loads(answer.read().decode())
+        # 1,000 VMs in one GET /state take a while to serialise on a loaded machine.
+        return harness.admin(self.env, method or ("POST" if body is not None else "GET"), path, body, timeout=120)
 
     def refresh_vm_ids(self) -> None:
         """VM name (lowercase) -> id, to match the call log (ids) with the timeline (names)."""
@@ -148,17 +127,6 @@ class SimProcess:
             "K8S_AUTH_SSL_CA_CERT": self.env["kube_ca"],
         }
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-
-    def __enter__(self) -> "SimProcess":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    def stop(self, timeout: float = 60.0) -> int:
+        # A sim of a thousand nodes takes longer to stop than the tests' small ones.
+        return super().stop(timeout)

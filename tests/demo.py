@@ -17,42 +17,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from typing import Any
 
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+from cks_sim import harness  # noqa: E402  pylint: disable=wrong-import-position
+
 OUT = os.path.join(ROOT, "out", "demo")
-SPEC = os.path.join(ROOT, "tests", "sim", "examples", "small.yml")
+SPEC = harness.SMALL_SPEC
 VENV_BIN = os.path.dirname(sys.executable)
 
 
-def start_sim(state_dir: str) -> tuple[subprocess.Popen, dict[str, Any]]:
-    log = open(os.path.join(OUT, "cks-sim.log"), "w")
-    proc = subprocess.Popen([os.path.join(ROOT, "tests", "sim", "cks-sim"), "serve", "--spec", SPEC,
-                             "--state-dir", state_dir], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    env_path = os.path.join(state_dir, "env.json")
-    deadline = time.monotonic() + 120
-    while not os.path.exists(env_path):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"cks-sim did not start; see {log.name}")
-        time.sleep(0.2)
-    with open(env_path) as f:
-        return proc, json.load(f)
-
-
 def admin(env: dict[str, Any], path: str, body: Any = None) -> Any:
-    request = urllib.request.Request(env["admin_url"] + path, method="POST" if body is not None else "GET",
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.loads(answer.read().decode())
+    return harness.admin(env, "POST" if body is not None else "GET", path, body)
 
 
 def demo_vars(env: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +69,11 @@ def main(argv: list[str]) -> int:
     os.makedirs(OUT)
     state_dir = os.path.join(OUT, "sim")
     print(f"Starting cks-sim ({os.path.relpath(SPEC, ROOT)}) ...", flush=True)
-    sim, env = start_sim(state_dir)
+    try:
+        sim = harness.SimProcess.start(SPEC, state_dir, log_path=os.path.join(OUT, "cks-sim.log"))
+    except harness.SimStartError as exc:
+        raise SystemExit(str(exc)) from None
+    env = sim.env
     try:
         variables = demo_vars(env)
         # The simulator flags more workers down at once than the rollout may take (the clamp).
@@ -130,8 +115,7 @@ def main(argv: list[str]) -> int:
             draw_timeline(env, report_path)
         return rc
     finally:
-        os.killpg(sim.pid, signal.SIGTERM)
-        sim.wait(timeout=30)
+        sim.stop()
 
 
 if __name__ == "__main__":

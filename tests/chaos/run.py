@@ -196,14 +196,15 @@ class Trials:
         os.makedirs(os.path.dirname(state_dir))
         sim = simctl.start_sim(self.opts.spec, state_dir, self.opts.time_scale)
         # The sim flags more workers down at once than the rollout may take (its clamp).
-        sim.admin("/actions", {"action": "set_config", "max_unavailable": {"worker": self.target.max_unavailable}})
+        simctl.admin(sim.env, "POST", "/actions",
+                     {"action": "set_config", "max_unavailable": {"worker": self.target.max_unavailable}})
         return sim, set()
 
     def foreign_cordon(self, sim: simctl.SimProcess, rng: random.Random) -> set[str]:
         _cloud, kube, _etcd = simctl.cluster_state(sim)
         workers = sorted(n["name"] for n in kube["nodes"] if n["node_type"] == "worker")
         victim = rng.choice(workers)
-        sim.admin("/faults", {"kind": "foreign_cordon", "node": victim})
+        simctl.admin(sim.env, "POST", "/faults", {"kind": "foreign_cordon", "node": victim})
         return {victim}
 
     def calibrate(self) -> dict[str, Any]:

@@ -8,74 +8,27 @@ simulator's admin API, and the real `kubernetes` client for the lock (a Lease).
 from __future__ import annotations
 
 import datetime
-import json
 import os
-import signal
-import subprocess
 import sys
-import time
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SIM = os.path.join(ROOT, "tests", "sim", "cks-sim")
-SMALL_SPEC = os.path.join(ROOT, "tests", "sim", "examples", "small.yml")
+if os.path.join(ROOT, "tests", "sim") not in sys.path:  # run.py runs as a script
+    sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+# SMALL_SPEC is run.py's default spec.
+from cks_sim.harness import SMALL_SPEC, SimProcess, admin  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+
 PLAYBOOK = os.path.join(ROOT, "playbooks", "rollout.yml")
 VENV_BIN = os.path.join(ROOT, ".venv", "bin")
 ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
 LOCK_NAME = "cloudstack-cks-rollout"
 
 
-class SimError(RuntimeError):
-    """cks-sim did not start, or its admin API did not answer."""
-
-
-@dataclass
-class SimProcess:
-    """One running cks-sim (its own process group) and its env.json."""
-
-    proc: subprocess.Popen
-    env: dict[str, Any]
-    state_dir: str
-
-    def admin(self, path: str, body: Any = None, method: Optional[str] = None) -> Any:
-        verb = method or ("POST" if body is not None else "GET")
-        request = urllib.request.Request(self.env["admin_url"] + path, method=verb,
-                                         data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return json.loads(answer.read().decode() or "null")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                return self.proc.wait(timeout=10)
-        return self.proc.returncode
-
-
 def start_sim(spec: str, state_dir: str, time_scale: Optional[float] = None, timeout: float = 120) -> SimProcess:
-    os.makedirs(state_dir, exist_ok=True)
-    cmd = [SIM, "serve", "--spec", spec, "--state-dir", state_dir]
-    if time_scale is not None:
-        cmd += ["--time-scale", str(time_scale)]
-    log = open(os.path.join(os.path.dirname(state_dir.rstrip("/")) or ".", os.path.basename(state_dir) + ".log"), "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    log.close()
-    env_path = os.path.join(state_dir, "env.json")
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(env_path):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-            raise SimError(f"cks-sim did not start (spec {spec}); see {log.name}")
-        time.sleep(0.1)
-    with open(env_path) as f:
-        return SimProcess(proc, json.load(f), state_dir)
+    """A fresh cks-sim for one trial (``SimStartError`` with its output if it does not get ready)."""
+    args = ["--time-scale", str(time_scale)] if time_scale is not None else []
+    return SimProcess.start(spec, state_dir, *args, ready_timeout=timeout)
 
 
 @dataclass
@@ -175,7 +128,7 @@ def processes_under(marker: str, killed_group: int) -> list[int]:
 
 def cluster_state(sim: SimProcess) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(cloud cluster, kube world, etcd) of the first cluster from GET /state."""
-    state = sim.admin("/state")
+    state = admin(sim.env, "GET", "/state")
     cluster_id = sim.env["cluster_id"]
     cloud = next(c for c in state["cloud"]["clusters"] if c["id"] == cluster_id)
     return cloud, state["kube"][cluster_id], state.get("etcd", {}).get(cluster_id, {})
@@ -265,7 +218,7 @@ def judge(sim: SimProcess, target: Target, foreign_cordoned: set[str]) -> dict[s
         "lock": lease if lock_held else None,
         "cluster_state": cloud["state"],
         "etcd_quorum_lost": bool(etcd.get("quorum_lost")),
-        "invariants": sim.admin("/invariants"),
+        "invariants": admin(sim.env, "GET", "/invariants"),
     }
 
 

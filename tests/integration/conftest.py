@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -22,9 +23,11 @@ import pytest
 import requests
 import yaml
 
+from cks_sim.harness import EXAMPLES, InProcessSim
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SPEC_DIRS = (os.path.join(HERE, "specs"), os.path.join(ROOT, "tests", "sim", "examples"))
+SPEC_DIRS = (os.path.join(HERE, "specs"), EXAMPLES)
 # The sim's werkzeug servers log every request: keep test output readable.
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
@@ -140,23 +143,16 @@ class CycleSim:
 
 @pytest.fixture
 def cycle_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., CycleSim]]:
-    from cks_sim.server import SimServer
-    from cks_sim.spec import normalize
+    with contextlib.ExitStack() as started:
 
-    started: list[tuple[Any, CycleSim]] = []
+        def start(spec: Union[str, dict[str, Any]] = "small.yml", etcd: bool = True) -> CycleSim:
+            raw = load_raw_spec(spec) if isinstance(spec, str) else copy.deepcopy(spec)
+            sim = started.enter_context(InProcessSim.start(raw, str(tmp_path_factory.mktemp("cycle-sim")), etcd=etcd))
+            handle = CycleSim(sim.server)
+            started.callback(handle.close)
+            return handle
 
-    def start(spec: Union[str, dict[str, Any]] = "small.yml", etcd: bool = True) -> CycleSim:
-        raw = load_raw_spec(spec) if isinstance(spec, str) else copy.deepcopy(spec)
-        server = SimServer(normalize(raw), str(tmp_path_factory.mktemp("cycle-sim")), with_etcd=etcd)
-        server.start()
-        handle = CycleSim(server)
-        started.append((server, handle))
-        return handle
-
-    yield start
-    for server, handle in started:
-        handle.close()
-        server.stop()
+        yield start
 
 
 # --- rollout_sim: the whole playbooks/rollout.yml through ansible-playbook ----------------------
@@ -269,10 +265,10 @@ class RolloutSim(CycleSim):
 
     def status(self) -> dict[str, Any]:
         """What cks_node_outdated would return now (read in-process with the collection's code)."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils._services import outdated
+        from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
         from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, RecordStore
 
-        return outdated.report(self.view(), RecordStore(self.kube).read(), Lock(self.kube).read())
+        return report(self.view(), RecordStore(self.kube).read(), Lock(self.kube).read())
 
     def lease(self) -> Optional[dict[str, Any]]:
         return self.kube.get_lease("kube-system", "cloudstack-cks-rollout")
@@ -297,25 +293,18 @@ class RolloutSim(CycleSim):
 
 
 def _rollout_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RolloutSim]]:
-    from cks_sim.server import SimServer
-    from cks_sim.spec import normalize
+    with contextlib.ExitStack() as started:
 
-    started: list[tuple[Any, RolloutSim]] = []
+        def start(spec: Union[str, dict[str, Any]] = "small.yml", etcd: bool = True, time_scale: float = 0.01,
+                  **overrides: Any) -> RolloutSim:
+            raw = load_raw_spec(spec, time_scale) if isinstance(spec, str) else copy.deepcopy(spec)
+            raw.update(copy.deepcopy(overrides))
+            sim = started.enter_context(InProcessSim.start(raw, str(tmp_path_factory.mktemp("rollout-sim")), etcd=etcd))
+            handle = RolloutSim(sim.server, str(tmp_path_factory.mktemp("rollout-run")))
+            started.callback(handle.close)
+            return handle
 
-    def start(spec: Union[str, dict[str, Any]] = "small.yml", etcd: bool = True, time_scale: float = 0.01,
-              **overrides: Any) -> RolloutSim:
-        raw = load_raw_spec(spec, time_scale) if isinstance(spec, str) else copy.deepcopy(spec)
-        raw.update(copy.deepcopy(overrides))
-        server = SimServer(normalize(raw), str(tmp_path_factory.mktemp("rollout-sim")), with_etcd=etcd)
-        server.start()
-        handle = RolloutSim(server, str(tmp_path_factory.mktemp("rollout-run")))
-        started.append((server, handle))
-        return handle
-
-    yield start
-    for server, handle in started:
-        handle.close()
-        server.stop()
+        yield start
 
 
 @pytest.fixture

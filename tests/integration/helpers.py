@@ -4,7 +4,8 @@ Shared by the integration tests: every module is exercised the way an operator r
 playbook on localhost), not by importing it, so argument parsing, check mode, diff and
 ``fail_json`` go through ansible-core itself.
 
-Also starts and stops cks-sim (``tests/sim/cks-sim serve``) and reads its admin API.
+Also runs cks-sim (``tests/sim/cks-sim serve``, through ``cks_sim.harness``) for a test and reads
+its admin API.
 """
 
 from __future__ import annotations
@@ -13,20 +14,19 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from typing import Any, Iterator, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if os.path.join(ROOT, "tests", "sim") not in sys.path:  # run as a script, without the root conftest.py
+    sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+from cks_sim import harness  # noqa: E402  pylint: disable=wrong-import-position
 VENV = os.path.join(ROOT, ".venv")
 ANSIBLE_PLAYBOOK = os.path.join(VENV, "bin", "ansible-playbook")
 PYTHON = os.path.join(VENV, "bin", "python")
 COLLECTIONS = os.path.join(VENV, "collections")
-SIM = os.path.join(ROOT, "tests", "sim", "cks-sim")
 SPECS = os.path.join(ROOT, "tests", "integration", "specs")
 
 
@@ -139,18 +139,14 @@ def run_module(module_name: str, args: dict[str, Any], env: Optional[dict[str, s
 class SimHandle:
     """A running cks-sim: its env.json and its admin API."""
 
-    def __init__(self, proc: subprocess.Popen, state_dir: str, env: dict[str, Any]) -> None:
-        self.proc = proc
-        self.state_dir = state_dir
-        self.env = env
+    def __init__(self, process: harness.SimProcess) -> None:
+        self.process = process
+        self.proc = process.proc
+        self.state_dir = process.state_dir
+        self.env = process.env
 
     def admin(self, method: str, path: str, body: Optional[Any] = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.env["admin_url"].rstrip("/") + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            raw = resp.read()
-        return json.loads(raw) if raw else None
+        return harness.admin(self.env, method, path, body)
 
     def state(self) -> dict[str, Any]:
         return self.admin("GET", "/state")
@@ -218,32 +214,10 @@ def running_sim(spec: str, state_dir: Optional[str] = None, ready_timeout: float
     spec_path = _spec_path(spec)
     own_dir = state_dir is None
     state_dir = state_dir or tempfile.mkdtemp(prefix="cks-sim-")
-    env_path = os.path.join(state_dir, "env.json")
-    log = open(os.path.join(state_dir, "sim.log"), "w", encoding="utf-8")
-    proc = subprocess.Popen([PYTHON, SIM, "serve", "--spec", spec_path, "--state-dir", state_dir],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
     try:
-        deadline = time.monotonic() + ready_timeout
-        while not os.path.exists(env_path):
-            if proc.poll() is not None:
-                log.flush()
-                with open(log.name, encoding="utf-8") as fh:
-                    raise RuntimeError(f"cks-sim exited {proc.returncode}:\n{fh.read()[-4000:]}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"cks-sim did not write {env_path} within {ready_timeout}s")
-            time.sleep(0.05)
-        # env.json may be seen half-written: read until it parses.
-        while True:
-            try:
-                with open(env_path, encoding="utf-8") as fh:
-                    env = json.load(fh)
-                break
-            except ValueError:
-                time.sleep(0.05)
-        yield SimHandle(proc, state_dir, env)
+        with harness.SimProcess.start(spec_path, state_dir, ready_timeout=ready_timeout) as process:
+            yield SimHandle(process)
     finally:
-        _stop(proc, state_dir)
-        log.close()
         if own_dir:
             shutil.rmtree(state_dir, ignore_errors=True)
 
@@ -256,29 +230,6 @@ def _spec_path(spec: str) -> str:
         if os.path.exists(candidate):
             return candidate
     raise FileNotFoundError(spec)
-
-
-def _stop(proc: subprocess.Popen, state_dir: str) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        with open(os.path.join(state_dir, "env.json"), encoding="utf-8") as fh:
-            admin_url = json.load(fh)["admin_url"]
-        urllib.request.urlopen(urllib.request.Request(admin_url.rstrip("/") + "/shutdown", data=b"{}",
-                                                      method="POST"), timeout=10).read()
-        proc.wait(timeout=20)
-        return
-    except Exception:  # the sim is going anyway; fall through to signals
-        pass
-    # Only our own child (its own session): never anything by name.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: run a module against a running sim

@@ -15,10 +15,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
+from cks_sim import harness
 from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ROOT, SimHandle, running_sim
 
 PLAYBOOKS = os.path.join(ROOT, "playbooks")
@@ -348,14 +348,8 @@ class ClusterRecord:
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    """The harness's wait, polling the sim's admin API at a pace that leaves the rollout the CPU."""
+    return harness.wait_until(predicate, timeout, what, interval)
 
 
 def node_settled(sim: SimHandle, node: dict[str, Any]) -> bool:

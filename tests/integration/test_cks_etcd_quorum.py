@@ -6,13 +6,13 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 from typing import Any, Callable, Iterator
 
 import pytest
 import requests
 
 from cks_sim import core
+from cks_sim.harness import wait_until
 from cks_sim.etcd import EtcdManager
 from cks_sim.tls import make_tls
 
@@ -74,13 +74,8 @@ def run_tasks(module: str, args_list: list[dict[str, Any]], checked: tuple[int, 
 
 
 def eventually(check: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """Poll until ``check`` holds; a bound on waiting, not an assertion on speed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return check()
+    """The harness's wait at etcd's pace (a member's health takes a request of its own)."""
+    return bool(wait_until(check, timeout, interval=0.1))
 
 
 def member_healthy(ep: dict, url: str) -> bool:

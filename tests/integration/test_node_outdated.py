@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterator
 
 import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as records
 
+from cks_sim.harness import wait_until
 from helpers import SimHandle, run_module, running_sim
 
 pytestmark = pytest.mark.timeout(900)
@@ -34,13 +34,9 @@ def names(sim: SimHandle, node_type: str, cluster: str = "alpha") -> list[str]:
 
 
 def wait_vm(sim: SimHandle, vm: str, state: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for c in sim.state()["cloud"]["clusters"]:
-            if any(v["name"].lower() == vm and v["state"] == state for v in c["vms"]):
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"{vm} did not reach {state}")
+    wait_until(lambda: any(v["name"].lower() == vm and v["state"] == state
+                           for c in sim.state()["cloud"]["clusters"] for v in c["vms"]),
+               timeout, f"{vm} to reach {state}")
 
 
 def annotate(sim: SimHandle, node: str, boot_id: str, cordon: bool = True, cluster: str = "alpha") -> None:

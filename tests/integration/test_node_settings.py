@@ -11,6 +11,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._state import recor
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.states import BUSY_STATES
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import stored_max_unavailable, stored_settings
 
+from cks_sim.harness import wait_until
 from helpers import SimHandle, run_module, running_sim
 
 pytestmark = pytest.mark.timeout(600)
@@ -310,16 +311,9 @@ def test_stopped_nodes_do_not_block_a_rollout() -> None:
 
 
 def _wait_vm_state(sim: SimHandle, vm_name: str, state: str, timeout: float = 30) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for c in sim.state()["cloud"]["clusters"]:
-            for vm in c["vms"]:
-                if vm["name"] == vm_name and vm["state"] == state:
-                    return
-        time.sleep(0.05)
-    raise AssertionError(f"{vm_name} did not reach {state}")
+    wait_until(lambda: any(vm["name"] == vm_name and vm["state"] == state
+                           for c in sim.state()["cloud"]["clusters"] for vm in c["vms"]),
+               timeout, f"{vm_name} to reach {state}")
 
 
 # -- the lock --------------------------------------------------------------------------------------

@@ -636,8 +636,9 @@ class KubeApp:
             # SPDY/3.1 (kubectl's fallback) is not spoken here; see tests/sim/README.md.
             raise kube_exec.not_an_upgrade()
 
-        def done(status: dict[str, Any]) -> None:
-            self.sim.calls.add(**log, status=101, exec_status=status.get("status"),
+        def done(status: dict[str, Any], code: int) -> None:
+            # 101 once upgraded; the handshake's own refusal (no common subprotocol) is a 403.
+            self.sim.calls.add(**log, status=code, exec_status=status.get("status"),
                                exec_command=list(options.command))
 
         return kube_exec.serve(environ, options, target, done)

@@ -321,7 +321,7 @@ class ExecSession:
     """One exec: the process, its output pumped to the channels, the status, the close."""
 
     def __init__(self, ws: WebSocket, protocol: str, options: ExecOptions, target: ExecTarget,
-                 on_done: Callable[[dict[str, Any]], None]) -> None:
+                 on_done: Callable[[dict[str, Any], int], None]) -> None:
         self.ws = ws
         self.protocol = protocol
         self.options = options
@@ -372,11 +372,12 @@ class ExecSession:
             status = internal_status(error)
         else:
             status = self._run_process(argv, env)
+        # Logged before the client can see the end, so that what it reads next includes it.
+        self.on_done(status, 101)
         try:
             self.ws.send_channel(STATUS, json.dumps(status, separators=(",", ":")).encode())
         finally:
             self.ws.close()
-            self.on_done(status)
 
     def await_close(self, timeout: float = 2.0) -> None:
         """Wait for the client's answer to our close frame (RFC 6455 5.5.1), then let go."""
@@ -420,7 +421,7 @@ class ExecSession:
 
 
 def serve(environ: dict[str, Any], options: ExecOptions, target: ExecTarget,
-          on_done: Callable[[dict[str, Any]], None]) -> Response:
+          on_done: Callable[[dict[str, Any], int], None]) -> Response:
     """Upgrade the request's connection and run the exec on it; raises UpgradedConnectionDone."""
     sock = environ.get("werkzeug.socket")
     if not isinstance(sock, (socket.socket, ssl.SSLSocket)):
@@ -429,8 +430,8 @@ def serve(environ: dict[str, Any], options: ExecOptions, target: ExecTarget,
     offered = offered_protocols(environ)
     protocol = next((p for p in offered if p in PROTOCOLS), None)
     if protocol is None:
+        on_done({"status": "Failure", "message": f"requested protocol(s) are not supported: {offered}"}, 403)
         ws.refuse(403, "Forbidden")
-        on_done({"status": "Failure", "message": f"requested protocol(s) are not supported: {offered}"})
         raise UpgradedConnectionDone()
     ws.handshake(environ.get("HTTP_SEC_WEBSOCKET_KEY", ""), protocol)
     session = ExecSession(ws, protocol, options, target, on_done)

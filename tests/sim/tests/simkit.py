@@ -1,26 +1,21 @@
-"""Shared helpers of the cks-sim tests: the small spec, an in-process sim handle, a cks-sim
-subprocess. A plain module (not conftest.py) so test files import it by a name that no other
-test folder's conftest shadows when pytest collects several folders in one run."""
+"""Shared helpers of the cks-sim tests: the small spec and the handle a test talks to an in-process
+sim through (starting and stopping is ``cks_sim.harness``'s). A plain module (not conftest.py) so
+test files import it by a name that no other test folder's conftest shadows when pytest collects
+several folders in one run."""
 
 from __future__ import annotations
 
 import copy
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from typing import Any, Callable, Optional
 
 import requests
 from cs import CloudStack
 
+from cks_sim.harness import CKS_SIM, SIM_DIR, SMALL_SPEC, wait_until
 from cks_sim.server import SimServer
 
-SIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SMALL_SPEC = os.path.join(SIM_DIR, "examples", "small.yml")
-CKS_SIM = os.path.join(SIM_DIR, "cks-sim")
+__all__ = ["CKS_SIM", "SIM_DIR", "SMALL_SPEC", "TEST_TIME_SCALE", "SimHandle", "small_spec"]
+
 TEST_TIME_SCALE = 0.01
 
 
@@ -75,42 +70,5 @@ class SimHandle:
         return self.cs().listAffinityGroups(name=name)["affinitygroup"][0]
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met within {timeout}s")
-            time.sleep(interval)
+        return wait_until(predicate, timeout, interval=interval)
 
-
-class SimProcess:
-    def __init__(self, proc: subprocess.Popen, state_dir: str, env: dict[str, Any]) -> None:
-        self.proc = proc
-        self.state_dir = state_dir
-        self.env = env
-
-    def stop(self, timeout: float = 30) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
-
-
-def start_process(spec_path: str, state_dir: str, *args: str, timeout: float = 60) -> SimProcess:
-    env_path = os.path.join(state_dir, "env.json")
-    log = open(os.path.join(state_dir, "cks-sim.log"), "wb")
-    proc = subprocess.Popen([sys.executable, CKS_SIM, "serve", "--spec", spec_path, "--state-dir", state_dir, *args],
-                            stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(env_path):
-        if proc.poll() is not None:
-            with open(os.path.join(state_dir, "cks-sim.log"), encoding="utf-8", errors="replace") as handle:
-                raise AssertionError(f"cks-sim exited with {proc.returncode}:\n{handle.read()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("cks-sim did not write env.json in time")
-        time.sleep(0.05)
-    with open(env_path, encoding="utf-8") as handle:
-        return SimProcess(proc, state_dir, json.load(handle))

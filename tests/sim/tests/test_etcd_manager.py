@@ -5,13 +5,13 @@ from __future__ import annotations
 import base64
 import os
 import socket
-import time
 from typing import Any, Callable, Iterator
 
 import pytest
 import requests
 
 from cks_sim import core
+from cks_sim.harness import wait_until
 from cks_sim.etcd import EtcdManager
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/etcd"), reason="Debian etcd-server not installed")
@@ -35,13 +35,8 @@ def manager(sim: core.Sim, tmp_path: Any) -> Iterator[EtcdManager]:
 
 
 def eventually(check: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """Poll until ``check`` holds; a bound on waiting, not an assertion on speed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return check()
+    """The harness's wait at etcd's pace (a member's health takes a request of its own)."""
+    return bool(wait_until(check, timeout, interval=0.1))
 
 
 def tls_kwargs(ep: dict) -> dict[str, Any]:

@@ -152,6 +152,9 @@ def test_etcdctl_member_list_runs_against_the_real_members(shared: SimHandle) ->
     assert sorted(m["name"] for m in members) == sorted(vm["name"].lower() for vm in shared.node_vms("control"))
     # The status channel carries metav1.Status Success (remotecommand.ServeExec).
     assert resp.status == {"metadata": {}, "status": "Success"}
+    logged = [c for c in shared.admin("GET", "/calls") if c.get("resource") == "pods/exec" and c.get("name") == pod]
+    assert logged[-1]["status"] == 101 and logged[-1]["exec_status"] == "Success"
+    assert logged[-1]["exec_command"][:1] == ["etcdctl"]
 
 
 def test_endpoint_health_of_every_member_with_the_pods_certificates(shared: SimHandle) -> None:
@@ -227,6 +230,8 @@ def test_subprotocol_is_the_first_offered_that_the_server_speaks(shared: SimHand
     assert fields["sec-websocket-protocol"] == "v4.channel.k8s.io"
     line, _f, _b = raw_upgrade(shared, path, protocol="base64.channel.k8s.io")
     assert line.startswith("HTTP/1.1 403")
+    logged = [c for c in shared.admin("GET", "/calls") if c.get("resource") == "pods/exec"]
+    assert logged[-1]["status"] == 403
 
 
 # --- the node or the member down ---------------------------------------------------------------

@@ -11,7 +11,6 @@ import copy
 import json
 import ssl
 import threading
-import time
 from typing import Any, Callable, Optional
 
 import kubernetes
@@ -20,7 +19,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from cks_sim import core
+from cks_sim import core, harness
 from cks_sim.kube import KubeWorld
 from cks_sim.kube_api import kubeconfig, make_app
 from cks_sim.tls import make_tls, server_ssl_context
@@ -137,15 +136,8 @@ class KubeEnv:
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
-    """Poll until ``check()`` is truthy (not a timing assertion: the timeout only bounds a hang)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached within {timeout}s: {check}")
-        time.sleep(interval)
+    """The harness's wait with the kube tests' bound and pace (a small world answers fast)."""
+    return harness.wait_until(check, timeout, interval=interval)
 
 
 def node_ready(node: Any) -> str:
