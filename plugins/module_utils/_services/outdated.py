@@ -160,8 +160,15 @@ def node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mode
     if params.get("drain_check"):
         check = read_drain_check(session.kube, DrainOptions(
             delete_emptydir_data=bool(params.get("delete_emptydir_data")), force=bool(params.get("force"))))
+    given = client_from_options(params) is not None
+    first = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
+                   changes=changes, canary=bool(params.get("canary")), drain_check=check, etcd_endpoints_given=given)
+    # etcd is asked only when the plan has etcd members to restart: a workers-only plan costs no
+    # exec and no access review (the planning call budget of a large cluster).
+    if not given and not any(w.get("node_type") == CONTROL for w in first["work"]):
+        return first
     access = read_exec_access(params, session, view)
     return report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
                   changes=changes, canary=bool(params.get("canary")), drain_check=check,
                   etcd_health=read_etcd_health(params, session, view, access),
-                  etcd_endpoints_given=client_from_options(params) is not None, etcd_exec_access=access)
+                  etcd_endpoints_given=given, etcd_exec_access=access)
