@@ -13,7 +13,10 @@ options:
     description:
       - etcd client URLs to ask about the members and the quorum (see C(cloudstack.cks.cks_etcd_quorum)),
         V(https://) for the stacked etcd of a kubeadm control plane, V(http://) for CKS external etcd nodes.
-      - Empty, etcd is not asked.
+      - Given, they take precedence over the default path.
+      - Empty, stacked etcd (kubeadm) is asked through the Kubernetes API instead - C(etcdctl) runs inside the
+        C(etcd-<node>) pod of a control node that stays up, through C(pods/exec), with the pod's own certificates
+        (see docs/etcd-checks.md); external etcd nodes are then not asked, and a rollout that needs them is refused.
     type: list
     elements: str
     default: []

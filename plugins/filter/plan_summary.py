@@ -125,6 +125,14 @@ def _batches(plan: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _etcd_checks(checks: Mapping[str, Any]) -> list[str]:
+    # How each node type's etcd check would be made (cks_node_outdated's etcd_checks).
+    if not checks:
+        return []
+    return ["etcd checked: " + ", ".join(f"{node_type} {checks[node_type]}" for node_type in ("control", "etcd", "worker")
+                                          if node_type in checks)]
+
+
 def _joined(title: str, names: Optional[Iterable[str]]) -> list[str]:
     names = list(names or [])
     return [title + ", ".join(names)] if names else []
@@ -145,6 +153,7 @@ def plan_summary(plan: Mapping[str, Any], check_mode: bool = False, lock: Option
     if taken:
         lines.append(_taken_over(taken))
     lines += _counts(plan)
+    lines += _etcd_checks(plan.get("etcd_checks") or {})
     lines += _batches(plan)
     lines += [f"Not rolled, {node_type}: {reason}" for node_type, reason in (plan.get("unrollable") or {}).items()]
     lines += _joined("Not selected (rollout_select), still out of date: ", plan.get("not_selected"))

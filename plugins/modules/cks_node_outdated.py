@@ -399,10 +399,25 @@ etcd:
     - What etcd said of its members when the plan was made - C(asked), C(down) (the members it reports unhealthy,
       named as their nodes), C(message) (the quorum arithmetic) and C(error) (why it could not be asked; the plan is
       then made without it and each batch's preflight still checks the quorum).
-  returned: when O(etcd_endpoints) are given
+  returned: when O(etcd_endpoints) are given, or the control plane has stacked etcd (asked through the Kubernetes API)
   type: dict
   sample: {"asked": true, "down": ["prod-control-18c5a1e2b4f"], "message": "2 of 3 voting members healthy; 2 needed",
            "error": null}
+etcd_checks:
+  description:
+    - Per node type, how a rollout would check etcd - V(exec through the Kubernetes API) (stacked etcd, the key may
+      exec into every etcd pod, asked with a SelfSubjectAccessReview), V(the given etcd_endpoints),
+      V(not needed) (workers; control nodes beside external etcd) or V(cannot be checked).
+  returned: always
+  type: dict
+  sample: {"control": "exec through the Kubernetes API", "etcd": "not needed", "worker": "not needed"}
+etcd_check_refusal:
+  description:
+    - Why the planned rollout would need an etcd check it cannot make, with what to give; null when it can.
+    - The rollout role refuses before it takes the lock when this is set.
+  returned: always
+  type: str
+  sample: null
 to_release:
   description: Annotated nodes that are back and no longer out of date - uncordon them, do not restart them.
   returned: always

@@ -89,3 +89,39 @@ def test_a_missing_permission_stops_cleanly_with_forbidden(rollout_sim: Any, tak
     assert status["lock_holder"] is None
     assert all(n["vm_state"] == "Running" and not n["cordoned"] for n in status["nodes"]), status["nodes"]
     assert sim.invariants() == []
+
+
+CONTROL_LARGER: dict[str, Any] = {"rollout_node_offerings": {"control": "cks-large"}, "rollout_etcd_endpoints": []}
+
+
+def start_stacked(rollout_sim: Any, rules: list[dict[str, Any]]) -> Any:
+    """3 stacked control nodes with real etcd members, asked only through pods/exec (no etcd variable)."""
+    return rollout_sim("small.yml", etcd=True, kube={"users": [{"name": USER, "token": TOKEN, "rules": rules}]})
+
+
+def test_control_plane_rollout_with_exactly_the_documented_rbac_through_pods_exec(rollout_sim: Any) -> None:
+    sim = start_stacked(rollout_sim, documented_rules())
+    run = sim.rollout(env={"K8S_AUTH_KUBECONFIG": restricted_kubeconfig(sim)}, **CONTROL_LARGER)
+    assert run.rc == 0, run.output
+    sim.assert_converged()
+    restricted = [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("user") == USER]
+    execs = [c for c in restricted if c.get("resource") == "pods/exec"]
+    assert execs and all(c.get("status") == 101 for c in execs)
+    assert any(c.get("resource") == "selfsubjectaccessreviews" for c in restricted)
+    assert [c for c in restricted if c.get("status") in (401, 403)] == []
+    assert all(n["offering"] == "cks-large" for n in sim.status()["nodes"] if n["node_type"] == "control")
+
+
+def test_without_pods_exec_a_control_rollout_is_refused_before_the_lock(rollout_sim: Any) -> None:
+    rules = [r for r in copy.deepcopy(documented_rules()) if "pods/exec" not in r.get("resources", [])]
+    sim = start_stacked(rollout_sim, rules)
+    run = sim.rollout(env={"K8S_AUTH_KUBECONFIG": restricted_kubeconfig(sim)}, **CONTROL_LARGER)
+    assert run.rc != 0
+    assert "Refused before the lock" in run.output and "may not exec into etcd-" in run.output
+    assert "grant pods/exec on the etcd pods (docs/rbac.yml), or give etcd_endpoints" in run.output
+    calls = sim.calls()
+    # Nothing was taken or touched: no lease written, no node patched, no exec tried.
+    assert not [c for c in calls if c.get("api") == "kubernetes" and c.get("verb") in ("create", "update", "patch")
+                and c.get("resource") in ("leases", "configmaps", "nodes")]
+    assert not [c for c in calls if c.get("resource") == "pods/exec"]
+    assert sim.lease() is None or not (sim.lease().get("spec") or {}).get("holderIdentity")

@@ -93,13 +93,8 @@ class KubeOptions:
         validate = params.get("validate_certs")
         if isinstance(validate, str):
             validate = validate.strip().lower() in ("1", "true", "yes", "on", "y", "t")
-        return cls(
-            kubeconfig=params.get("kubeconfig") or None,
-            context=params.get("context") or None,
-            validate_certs=validate,
-            ca_cert=params.get("ca_cert") or None,
-            request_timeout=timeout,
-        )
+        return cls(kubeconfig=params.get("kubeconfig") or None, context=params.get("context") or None,
+                   validate_certs=validate, ca_cert=params.get("ca_cert") or None, request_timeout=timeout)
 
 
 def parse_kubeconfig(value: Union[str, dict]) -> tuple[Optional[str], Optional[dict]]:
@@ -307,6 +302,13 @@ class KubeClient(KubeHttp):
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
         return self._paged(f"list pods on node {node_name}", "/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}")
 
+    def list_labelled_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return self._paged(f"list pods {selector}", f"/api/v1/namespaces/{quote(namespace, safe='')}/pods", labelSelector=selector)
+
+    def review_access(self, attributes: dict[str, str]) -> dict[str, Any]:
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": attributes}}
+        return self._json("review access", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body)
+
     def list_all_pods(self) -> list[dict[str, Any]]:
         """Every pod of the cluster, paged: one listing instead of one per node (the dry run's drain check)."""
         return self._paged("list pods", "/api/v1/pods")
@@ -368,8 +370,7 @@ class KubeClient(KubeHttp):
                             f"lease {namespace}/{name}", body)
 
     def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
-        return self._object("get", f"/api/v1/namespaces/{namespace}/configmaps", name,
-                            f"configmap {namespace}/{name}")
+        return self._object("get", f"/api/v1/namespaces/{namespace}/configmaps", name, f"configmap {namespace}/{name}")
 
     def create_configmap(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._object("create", f"/api/v1/namespaces/{namespace}/configmaps", None,
@@ -383,8 +384,7 @@ class KubeClient(KubeHttp):
         return self._delete(f"/api/v1/namespaces/{namespace}/configmaps", name,
                             f"configmap {namespace}/{name}", resource_version)
 
-    def _object(self, verb: str, collection: str, name: Optional[str], what: str,
-                body: Optional[dict[str, Any]] = None) -> Any:
+    def _object(self, verb: str, collection: str, name: Optional[str], what: str, body: Optional[dict[str, Any]] = None) -> Any:
         method = {"get": "GET", "create": "POST", "replace": "PUT"}[verb]
         path = collection if name is None else f"{collection}/{quote(name, safe='')}"
         settle = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
@@ -39,8 +39,9 @@ def settings_from(given: Optional[dict[str, Any]], record: Any) -> Settings:
     return Settings.from_dict(record.settings)
 
 
-def etcd_check_for(params: Mapping[str, Any]) -> Optional[EtcdCheck]:
-    client = client_from_options(params)
+def etcd_check_for(params: Mapping[str, Any], kube: Any = None) -> Optional[EtcdCheck]:
+    """The explicit etcd endpoints when given, else etcdctl in the etcd pods through ``kube``."""
+    client = quorum_client(params, kube)
     return etcd_check_from(client) if client is not None else None
 
 
@@ -106,7 +107,7 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                          "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
                          cancelled=True)
     batch = BatchCycle(cloud, kube, session.loader, str(params["cluster"]), settings, nodes,
-                       options=cycle_options(params, check_mode), etcd_check=etcd_check_for(params),
+                       options=cycle_options(params, check_mode), etcd_check=etcd_check_for(params, kube),
                        lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
     result = batch.run()
     result.raise_for_failure()

@@ -18,9 +18,11 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import exec_access, quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, etcd_check_paths, etcd_check_refusal
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.order import plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report import (
@@ -35,7 +37,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report i
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest, describe
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, NODE_TYPES, ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LockInfo, Record
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import effective_settings, lock_dict, stored_max_unavailable
@@ -44,7 +46,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_sto
 def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo],
            max_unavailable: Optional[int] = None, select: Optional[str] = None,
            changes: Optional[SettingsRequest] = None, canary: bool = False,
-           drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None) -> dict[str, Any]:
+           drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None,
+           etcd_endpoints_given: bool = False, etcd_exec_access: Optional[ExecAccess] = None) -> dict[str, Any]:
     """Everything cks_node_outdated returns, from what was read. Pure."""
     if max_unavailable is not None and (isinstance(max_unavailable, bool) or max_unavailable < 1):
         raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
@@ -91,16 +94,34 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
         result["drain_blockers"] = plan_drain_blockers(view, rollout_plan, drain_check)
     if etcd_health is not None:
         result["etcd"] = etcd_health.to_dict()
+    paths = etcd_check_paths(view.external_etcd, etcd_endpoints_given, etcd_exec_access)
+    by_name = {n.name: n.node_type for n in rollout_plan.nodes}
+    planned = sorted({by_name[h] for h in rollout_plan.hosts if h in by_name})
+    result["etcd_checks"] = paths
+    result["etcd_check_refusal"] = etcd_check_refusal(paths, planned, view.external_etcd, etcd_exec_access)
     for t in NODE_TYPES:
         result[OUT_OF_DATE_KEYS[t]] = laid_out[OUT_OF_DATE_KEYS[t]]
     return result
 
 
-def read_etcd_health(params: Mapping[str, Any]) -> Optional[EtcdHealth]:
-    """etcd's member health, when ``etcd_endpoints`` are given. A plan is still made when etcd
-    cannot be asked: the batches' own preflight judges the quorum before anything goes down.
-    Options etcd could never be asked with (an endpoint that is no URL) are refused."""
-    client = client_from_options(params)
+def read_exec_access(params: Mapping[str, Any], session: ClusterSession, view: ClusterView) -> Optional[ExecAccess]:
+    """Whether the key may exec into the etcd pods, asked only where that is the path (stacked
+    control nodes, no ``etcd_endpoints``): learned here, before the lock, not at batch 1."""
+    if client_from_options(params) is not None or view.external_etcd or not view.nodes_of(CONTROL):
+        return None
+    return exec_access(session.kube)
+
+
+def read_etcd_health(params: Mapping[str, Any], session: Optional[ClusterSession] = None,
+                     view: Optional[ClusterView] = None, access: Optional[ExecAccess] = None) -> Optional[EtcdHealth]:
+    """etcd's member health, through the explicit ``etcd_endpoints`` when given, else etcdctl in the
+    etcd pods (stacked etcd, where the key may exec). A plan is still made when etcd cannot be
+    asked: the batches' own preflight judges the quorum before anything goes down. Options etcd
+    could never be asked with (an endpoint that is no URL) are refused."""
+    stacked = session is not None and view is not None and not view.external_etcd and bool(view.nodes_of(CONTROL))
+    if access is not None and not access.allowed and client_from_options(params) is None:
+        return EtcdHealth(error=f"may not exec into {', '.join(access.denied_pods) or 'the etcd pods'}")
+    client = quorum_client(params, session.kube if stacked and session is not None else None)
     if client is None:
         return None
     try:
@@ -139,6 +160,15 @@ def node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mode
     if params.get("drain_check"):
         check = read_drain_check(session.kube, DrainOptions(
             delete_emptydir_data=bool(params.get("delete_emptydir_data")), force=bool(params.get("force"))))
+    given = client_from_options(params) is not None
+    first = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
+                   changes=changes, canary=bool(params.get("canary")), drain_check=check, etcd_endpoints_given=given)
+    # etcd is asked only when the plan has etcd members to restart: a workers-only plan costs no
+    # exec and no access review (the planning call budget of a large cluster).
+    if not given and not any(w.get("node_type") == CONTROL for w in first["work"]):
+        return first
+    access = read_exec_access(params, session, view)
     return report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
                   changes=changes, canary=bool(params.get("canary")), drain_check=check,
-                  etcd_health=read_etcd_health(params))
+                  etcd_health=read_etcd_health(params, session, view, access),
+                  etcd_endpoints_given=given, etcd_exec_access=access)
