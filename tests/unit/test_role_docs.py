@@ -48,20 +48,35 @@ def test_the_batch_shaping_options_are_validated_by_the_plan(name: str) -> None:
     assert name in SPECS["plan"]["options"]
 
 
-def _cycle_task(tasks: list, name_start: str) -> dict:
-    """The cks_node_cycle task whose name starts with ``name_start``, looked for in blocks too."""
+def _tasks(tasks: list) -> list:
+    """Every task of a task file, those in blocks (and their rescue and always) too."""
+    found = []
     for task in tasks:
-        found = _cycle_task(task["block"], name_start) if "block" in task else None
-        if found is not None:
-            return found
-        if str(task.get("name", "")).startswith(name_start) and "cloudstack.cks.cks_node_cycle" in task:
-            return task["cloudstack.cks.cks_node_cycle"]
-    return None
+        found.append(task)
+        for section in ("block", "rescue", "always"):
+            found += _tasks(task.get(section) or [])
+    return found
 
 
-def test_a_batch_in_phases_runs_with_the_options_of_a_batch_in_one_run() -> None:
-    # hooked.yml's phases repeat main.yml's batch task: an option added to one must reach the other.
-    whole = _cycle_task(_load(ROLE, "tasks", "main.yml"), "Batch ")
-    phase = _cycle_task(_load(ROLE, "tasks", "phase.yml"), "Batch ")
-    assert whole is not None and phase is not None
-    assert {k: v for k, v in phase.items() if k not in ("phase", "batch_started")} == whole
+def _role_tasks() -> dict:
+    folder = os.path.join(ROLE, "tasks")
+    return {name: _tasks(_load(folder, name)) for name in sorted(os.listdir(folder)) if name.endswith(".yml")}
+
+
+def test_a_batch_runs_cks_node_cycle_from_one_task_in_one_run_and_in_phases() -> None:
+    # One argument block for a batch: an option added to it reaches a batch in one run and each
+    # phase of a batch with hooks alike, so the two cannot drift apart.
+    batch_tasks = {name: [t for t in tasks if t.get("cloudstack.cks.cks_node_cycle", {}).get("nodes")
+                          == "{{ rollout_batch_nodes }}"]
+                   for name, tasks in _role_tasks().items()}
+    assert {name: len(found) for name, found in batch_tasks.items() if found} == {"cycle.yml": 1}
+    batch = batch_tasks["cycle.yml"][0]
+    assert batch["register"] == "rollout_cycle" and batch["failed_when"] is False
+    assert batch["cloudstack.cks.cks_node_cycle"]["phase"] == "{{ rollout_phase }}"
+    includes = {name: [t for t in tasks if t.get("ansible.builtin.include_tasks") == "cycle.yml"]
+                for name, tasks in _role_tasks().items()}
+    whole, = includes["main.yml"]
+    phase, = includes["phase.yml"]
+    assert whole["vars"] == {"rollout_phase": "all"} and whole["when"] == "not rollout_hooked"
+    # A phase's rollout_phase comes from hooked.yml's loop over the three phases.
+    assert "vars" not in phase and phase["when"] == "not rollout_phase_stop"

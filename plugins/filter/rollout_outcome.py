@@ -1,0 +1,99 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""The ``rollout_outcome`` filter: the lines the rollout role shows last, read from its report.
+
+What an operator looks at first after a rollout: how it ended, which nodes were restarted, which
+were not reached, uncordoned or left cordoned, what is still out of date, the capacity, the last
+error and where the report is. Pure: the report in, lines out.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: rollout_outcome
+short_description: The closing lines of a rollout, from its report
+version_added: 0.1.0
+author:
+  - cloudstack.cks contributors (@cloudstack-cks)
+description:
+  - Used by the C(cloudstack.cks.rollout) role after the release. Takes the report that C(cloudstack.cks.rollout_report)
+    built and returns one line each for the outcome, the nodes restarted (outcome V(done) or V(restarted), as the progress
+    line counts them), the nodes not reached, uncordoned and left cordoned, the out-of-date counts now, the capacity, the
+    last error and the report's path. An empty list shows as V(-).
+options:
+  _input:
+    description: The rollout report, as C(cloudstack.cks.rollout_report) returns it.
+    type: dict
+    required: true
+  cluster:
+    description: The cluster as the operator named it.
+    type: str
+    required: true
+  after:
+    description: The cluster read again after the release, as C(cloudstack.cks.cks_node_outdated) returns it.
+    type: dict
+    required: true
+  report_path:
+    description: Where the report was written; V("") when it was not.
+    type: str
+    default: ""
+"""
+
+EXAMPLES = r"""
+- name: Show the outcome
+  ansible.builtin.debug:
+    msg: >-
+      {{ rollout_report | cloudstack.cks.rollout_outcome(cluster=rollout_cluster, after=rollout_after,
+         report_path=rollout_report_path) }}
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - 'The lines, for example C(Rollout rollout-20261203T120000-42 of demo: done) and C(Nodes restarted: w1, w2).'
+  type: list
+  elements: str
+"""
+
+from typing import Any, Iterable, Mapping
+
+from ansible_collections.cloudstack.cks.plugins.filter.batch_progress import DONE_OUTCOMES
+
+
+def _shown(value: Any) -> str:
+    # As a value templated into text shows: none is nothing (CloudStack may not report a figure).
+    return "" if value is None else str(value)
+
+
+def _names(entries: Iterable[Any], key: str = "node") -> str:
+    return ", ".join(str(entry.get(key)) for entry in entries or []) or "-"
+
+
+def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str, Any],
+                    report_path: str = "") -> list[str]:
+    """The closing lines of a rollout, from its report and the cluster read after it."""
+    capacity = {key: _shown(value) for key, value in (report.get("capacity") or {}).items()}
+    counts = {key: _shown(after.get(key)) for key in ("controlnodesoutofdate", "workernodesoutofdate",
+                                                       "etcdnodesoutofdate")}
+    restarted = [node for node in report.get("nodes") or [] if node.get("outcome") in DONE_OUTCOMES]
+    cancelled = " (cancelled)" if report.get("cancelled") else ""
+    return [
+        f"Rollout {_shown(report.get('run_id'))} of {_shown(cluster)}: {_shown(report.get('outcome'))}{cancelled}",
+        f"Nodes restarted: {_names(restarted, 'name')}",
+        f"Not reached: {', '.join(report.get('nodes_not_reached') or []) or '-'}",
+        f"Uncordoned: {_names(report.get('uncordoned') or [])}",
+        f"Left cordoned: {_names(report.get('left_cordoned') or [])}",
+        f"Out of date now: control {counts['controlnodesoutofdate']}, worker {counts['workernodesoutofdate']}, "
+        f"etcd {counts['etcdnodesoutofdate']}",
+        f"Capacity: {capacity.get('cores', '')} cores, {capacity.get('memory_mb', '')} MB (CloudStack reports "
+        f"{capacity.get('cloudstack_cores', '')} cores, {capacity.get('cloudstack_memory_mb', '')} MB)",
+        f"Last error: {report.get('last_error') or '-'}",
+        f"Report: {report_path or '(not written: set rollout_report_path)'}",
+    ]
+
+
+class FilterModule:
+    """cloudstack.cks filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"rollout_outcome": rollout_outcome}
