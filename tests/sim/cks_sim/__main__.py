@@ -45,7 +45,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.command == "check":
         import json
 
-        shown = dict(spec, account=dict(spec["account"], secretkey="********"))
+        shown = dict(spec, account=dict(spec["account"], secretkey="********"),
+                     accounts=[dict(a, secretkey="********" if a["secretkey"] else None) for a in spec["accounts"]])
         print(json.dumps(shown, indent=2))
         return 0
 

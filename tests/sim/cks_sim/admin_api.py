@@ -127,8 +127,28 @@ class AdminApp:
                 return {"clusters": {c.id: c.state for c in cloud.clusters.values()}}
             if kind == "set_config":
                 return self._set_config(data)
+            if kind == "restart_management_server":
+                return self._restart_management_server(data)
         raise ActionError(
-            f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, scan, set_config")
+            f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, scan, set_config,"
+            " restart_management_server")
+
+    def _restart_management_server(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The management server dies and comes back: its API port refuses connections for
+        ``seconds`` (real), and the jobs it ran end as AsyncJobManagerImpl's clean-up ends them."""
+        try:
+            seconds = float(data.get("seconds", 1.0))
+        except (TypeError, ValueError):
+            raise ActionError("seconds must be a number (real seconds the API refuses connections)") from None
+        if not 0 <= seconds <= 600:
+            raise ActionError("seconds must be between 0 and 600")
+        outage = getattr(self.server, "cloudstack_outage", None)
+        if outage is None:
+            raise ActionError("this sim cannot take its CloudStack API down")
+        cancelled = self.sim.cloud.cancel_jobs_of_dead_server()
+        self.sim.timeline.add(event="management_server_restart", seconds=seconds, cancelled_jobs=cancelled)
+        outage(seconds)
+        return {"seconds": seconds, "cancelled_jobs": cancelled}
 
     def _cluster(self, ref: Any) -> Any:
         cloud = self.sim.cloud

@@ -43,6 +43,38 @@ EXTRA_COMMANDS: dict[str, dict[str, Any]] = {
     },
 }
 
+def _list_command(name: str, java_class: str, response_object: str, params: list[tuple[str, str]],
+                  fields: list[str]) -> dict[str, Any]:
+    return {
+        "async": False, "list": True, "response_name": f"{name.lower()}response", "response_kind": "list",
+        "response_object": response_object, "java_class": java_class, "since": None,
+        "params": [{"name": n, "type": t, "required": False} for n, t in params
+                   + [("keyword", "string"), ("page", "integer"), ("pagesize", "integer")]],
+        "response_fields": fields, "response_field_types": {},
+    }
+
+
+# Owners and limits (ListAccountsCmd, ListResourceLimitsCmd, ListProjectsCmd), not in the data file.
+EXTRA_COMMANDS["listAccounts"] = _list_command(
+    "listAccounts", "ListAccountsCmd", "account",
+    [("id", "uuid"), ("name", "string"), ("domainid", "uuid"), ("isrecursive", "boolean"), ("listall", "boolean"),
+     ("accounttype", "integer"), ("state", "string")],
+    ["id", "name", "accounttype", "roletype", "domainid", "domain", "domainpath", "state", "cpulimit", "cputotal",
+     "cpuavailable", "memorylimit", "memorytotal", "memoryavailable", "primarystoragelimit", "primarystoragetotal",
+     "primarystorageavailable"])
+EXTRA_COMMANDS["listResourceLimits"] = _list_command(
+    "listResourceLimits", "ListResourceLimitsCmd", "resourcelimit",
+    [("id", "long"), ("account", "string"), ("domainid", "uuid"), ("projectid", "uuid"), ("isrecursive", "boolean"),
+     ("listall", "boolean"), ("resourcetype", "integer"), ("resourcetypename", "string")],
+    ["account", "domainid", "domain", "domainpath", "project", "projectid", "resourcetype", "resourcetypename", "max"])
+EXTRA_COMMANDS["listProjects"] = _list_command(
+    "listProjects", "ListProjectsCmd", "project",
+    [("id", "uuid"), ("name", "string"), ("account", "string"), ("domainid", "uuid"), ("isrecursive", "boolean"),
+     ("listall", "boolean"), ("state", "string")],
+    ["id", "name", "displaytext", "domainid", "domain", "domainpath", "state", "cpulimit", "cputotal", "cpuavailable",
+     "memorylimit", "memorytotal", "memoryavailable", "primarystoragelimit", "primarystoragetotal",
+     "primarystorageavailable"])
+
 ADMIN_ONLY_COMMANDS = {"listHosts"}
 
 
@@ -109,6 +141,11 @@ def parse_params(definition: dict[str, Any], params: dict[str, str], is_admin: b
                 raise CloudError(431, f"Unable to execute API command {short_name(definition)} due to missing parameter {name}", 9999)
             continue
         raw = params.get(name)
+        if raw == "" and kind == "list" and not spec["required"]:
+            # ParamProcessWorker skips only an absent parameter (paramObj == null); an empty
+            # one is tokenised into an empty list (that is how a VM's last group is removed).
+            out[name] = []
+            continue
         if raw is None or raw == "":
             if spec["required"]:
                 raise CloudError(431, f"Unable to execute API command {short_name(definition)} due to missing parameter {name}", 9999)

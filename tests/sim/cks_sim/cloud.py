@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from . import spec as specmod
 from .core import Sim
+from .owners import Account, Directory, OwnerError
 
 GB = 1 << 30
 
@@ -77,6 +78,18 @@ class DiskOffering:
     created: str
     compute_only: bool = False  # implicit per service offering; listDiskOfferings never shows it
     tags: Optional[str] = None
+    storagetype: str = "shared"  # DiskOffering.isUseLocalStorage
+
+    def tag_list(self) -> list[str]:
+        return [t.strip() for t in (self.tags or "").split(",") if t.strip()]
+
+
+@dataclass
+class StoragePool:
+    id: str
+    name: str
+    scope: str  # shared | local (ScopeType.HOST)
+    tags: Optional[str]
 
 
 @dataclass
@@ -103,6 +116,13 @@ class AffinityGroup:
     type: str
     description: Optional[str]
     dedicated_host_ids: list[str]
+    owner_id: str = ""
+    domain_level_id: Optional[str] = None  # a domain-level group (ACLType.Domain) of that domain
+
+    def ref(self, number: int) -> str:
+        # AffinityGroupVO.toString(), as permission texts quote it.
+        return "AffinityGroup " + json.dumps({"id": number, "name": self.name, "type": self.type, "uuid": self.id},
+                                             separators=(",", ":"))
 
 
 @dataclass
@@ -146,6 +166,7 @@ class VM:
     custom_cpu: Optional[int] = None
     custom_memory: Optional[int] = None
     keypair: Optional[str] = None
+    owner_id: str = ""
     queue: deque = field(default_factory=deque)
     active_job: Optional["Job"] = None
 
@@ -206,6 +227,7 @@ class Cluster:
     autoscaling: bool = False
     minsize: int = 0
     maxsize: int = 0
+    owner_id: str = ""
 
 
 @dataclass
@@ -220,6 +242,8 @@ class Job:
     result_code: int = 0
     result: Optional[dict[str, Any]] = None
     completed: Optional[float] = None
+    caller_id: str = ""
+    cancelled: bool = False  # by a management server restart: nothing may complete it any more
 
     def visible_status(self) -> int:
         if self.status != 0 and time.monotonic() < self.not_before:
@@ -257,10 +281,13 @@ class CloudWorld:
         self.spec = spec
         self.ids = specmod.IdFactory(spec["seed"])
         self.account = spec["account"]
-        self.is_admin = self.account["role"] == "admin"
         self.account_id = self.ids.uuid()
         self.user_id = self.ids.uuid()
         self.domain_id = self.ids.uuid()
+        self.directory = Directory(spec, self.ids.uuid, self.account_id, self.user_id, self.domain_id)
+        # The account of the request being served (the API layer sets it under sim.lock);
+        # the scheduler's work runs as the spec's own account.
+        self.caller: Account = self.directory.primary
         self.cloud_opts = spec["cloud"]
         self.max_unavailable = spec["invariants"]["max_unavailable"]
         base_ms = specmod.created_ms(spec)
@@ -269,6 +296,10 @@ class CloudWorld:
         self.zone_name = spec["zone"]["name"]
         self.dynamic_scale = spec["zone"]["dynamic_scale"]
         self.storage_id = self.ids.uuid()
+        self.storage_pools: dict[str, StoragePool] = {}
+        for number, pool in enumerate(spec["storage_pools"]):
+            pool_id = self.storage_id if number == 0 else self.ids.uuid()
+            self.storage_pools[pool_id] = StoragePool(pool_id, pool["name"], pool["scope"], pool["tags"])
         self.template_id = self.ids.uuid()
         self.hosts: dict[str, Host] = {}
         self.disk_offerings: dict[str, DiskOffering] = {}
@@ -293,6 +324,27 @@ class CloudWorld:
 
     # -- construction ------------------------------------------------------------------------
 
+    @property
+    def is_admin(self) -> bool:
+        """The caller is a root admin: the full VM view, listHosts, admin-only parameters."""
+        return self.caller.role == "admin"
+
+    def owner_error(self, err: OwnerError) -> "CloudError":
+        return CloudError(err.code, err.text, err.cserrorcode)
+
+    def check_access(self, owner_id: str, entity_ref: str) -> None:
+        """@ACL(OperateEntry) on the command's id: the caller must be allowed the owner's resources."""
+        try:
+            self.directory.check_access(self.caller, owner_id, entity_ref)
+        except OwnerError as err:
+            raise self.owner_error(err) from None
+
+    def list_scope(self, values: dict[str, Any]) -> Callable[[str], bool]:
+        try:
+            return self.directory.list_scope(self.caller, values)
+        except OwnerError as err:
+            raise self.owner_error(err) from None
+
     def _tick_ms(self, step: int = 1500) -> int:
         self._clock_ms += step
         return self._clock_ms
@@ -307,7 +359,7 @@ class CloudWorld:
             self.hosts[host.id] = host
         for d in spec["disk_offerings"]:
             off = DiskOffering(self.ids.uuid(), d["name"], d["size"], d["iscustomized"], d["disksizestrictness"],
-                               d["displaytext"], self._stamp(), tags=d.get("tags"))
+                               d["displaytext"], self._stamp(), tags=d.get("tags"), storagetype=d["storagetype"])
             self.disk_offerings[off.id] = off
         disk_by_name = {d.name: d for d in self.disk_offerings.values()}
         for s in spec["service_offerings"]:
@@ -317,7 +369,8 @@ class CloudWorld:
                 # Since 4.17 every compute offering has a disk offering; without a linked one it
                 # is an implicit compute-only offering named after it (hidden from listDiskOfferings).
                 implicit = DiskOffering(self.ids.uuid(), s["name"], s["rootdisksize"], s["rootdisksize"] == 0, False,
-                                        s["displaytext"], self._stamp(), compute_only=True)
+                                        s["displaytext"], self._stamp(), compute_only=True, tags=s["tags"],
+                                        storagetype=s["storagetype"])
                 self.disk_offerings[implicit.id] = implicit
                 disk_id = implicit.id
             off = ServiceOffering(self.ids.uuid(), s["name"], s["cpu"], s["memory"], s["cpuspeed"], s["rootdisksize"],
@@ -328,6 +381,13 @@ class CloudWorld:
         for g in spec["affinity_groups"]:
             group = AffinityGroup(self.ids.uuid(), g["name"], g["type"], g.get("description"),
                                   [host_by_name[n].id for n in g["hosts"]])
+            if g.get("domain"):
+                # A domain-level group (dedication to a domain, or created with domainid only):
+                # kept by the account that made it, usable in that domain.
+                group.owner_id = self.directory.primary.id
+                group.domain_level_id = self.directory.domain_named(g["domain"]).id
+            else:
+                group.owner_id = self.directory.owner_id(g)
             self.affinity_groups[group.id] = group
         for index, c in enumerate(spec["clusters"]):
             self._build_cluster(c, index)
@@ -369,6 +429,7 @@ class CloudWorld:
             vm_ids=[], root_disk_size=c["root_disk_size"], template_id=self.template_id,
             template_name=f"cks-ubuntu-{c['kubernetes_version']}",
         )
+        cluster.owner_id = self.directory.owner_id(c)
         self.clusters[cluster.id] = cluster
         prefix = specmod.node_name_prefix(c["name"], cluster_id)
         overrides = {(o["type"], o["index"]): o for o in c["nodes"]}
@@ -391,7 +452,8 @@ class CloudWorld:
                 if dedication not in groups:
                     groups.insert(0, dedication)
             vm = self._new_vm(name, offering, groups, network, cluster, node_type, external,
-                              override.get("root_disk_size", c["root_disk_size"]), c["root_disk_offering"])
+                              override.get("root_disk_size", c["root_disk_size"]), c["root_disk_offering"],
+                              pool_id=next(p.id for p in self.storage_pools.values() if p.name == c["storage_pool"]))
             cluster.cpunumber += offering.cpu
             cluster.memory += offering.memory
             state = override.get("state", "Running")
@@ -414,7 +476,7 @@ class CloudWorld:
 
     def _new_vm(self, name: str, offering: ServiceOffering, groups: list[str], network: Network,
                 cluster: Optional[Cluster], node_type: Optional[str], external: bool, root_gb: int,
-                root_disk_offering: Optional[str]) -> VM:
+                root_disk_offering: Optional[str], pool_id: Optional[str] = None) -> VM:
         self._vm_numbers += 1
         number = self._vm_numbers
         created_ms = int(name.rsplit("-", 1)[-1], 16) if cluster else self._tick_ms()
@@ -427,6 +489,7 @@ class CloudWorld:
                 (number >> 24) & 255, (number >> 16) & 255, (number >> 8) & 255, number & 255),
             cluster_id=cluster.id if cluster else None, node_type=node_type, is_etcd=node_type == "etcd",
             is_external=external, keypair=cluster.keypair if cluster else None,
+            owner_id=cluster.owner_id if cluster else self.directory.primary.id,
         )
         vm.lastupdated = vm.created
         if cluster:
@@ -442,7 +505,7 @@ class CloudWorld:
         disk = self.disk_offerings[disk_id]
         size_gb = offering.rootdisksize or (disk.size if not disk.iscustomized else root_gb)
         volume = Volume(self.ids.uuid(), f"ROOT-{number}", vm.id, "ROOT", size_gb * GB, disk_id, "Ready", vm.created,
-                        self.storage_id)
+                        pool_id or self.storage_id)
         self.volumes[volume.id] = volume
         self.root_volume[vm.id] = volume
         return vm
@@ -506,16 +569,38 @@ class CloudWorld:
 
     def new_job(self, cmd: str, instance_type: Optional[str], instance_id: Optional[str]) -> Job:
         now = time.monotonic()
-        job = Job(self.ids.uuid(), cmd, instance_type, instance_id, time.time(), now + self.sim.delay("job_poll_min"))
+        job = Job(self.ids.uuid(), cmd, instance_type, instance_id, time.time(), now + self.sim.delay("job_poll_min"),
+                  caller_id=self.caller.id)
         self.jobs[job.id] = job
         return job
 
     def _complete(self, job: Job, result: dict[str, Any]) -> None:
+        if job.cancelled:
+            return
         job.status, job.result_code, job.result, job.completed = 1, 0, result, time.time()
 
     def _fail(self, job: Job, code: int, text: str) -> None:
+        if job.cancelled:
+            return
         job.status, job.result_code, job.completed = 2, code, time.time()
         job.result = {"uuidList": [], "errorcode": code, "errortext": text}
+
+    def cancel_jobs_of_dead_server(self) -> list[str]:
+        """AsyncJobManagerImpl.cleanupLeftOverJobs when a management server (re)starts: every job
+        it was running is FAILED with INTERNAL_ERROR (530) and the plain text "job cancelled
+        because of management server restart or shutdown", which ApiSerializerHelper cannot
+        read back, so queryAsyncJobResult shows no jobresult. Queued VM work is dropped; what
+        the hypervisor was already doing (a stop, a start) still ends as it would."""
+        cancelled = []
+        for job in self.jobs.values():
+            if job.status == 0:
+                job.status, job.result_code, job.completed = 2, 530, time.time()
+                job.result = None
+                job.cancelled = True
+                cancelled.append(job.id)
+        for vm in self.vms.values():
+            vm.queue = deque((job, body) for job, body in vm.queue if not job.cancelled)
+        return cancelled
 
     def _run_vm_job(self, vm: VM, job: Job, body: Callable[[Job, Callable[[], None]], None]) -> Job:
         """Queue ``body`` behind the VM's running job, as CloudStack's VM work queue does."""
@@ -529,6 +614,8 @@ class CloudWorld:
             vm.active_job = None
             return
         job, body = vm.queue.popleft()
+        if job.cancelled:
+            return self._next_vm_job(vm)
         vm.active_job = job
 
         def done() -> None:
@@ -554,7 +641,10 @@ class CloudWorld:
         self._timeline(vm, "stop_requested", forced=forced)
 
         def body(job: Job, done: Callable[[], None]) -> None:
-            if vm.state == "Stopped":
+            # VirtualMachineManagerImpl.advanceStop returns at once for a Stopped VM, and for an
+            # Error one ("Stopped called on ... but the state is Error"): the job succeeds and
+            # the VM stays in Error.
+            if vm.state in ("Stopped", "Error"):
                 self._complete(job, {"virtualmachine": self.vm_view(vm)})
                 return done()
             fault = self._job_fault(command, vm)
@@ -588,6 +678,10 @@ class CloudWorld:
         self._timeline(vm, "start_requested")
 
         def body(job: Job, done: Callable[[], None]) -> None:
+            if vm.state == "Running" and command == "startVirtualMachine":
+                # UserVmManagerImpl.startVirtualMachine refuses before anything else (an
+                # InvalidParameterValueException, 431 through ApiAsyncJobDispatcher).
+                raise param_error(f"The virtual machine {vm.id} ({vm.name}) is already running")
             if vm.state == "Running":
                 self._complete(job, {"virtualmachine": self.vm_view(vm)})
                 return done()
@@ -750,6 +844,7 @@ class CloudWorld:
             raise param_error(f"Not upgrading vm {self.vm_ref(vm)} since it already has the requested service offering ({new.name})")
         if new.state != "Active":
             raise param_error(f"Unable to upgrade virtual machine {self.vm_ref(vm)}: service offering {new.name} is not active")
+        self._check_storage_fit(vm, current, new)
         if current.diskofferingstrictness != new.diskofferingstrictness:
             raise param_error("Unable to Scale VM, since disk offering strictness flag is not same for new service offering and old service offering")
         if current.diskofferingstrictness and current.disk_offering_id != new.disk_offering_id:
@@ -758,6 +853,61 @@ class CloudWorld:
             missing = [k for k in ("cpuNumber", "memory") if k not in details]
             if missing:
                 raise param_error("Need to specify custom parameter values cpu, cpu speed and memory when using custom offering")
+
+    def usage(self, kind: str, owner_id: str, resource: str) -> int:
+        """The resource count of an account or a domain (tree): cores, MiB, bytes of primary storage.
+
+        resource.count.running.vms.only is false by default: stopped VMs count as well.
+        """
+        directory = self.directory
+        if kind == "account":
+            owners = {owner_id}
+        else:
+            owners = {a.id for a in directory.accounts.values() if directory.in_subtree(a.domain_id, owner_id)}
+        if resource == "primarystorage":
+            return sum(v.size for v in self.volumes.values() if self.vms[v.vm_id].owner_id in owners)
+        total = 0
+        for vm in self.vms.values():
+            if vm.owner_id in owners:
+                cpu, memory = self.vm_cpu_memory(vm)
+                total += cpu if resource == "cpu" else memory
+        return total
+
+    def check_limit(self, owner_id: str, resource: str, amount: int) -> None:
+        try:
+            self.directory.check_limit(owner_id, resource, amount, self.usage)
+        except OwnerError as err:
+            raise self.owner_error(err) from None
+
+    def _check_offering_limits(self, vm: VM, new: ServiceOffering, details: dict[str, str]) -> None:
+        """ResourceLimitManagerImpl.checkVmResourceLimitsForServiceOfferingChange: only growth counts."""
+        cpu, memory = self.vm_cpu_memory(vm)
+        new_cpu = int(details["cpuNumber"]) if new.iscustomized and "cpuNumber" in details else new.cpu
+        new_memory = int(details["memory"]) if new.iscustomized and "memory" in details else new.memory
+        self.check_limit(vm.owner_id, "cpu", new_cpu - cpu)
+        self.check_limit(vm.owner_id, "memory", new_memory - memory)
+
+    def _check_storage_fit(self, vm: VM, current: ServiceOffering, new: ServiceOffering) -> None:
+        """VirtualMachineManagerImpl.checkIfCanUpgrade: the storage scope, then the tag subset."""
+        new_disk = self.disk_offerings[new.disk_offering_id]
+        root = self.root_volume.get(vm.id)
+        on_local = root is not None and self.storage_pools[root.storage_id].scope == "local"
+        # checkIfNewOfferingStorageScopeMatchesStoragePool
+        if new_disk.storagetype == "local" and not on_local:
+            raise param_error(f"Unable to upgrade virtual machine {self.vm_ref(vm)}, target offering use local storage but"
+                              " the storage pool where the volume is allocated is a shared storage.")
+        if new_disk.storagetype != "local" and on_local:
+            raise param_error(f"Unable to upgrade virtual machine {self.vm_ref(vm)}, target offering use shared storage but"
+                              " the storage pool where the volume is allocated is a local storage.")
+        # match.storage.pool.tags.with.disk.offering (true): VolumeApiServiceImpl.
+        # doesNewDiskOfferingHasTagsAsOldDiskOffering, the old offering's tags within the new one's.
+        old_tags = self.disk_offerings[current.disk_offering_id].tag_list()
+        new_tags = new_disk.tag_list()
+        if old_tags and (not new_tags or not set(old_tags) <= set(new_tags)):
+            raise param_error(
+                "Unable to upgrade virtual machine; the current service offering  should have tags as subset of the new"
+                f" service offering tags. Current service offering tags: [{', '.join(old_tags)}]; new service offering"
+                f" tags: [{', '.join(new_tags)}]")
 
     def _apply_offering(self, vm: VM, new: ServiceOffering, details: dict[str, str]) -> None:
         old = self.service_offerings[vm.service_offering_id]
@@ -772,6 +922,8 @@ class CloudWorld:
         if vm.state != "Stopped":
             raise param_error(f"Unable to upgrade virtual machine {self.vm_ref(vm)}  in state {vm.state}; {NOT_STOPPED_HINT}")
         self._check_offering_change(vm, new, details)
+        # UpgradeVMCmd turns the ResourceAllocationException into RESOURCE_ALLOCATION_ERROR (535).
+        self._check_offering_limits(vm, new, details)
         self._apply_offering(vm, new, details)
         return vm
 
@@ -782,6 +934,7 @@ class CloudWorld:
             fault = self._job_fault("scaleVirtualMachine", vm)
             if vm.state == "Stopped":
                 self._check_offering_change(vm, new, details)
+                self._check_offering_limits(vm, new, details)
                 apply = True
             elif vm.state == "Running":
                 current = self.service_offerings[vm.service_offering_id]
@@ -814,7 +967,14 @@ class CloudWorld:
         job = self.new_job("resizeVolume", "Volume", volume.id)
 
         def body(job: Job, done: Callable[[], None]) -> None:
-            new_size, offering_id = self._check_resize(vm, volume, size_gb, shrinkok, new_offering)
+            try:
+                new_size, offering_id = self._check_resize(vm, volume, size_gb, shrinkok, new_offering)
+            except CloudError as err:
+                if err.code != 431:
+                    raise
+                # ResizeVolumeCmd.execute turns every InvalidParameterValueException of
+                # VolumeApiServiceImpl.resizeVolume into UNSUPPORTED_ACTION_ERROR.
+                raise CloudError(432, err.text, CS_INVALID_PARAMETER) from None
             fault = self._job_fault("resizeVolume", vm)
             volume.state = "Resizing"
 
@@ -840,6 +1000,8 @@ class CloudWorld:
     def _check_resize(self, vm: VM, volume: Volume, size_gb: Optional[int], shrinkok: bool,
                       new_offering: Optional[DiskOffering]) -> tuple[int, str]:
         """VolumeApiServiceImpl.resizeVolume's refusals, in its order. Returns (bytes, offering id)."""
+        if size_gb is not None and size_gb < 0:
+            raise param_error(f"Invalid size {size_gb}")
         if volume.state not in ("Ready", "Allocated"):
             raise param_error(f"Volume should be in ready or allocated state before attempting a resize. Volume {volume.id} is in state {volume.state}.")
         current = self.disk_offerings[volume.disk_offering_id]
@@ -888,27 +1050,64 @@ class CloudWorld:
             raise param_error(f"Unable to shrink volumes of type QCOW2 (volume {volume.id})")
         if vm.state not in ("Stopped", "Running"):
             raise param_error(f"Cannot resize volume {volume.id}: its VM is in state {vm.state}")
+        # checkResourceLimit(owner, primary_storage, newSize - currentSize); ResizeVolumeCmd
+        # answers the ResourceAllocationException with RESOURCE_ALLOCATION_ERROR (535).
+        self.check_limit(vm.owner_id, "primarystorage", new_size - volume.size)
         return new_size, offering_id
+
+    def group_ref(self, group: AffinityGroup) -> str:
+        return group.ref(list(self.affinity_groups).index(group.id) + 1)
+
+    def check_affinity_acl(self, vm: VM, group_ids: list[str]) -> None:
+        """ParamProcessWorker.doAccessChecks for updateVMAffinityGroup, before any job: the VM's
+        owner, then every group named by id (``@ACL`` on affinitygroupids, UseEntry)."""
+        self.check_access(vm.owner_id, self.vm_ref(vm))
+        for group_id in group_ids:
+            group = self.affinity_groups[group_id]
+            try:
+                self.directory.check_group_access(self.caller, group.owner_id, group.domain_level_id, self.group_ref(group))
+            except OwnerError as err:
+                raise self.owner_error(err) from None
 
     def update_affinity(self, vm: VM, group_ids: Optional[list[str]], group_names: Optional[list[str]]) -> Job:
         job = self.new_job("updateVMAffinityGroup", "VirtualMachine", vm.id)
+        caller = self.caller
 
         def body(job: Job, done: Callable[[], None]) -> None:
+            # UpdateVMAffinityGroupCmd.execute, then AffinityGroupServiceImpl.updateVMAffinityGroups.
             if group_ids is not None and group_names is not None:
                 raise param_error("affinitygroupids parameter is mutually exclusive with affinitygroupnames parameter")
             if group_ids is None and group_names is None:
-                raise param_error("Either affinitygroupids or affinitygroupnames must be specified")
+                raise param_error("affinitygroupids parameter or affinitygroupnames parameter must be given")
             if group_names is not None:
                 ids = []
+                owner = self.directory.accounts[vm.owner_id]
                 for name in group_names:
-                    group = next((g for g in self.affinity_groups.values() if g.name == name), None)
+                    # ApiResponseHelper.getAffinityGroupId: by name among the VM owner's groups.
+                    group = next((g for g in self.affinity_groups.values()
+                                  if g.name == name and g.owner_id == vm.owner_id and g.domain_level_id is None), None)
                     if group is None:
-                        raise param_error(f"Unable to find affinity group by name {name}")
+                        raise param_error(f"Unable to find group by name {name} for account {owner.number}")
                     ids.append(group.id)
             else:
                 ids = list(group_ids or [])
             if vm.state != "Stopped":
-                raise param_error(f"Unable to update affinity groups of the virtual machine {self.vm_ref(vm)} in state {vm.state}; {NOT_STOPPED_HINT}")
+                raise param_error(f"Unable update affinity groups of the virtual machine {self.vm_ref(vm)} in state {vm.state};"
+                                  f" {NOT_STOPPED_HINT} and not in an error state before updating.")
+            for group_id in ids:
+                group = self.affinity_groups[group_id]
+                if caller.role == "admin":
+                    # Root admin has access to both, but they must have the same owner; a
+                    # PermissionDeniedException in a job ends it with 530 (ApiAsyncJobDispatcher).
+                    if group.owner_id != vm.owner_id:
+                        raise CloudError(530, f"Affinity Group {self.group_ref(group)} does not belong to the VM's account",
+                                         CS_PERMISSION_DENIED)
+                else:
+                    try:
+                        self.directory.check_group_access(caller, group.owner_id, group.domain_level_id,
+                                                          self.group_ref(group))
+                    except OwnerError as err:
+                        raise CloudError(530, err.text, err.cserrorcode) from None
             fault = self._job_fault("updateVMAffinityGroup", vm)
 
             def finish() -> None:
@@ -971,8 +1170,7 @@ class CloudWorld:
                 for tag in tags:
                     self.tags.setdefault(rid, []).append({
                         "key": tag["key"], "value": tag["value"], "resourceid": rid, "resourcetype": kind,
-                        "account": self.account["name"], "domainid": self.domain_id, "domain": self.account["domain"],
-                        "domainpath": "/", **({"customer": customer} if customer else {}),
+                        **self.owner_fields(self.caller.id), **({"customer": customer} if customer else {}),
                     })
             return {"success": True}
 
@@ -1155,6 +1353,10 @@ class CloudWorld:
                     # CKS also needs the API server's /version to answer before it trusts the count.
                     api_up = world is not None and getattr(world, "api_available", lambda: True)()
                     ready = world.ready_node_count() if api_up else -1
+                    if api_up and self.cloud_opts["scanner_adds_etcd"]:
+                        # KubernetesClusterStartWorker.reconcileAlertCluster (4.21+): etcd nodes
+                        # are no Kubernetes nodes, so their count is added to kubectl's.
+                        ready += cluster.etcd_nodes
                     if ready == self.expected_ready(cluster):
                         self.set_cluster_state(cluster, "Running", "all nodes Ready")
                 elif states and all(s == "Stopped" for s in states):
@@ -1162,9 +1364,8 @@ class CloudWorld:
 
     # -- views (CloudStack response objects) -------------------------------------------------
 
-    def _owner(self) -> dict[str, Any]:
-        return {"account": self.account["name"], "domainid": self.domain_id, "domain": self.account["domain"],
-                "domainpath": "/"}
+    def owner_fields(self, owner_id: str) -> dict[str, Any]:
+        return self.directory.owner_fields(owner_id)
 
     def tag_views(self, resource_id: str) -> list[dict[str, Any]]:
         return [dict(t) for t in self.tags.get(resource_id, [])]
@@ -1174,8 +1375,9 @@ class CloudWorld:
         want = (lambda key: True) if details is None or "all" in details else (lambda key: key in details)
         network = self.networks[vm.network_id]
         view: dict[str, Any] = {
-            "id": vm.id, "name": vm.name, "displayname": vm.name, **self._owner(),
-            "userid": self.user_id, "username": self.account["name"], "created": vm.created,
+            "id": vm.id, "name": vm.name, "displayname": vm.name, **self.owner_fields(vm.owner_id),
+            "userid": self.directory.accounts[vm.owner_id].user_id,
+            "username": self.directory.accounts[vm.owner_id].name, "created": vm.created,
             "lastupdated": vm.lastupdated, "state": vm.state, "haenable": False, "zoneid": self.zone_id,
             "zonename": self.zone_name, "hypervisor": "KVM", "isdynamicallyscalable": True, "arch": "x86_64",
             "passwordenabled": False, "rootdeviceid": 0, "rootdevicetype": "ROOT", "ostypeid": self.template_id,
@@ -1224,7 +1426,7 @@ class CloudWorld:
                 view.update(diskofferingid=disk.id, diskofferingname=disk.name)
         if want("affgrp"):
             view["affinitygroup"] = [
-                {"id": g.id, "name": g.name, "account": self.account["name"],
+                {"id": g.id, "name": g.name, **self.owner_fields(g.owner_id),
                  **({"description": g.description} if g.description else {})}
                 for g in (self.affinity_groups[i] for i in vm.affinity_group_ids)
             ]
@@ -1245,7 +1447,7 @@ class CloudWorld:
             vm.state, vm.lastupdated, vm.host_id, vm.active_job.id if vm.active_job else None, vm.service_offering_id,
             vm.custom_cpu, vm.custom_memory, tuple(vm.affinity_group_ids), root.disk_offering_id if root else None,
             tuple(sorted(vm.details.items())), tuple((t["key"], t["value"]) for t in self.tags.get(vm.id, ())),
-            frozenset(details) if details else None,
+            frozenset(details) if details else None, self.is_admin,
         )
         cached = self._vm_json_cache.get(vm.id)
         if cached is not None and cached[0] == key:
@@ -1263,8 +1465,9 @@ class CloudWorld:
             "type": volume.type, "deviceid": 0, "virtualmachineid": vm.id, "vmname": vm.name,
             "vmdisplayname": vm.name, "vmstate": vm.state, "vmtype": "User", "provisioningtype": "thin",
             "size": volume.size, "virtualsize": volume.size, "physicalsize": volume.size // 3,
-            "created": volume.created, "state": volume.state, **self._owner(),
-            "storagetype": "shared", "hypervisor": "KVM", "storageid": volume.storage_id, "storage": "primary-1",
+            "created": volume.created, "state": volume.state, **self.owner_fields(vm.owner_id),
+            "storagetype": self.storage_pools[volume.storage_id].scope, "hypervisor": "KVM",
+            "storageid": volume.storage_id, "storage": self.storage_pools[volume.storage_id].name,
             "diskofferingid": disk.id, "diskofferingname": disk.name, "diskofferingdisplaytext": disk.displaytext,
             "destroyed": False, "isextractable": False, "quiescevm": False, "supportsstoragesnapshot": False,
             "displayvolume": True, "path": volume.id, "chaininfo": "", "hasannotations": False,
@@ -1282,7 +1485,8 @@ class CloudWorld:
         return {
             "id": offering.id, "name": offering.name, "displaytext": offering.displaytext, "cpunumber": offering.cpu,
             "cpuspeed": offering.cpuspeed, "memory": offering.memory, "created": offering.created,
-            "storagetype": "shared", "provisioningtype": "thin", "offerha": False, "limitcpuuse": False,
+            "storagetype": disk.storagetype, "provisioningtype": "thin", "offerha": False, "limitcpuuse": False,
+            **({"storagetags": disk.tags} if disk.tags else {}),
             "isvolatile": False, "issystem": False, "defaultuse": False, "iscustomized": offering.iscustomized,
             "iscustomizediops": False, "rootdisksize": offering.rootdisksize, "diskofferingid": disk.id,
             "diskofferingname": disk.name, "diskofferingdisplaytext": disk.displaytext,
@@ -1296,7 +1500,7 @@ class CloudWorld:
         view = {
             "id": offering.id, "name": offering.name, "displaytext": offering.displaytext,
             "disksize": offering.size, "created": offering.created, "iscustomized": offering.iscustomized,
-            "disksizestrictness": offering.disksizestrictness, "storagetype": "shared", "provisioningtype": "thin",
+            "disksizestrictness": offering.disksizestrictness, "storagetype": offering.storagetype, "provisioningtype": "thin",
             "encrypt": False, "displayoffering": True, "suitableforvirtualmachine": True, "iscustomizediops": False,
             "hasannotations": False, "state": "Active", "cacheMode": "none",
         }
@@ -1306,7 +1510,7 @@ class CloudWorld:
 
     def affinity_group_view(self, group: AffinityGroup) -> dict[str, Any]:
         view = {
-            "id": group.id, "name": group.name, "type": group.type, **self._owner(),
+            "id": group.id, "name": group.name, "type": group.type, **self.owner_fields(group.owner_id),
             "virtualmachineIds": [vm.id for vm in self.vms.values() if group.id in vm.affinity_group_ids],
         }
         if group.description:
@@ -1351,7 +1555,7 @@ class CloudWorld:
         view: dict[str, Any] = {
             "id": cluster.id, "name": cluster.name, "description": cluster.description, "created": cluster.created,
             "clustertype": cluster.clustertype, "state": cluster.state, "zoneid": zone["id"], "zonename": zone["name"],
-            **self._owner(),
+            **self.owner_fields(cluster.owner_id),
             "serviceofferingid": offering.id, "serviceofferingname": offering.name,
             "templateid": cluster.template_id, "templatename": cluster.template_name,
             "controlnodes": cluster.control_nodes, "masternodes": cluster.control_nodes, "size": cluster.workers,
@@ -1383,21 +1587,31 @@ class CloudWorld:
 
     def job_view(self, job: Job) -> dict[str, Any]:
         status = job.visible_status()
+        owner = self.directory.accounts.get(job.caller_id) or self.directory.primary
+        domain = self.directory.domains[owner.domain_id]
         view: dict[str, Any] = {
             "jobid": job.id, "cmd": JAVA_CLASSES.get(job.cmd, job.cmd), "jobstatus": status, "jobprocstatus": 0,
             "jobresultcode": job.result_code if status else 0, "created": iso(job.created),
-            "userid": self.user_id, "accountid": self.account_id, "account": self.account["name"],
-            "domainid": self.domain_id, "domainpath": "/", "managementserverid": self.zone_id,
+            "userid": owner.user_id, "accountid": owner.id, "account": owner.name,
+            "domainid": domain.id, "domainpath": domain.path, "managementserverid": self.zone_id,
             "managementservername": "cks-sim",
         }
         if job.instance_type:
             view["jobinstancetype"] = job.instance_type
             view["jobinstanceid"] = job.instance_id
         if status:
-            view["jobresulttype"] = "object"
-            view["jobresult"] = job.result
+            if job.result is not None:
+                view["jobresulttype"] = "object"
+                view["jobresult"] = self._restricted(job.result)
             view["completed"] = iso(job.completed or time.time())
         return view
+
+    def _restricted(self, result: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        """ResponseView.Restricted for a caller that is not a root admin: no host, no instance name."""
+        if self.is_admin or not result or "virtualmachine" not in result:
+            return result
+        vm = {k: v for k, v in result["virtualmachine"].items() if k not in ("hostid", "hostname", "instancename")}
+        return dict(result, virtualmachine=vm)
 
     # -- snapshot ----------------------------------------------------------------------------
 

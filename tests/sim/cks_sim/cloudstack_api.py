@@ -16,7 +16,8 @@ from typing import Any, Callable, Optional
 from werkzeug.wrappers import Request, Response
 
 from . import apis
-from .cloud import CS_SERVER_API, CloudError, CloudWorld, Job, param_error
+from . import owners
+from .cloud import CS_SERVER_API, GB as GIB, CloudError, CloudWorld, Job, param_error
 from .core import Sim, drop_connection
 from .signing import SignatureError, verify
 
@@ -94,7 +95,10 @@ def _keyword(item: dict[str, Any], keyword: Optional[str], *fields: str) -> bool
 @handler("listKubernetesClusters")
 def list_kubernetes_clusters(call: Call) -> dict[str, Any]:
     out = []
+    allowed = call.cloud.list_scope(call.values)
     for cluster in call.cloud.clusters.values():
+        if not allowed(cluster.owner_id):
+            continue
         if call.get("id") and cluster.id != call.get("id"):
             continue
         if call.get("name") and cluster.name != call.get("name"):
@@ -117,6 +121,7 @@ def get_kubernetes_cluster_config(call: Call) -> dict[str, Any]:
     cluster = call.cloud.clusters.get(cluster_id)
     if cluster is None:
         raise param_error(f"Invalid Kubernetes cluster ID provided: {cluster_id}")
+    call.cloud.check_access(cluster.owner_id, f"KubernetesCluster {cluster.name}")
     if cluster.state == "Starting":
         raise CloudError(530, f"Setup is in progress for Kubernetes cluster : {cluster.name}, config not available at this moment", 4250)
     provider = call.sim.kubeconfig_provider
@@ -142,7 +147,9 @@ def list_kubernetes_supported_versions(call: Call) -> dict[str, Any]:
 
 
 def _cluster(call: Call) -> Any:
-    return call.cloud.get_cluster(call.get("id"))
+    cluster = call.cloud.get_cluster(call.get("id"))
+    call.cloud.check_access(cluster.owner_id, f"KubernetesCluster {cluster.name}")
+    return cluster
 
 
 @handler("startKubernetesCluster")
@@ -202,9 +209,12 @@ def list_virtual_machines(call: Call) -> Any:
     wanted_ids = set(call.get("ids") or ([call.get("id")] if call.get("id") else []))
     state = call.get("state")
     tags = call.get("tags") or []
+    allowed = cloud.list_scope(call.values)
     out = []
     for vm in cloud.vms.values():
         if wanted_ids and vm.id not in wanted_ids:
+            continue
+        if not allowed(vm.owner_id):
             continue
         if call.get("name") and vm.name != call.get("name"):
             continue
@@ -240,7 +250,9 @@ def list_virtual_machines(call: Call) -> Any:
 
 
 def _vm(call: Call, param: str = "id") -> Any:
-    return call.cloud.get_vm(call.get(param), param)
+    vm = call.cloud.get_vm(call.get(param), param)
+    call.cloud.check_access(vm.owner_id, call.cloud.vm_ref(vm))
+    return vm
 
 
 @handler("stopVirtualMachine")
@@ -292,6 +304,7 @@ def update_vm_affinity_group(call: Call) -> dict[str, Any]:
         for group_id in ids:
             if group_id not in call.cloud.affinity_groups:
                 raise call.cloud.invalid_uuid("affinitygroupids", group_id)
+    call.cloud.check_affinity_acl(vm, ids or [])
     return call.job(call.cloud.update_affinity(vm, ids, call.get("affinitygroupnames")))
 
 
@@ -303,8 +316,11 @@ def list_volumes(call: Call) -> dict[str, Any]:
     cloud = call.cloud
     wanted_ids = set(call.get("ids") or ([call.get("id")] if call.get("id") else []))
     out = []
+    allowed = cloud.list_scope(call.values)
     for volume in cloud.volumes.values():
         if wanted_ids and volume.id not in wanted_ids:
+            continue
+        if not allowed(cloud.vms[volume.vm_id].owner_id):
             continue
         if call.get("virtualmachineid") and volume.vm_id != call.get("virtualmachineid"):
             continue
@@ -331,10 +347,9 @@ def list_volumes(call: Call) -> dict[str, Any]:
 @handler("resizeVolume")
 def resize_volume(call: Call) -> dict[str, Any]:
     volume = call.cloud.get_volume(call.get("id"))
+    call.cloud.check_access(call.cloud.vms[volume.vm_id].owner_id, f"Volume {volume.id}")
     offering = call.cloud.get_disk_offering(call.get("diskofferingid")) if call.get("diskofferingid") else None
     size = call.get("size")
-    if size is not None and size < 0:
-        raise param_error(f"Invalid size {size}")
     return call.job(call.cloud.resize_volume(volume, size, bool(call.get("shrinkok")), offering))
 
 
@@ -394,10 +409,24 @@ def list_affinity_groups(call: Call) -> dict[str, Any]:
     cloud = call.cloud
     member_of = None
     if call.get("virtualmachineid"):
-        member_of = cloud.get_vm(call.get("virtualmachineid"), "virtualmachineid").affinity_group_ids
+        vm = cloud.get_vm(call.get("virtualmachineid"), "virtualmachineid")
+        cloud.check_access(vm.owner_id, cloud.vm_ref(vm))
+        member_of = vm.affinity_group_ids
     out = []
+    allowed = cloud.list_scope(call.values)
+    by_owner = call.get("account") is not None or call.get("projectid") is not None
+    caller_domains = cloud.directory.ancestors(cloud.caller.domain_id)
     for group in cloud.affinity_groups.values():
         if member_of is not None and group.id not in member_of:
+            continue
+        if member_of is not None:
+            pass  # a VM's own groups, whoever owns them
+        elif group.domain_level_id is not None:
+            # QueryManagerImpl also lists the domain-level groups of the caller's domain and
+            # its parents (all of them for a root admin's listall), unless listing by owner.
+            if by_owner or not (group.domain_level_id in caller_domains or (cloud.is_admin and call.get("listall"))):
+                continue
+        elif not allowed(group.owner_id):
             continue
         if call.get("id") and group.id != call.get("id"):
             continue
@@ -463,7 +492,10 @@ def list_zones(call: Call) -> dict[str, Any]:
 def list_networks(call: Call) -> dict[str, Any]:
     cloud = call.cloud
     out = []
+    allowed = cloud.list_scope(call.values)
     for network in cloud.networks.values():
+        if not allowed(_network_owner(cloud, network.id)):
+            continue
         if call.get("id") and network.id != call.get("id"):
             continue
         if call.get("name") and network.name != call.get("name"):
@@ -471,18 +503,27 @@ def list_networks(call: Call) -> dict[str, Any]:
         out.append({
             "id": network.id, "name": network.name, "displaytext": network.name, "cidr": network.cidr,
             "gateway": network.gateway, "netmask": "255.255.255.0", "type": "Isolated", "traffictype": "Guest",
-            "state": "Implemented", "zoneid": cloud.zone_id, "zonename": cloud.zone_name, **cloud._owner(),
+            "state": "Implemented", "zoneid": cloud.zone_id, "zonename": cloud.zone_name,
+            **cloud.owner_fields(_network_owner(cloud, network.id)),
             "issystem": False, "isdefault": False, "restartrequired": False, "specifyipranges": False,
             "canusefordeploy": True, "service": [], "tags": cloud.tag_views(network.id),
         })
     return call.listing(out)
 
 
+def _network_owner(cloud: CloudWorld, network_id: str) -> str:
+    cluster = cloud.clusters.get(cloud.networks[network_id].cluster_id or "")
+    return cluster.owner_id if cluster else cloud.directory.primary.id
+
+
 @handler("listPublicIpAddresses")
 def list_public_ip_addresses(call: Call) -> dict[str, Any]:
     cloud = call.cloud
     out = []
+    allowed = cloud.list_scope(call.values)
     for ip in cloud.public_ips.values():
+        if not allowed(_network_owner(cloud, ip.network_id)):
+            continue
         if call.get("id") and ip.id != call.get("id"):
             continue
         if call.get("ipaddress") and ip.ipaddress != call.get("ipaddress"):
@@ -499,7 +540,8 @@ def list_public_ip_addresses(call: Call) -> dict[str, Any]:
             "id": ip.id, "ipaddress": ip.ipaddress, "allocated": ip.created, "zoneid": cloud.zone_id,
             "zonename": cloud.zone_name, "issourcenat": ip.issourcenat, "isstaticnat": False, "issystem": False,
             "state": "Allocated", "purpose": "", "associatednetworkid": net.id, "associatednetworkname": net.name,
-            "networkid": net.id, "forvirtualnetwork": True, "hasrules": True, "fordisplay": True, **cloud._owner(),
+            "networkid": net.id, "forvirtualnetwork": True, "hasrules": True, "fordisplay": True,
+            **cloud.owner_fields(_network_owner(cloud, net.id)),
             "tags": cloud.tag_views(ip.id),
         })
     return call.listing(out)
@@ -509,7 +551,10 @@ def list_public_ip_addresses(call: Call) -> dict[str, Any]:
 def list_port_forwarding_rules(call: Call) -> dict[str, Any]:
     cloud = call.cloud
     out = []
+    allowed = cloud.list_scope(call.values)
     for rule in cloud.pf_rules.values():
+        if not allowed(cloud.vms[rule.vm_id].owner_id):
+            continue
         if call.get("id") and rule.id != call.get("id"):
             continue
         if call.get("ipaddressid") and rule.ip_id != call.get("ipaddressid"):
@@ -526,6 +571,118 @@ def list_port_forwarding_rules(call: Call) -> dict[str, Any]:
             "networkid": rule.network_id, "state": "Active", "cidrlist": "", "fordisplay": True,
             "tags": cloud.tag_views(rule.id),
         })
+    return call.listing(out)
+
+
+# --- owners and limits ----------------------------------------------------------------------
+
+
+def _limit_fields(cloud: CloudWorld, account: Any) -> dict[str, Any]:
+    """AccountJoinVO's limit, total and available for cpu, memory and primary storage (GiB)."""
+    out: dict[str, Any] = {}
+    for resource, prefix in (("cpu", "cpu"), ("memory", "memory"), ("primarystorage", "primarystorage")):
+        limit = cloud.directory.limit("account", account, resource)
+        total = cloud.usage("account", account.id, resource)
+        if resource == "primarystorage":
+            limit = limit if limit == -1 else limit // GIB
+            total //= GIB
+        out[f"{prefix}limit"] = "Unlimited" if limit == -1 else str(limit)
+        out[f"{prefix}total"] = total
+        out[f"{prefix}available"] = "Unlimited" if limit == -1 else str(max(limit - total, 0))
+    return out
+
+
+@handler("listAccounts")
+def list_accounts(call: Call) -> dict[str, Any]:
+    cloud = call.cloud
+    directory = cloud.directory
+    caller = cloud.caller
+    out = []
+    for account in directory.accounts.values():
+        if account.role == "project":
+            continue
+        if caller.role == "user" and account.id != caller.id:
+            continue
+        if caller.role != "user" and not call.get("listall") and not call.get("id") and not call.get("domainid") \
+                and not call.get("name") and account.id != caller.id:
+            continue
+        if caller.role == "domainadmin" and not directory.in_subtree(account.domain_id, caller.domain_id):
+            continue
+        if call.get("id") and account.id != call.get("id"):
+            continue
+        if call.get("name") and account.name != call.get("name"):
+            continue
+        if call.get("domainid") and account.domain_id != call.get("domainid"):
+            continue
+        domain = directory.domains[account.domain_id]
+        out.append({
+            "id": account.id, "name": account.name, "accounttype": owners.ACCOUNT_TYPES[account.role],
+            "roletype": owners.ROLE_TYPES[account.role], "domainid": domain.id, "domain": domain.name,
+            "domainpath": domain.path, "state": "enabled", "isdefault": account.id == directory.primary.id,
+            **_limit_fields(cloud, account),
+        })
+    return call.listing(out)
+
+
+@handler("listProjects")
+def list_projects(call: Call) -> dict[str, Any]:
+    cloud = call.cloud
+    out = []
+    for project in cloud.directory.projects.values():
+        if not cloud.directory.can_access(cloud.caller, project.account_id):
+            continue
+        if call.get("id") and project.id != call.get("id"):
+            continue
+        if call.get("name") and project.name != call.get("name"):
+            continue
+        domain = cloud.directory.domains[project.domain_id]
+        out.append({"id": project.id, "name": project.name, "displaytext": project.name, "domainid": domain.id,
+                    "domain": domain.name, "domainpath": domain.path, "state": "Active",
+                    **_limit_fields(cloud, cloud.directory.accounts[project.account_id])})
+    return call.listing(out)
+
+
+@handler("listResourceLimits")
+def list_resource_limits(call: Call) -> dict[str, Any]:
+    """ResourceLimitManagerImpl.searchForLimits for cpu (8), memory (9), primary_storage (10)."""
+    cloud = call.cloud
+    directory = cloud.directory
+    caller = cloud.caller
+    owner: Any = caller
+    kind = "account"
+    if call.get("projectid"):
+        project = directory.projects.get(call.get("projectid"))
+        if project is None:
+            raise param_error(f"Unable to find project by id {call.get('projectid')}")
+        cloud.check_access(project.account_id, f"Project {project.name}")
+        owner = directory.accounts[project.account_id]
+    elif caller.role != "user" and call.get("domainid"):
+        domain = directory.domains.get(call.get("domainid"))
+        if domain is None:
+            return {}
+        if call.get("account"):
+            owner = next((a for a in directory.accounts.values()
+                          if a.name == call.get("account") and a.domain_id == domain.id), None)
+            if owner is None:
+                return {}
+            cloud.check_access(owner.id, owner.ref())
+        else:
+            owner, kind = domain, "domain"
+    out = []
+    for resource, (number, name) in owners.RESOURCE_TYPES.items():
+        if call.get("resourcetype") is not None and call.get("resourcetype") != number:
+            continue
+        if call.get("resourcetypename") and call.get("resourcetypename") != name:
+            continue
+        limit = directory.limit(kind, owner, resource)
+        if resource == "primarystorage" and limit != -1:
+            limit //= GIB
+        entry: dict[str, Any] = {"resourcetype": str(number), "resourcetypename": name, "max": limit}
+        if kind == "account":
+            entry.update(directory.owner_fields(owner.id))
+        else:
+            entry.update(domainid=owner.id, domain=owner.name, domainpath=owner.path)
+        out.append(entry)
     return call.listing(out)
 
 
@@ -586,7 +743,9 @@ def query_async_job_result(call: Call) -> dict[str, Any]:
 
 @handler("listAsyncJobs")
 def list_async_jobs(call: Call) -> dict[str, Any]:
-    jobs = sorted(call.cloud.jobs.values(), key=lambda j: j.created, reverse=True)
+    allowed = call.cloud.list_scope(call.values)
+    jobs = sorted((j for j in call.cloud.jobs.values() if allowed(j.caller_id or call.cloud.directory.primary.id)),
+                  key=lambda j: j.created, reverse=True)
     return call.listing([call.cloud.job_view(j) for j in jobs])
 
 
@@ -615,8 +774,8 @@ def list_capabilities(call: Call) -> dict[str, Any]:
 class CloudStackApp:
     def __init__(self, sim: Sim) -> None:
         self.sim = sim
-        account = sim.cloud.account
-        self.secrets = {account["apikey"]: account["secretkey"]}
+        self.callers = sim.cloud.directory.by_apikey()
+        self.secrets = {key: account.secretkey or "" for key, account in self.callers.items()}
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         request = Request(environ)
@@ -672,13 +831,13 @@ class CloudStackApp:
         definition = apis.command(name) if name in HANDLERS else None
         response_name = definition["response_name"] if definition else "errorresponse"
         try:
-            verify(params, self.secrets)
+            caller = self.callers[verify(params, self.secrets)]
         except SignatureError:
             return self._error(response_name, 401, UNAUTHORIZED_TEXT, None), 401, {}
         if definition is None:
             # verifyRequest refuses a command it does not know before it even checks the signature.
             return self._error("errorresponse", 401, UNAUTHORIZED_TEXT, None), 401, {}
-        if not self.sim.cloud.is_admin and name in apis.ADMIN_ONLY_COMMANDS:
+        if caller.role != "admin" and name in apis.ADMIN_ONLY_COMMANDS:
             text = f"The given command '{name}' either does not exist, is not available for user."
             return self._error(response_name, 401, text, CS_SERVER_API), 401, {}
         fault = self.sim.faults.take("cloudstack_error", command=name)
@@ -686,10 +845,15 @@ class CloudStackApp:
             code = int(fault.get("code", 530))
             text = str(fault.get("errortext", f"cks-sim fault on {name}"))
             return self._error(response_name, code, text, int(fault.get("cserrorcode", 4250))), code, {"fault": "cloudstack_error"}
+        cloud = self.sim.cloud
         try:
             with self.sim.lock:
-                values = apis.parse_params(definition, params, self.sim.cloud.is_admin)
-                body = HANDLERS[name](Call(self.sim, name, definition, values))
+                cloud.caller = caller
+                try:
+                    values = apis.parse_params(definition, params, cloud.is_admin)
+                    body = HANDLERS[name](Call(self.sim, name, definition, values))
+                finally:
+                    cloud.caller = cloud.directory.primary
         except CloudError as err:
             return self._error(response_name, err.code, err.text, err.cserrorcode), err.code, {}
         if isinstance(body, RawList):

@@ -201,6 +201,23 @@ class SimServer:
             raise
         return self
 
+    def cloudstack_outage(self, seconds: float) -> None:
+        """A management server restart: the CloudStack port refuses connections for ``seconds``."""
+        old = self.servers["cloudstack"]
+        port, app = old.port, old.server.app
+        old.stop()
+
+        def back() -> None:
+            time.sleep(seconds)
+            with self._stop_lock:
+                if self.stopped.is_set():
+                    return
+                thread = _ServerThread("cloudstack", make_server(self.host, port, app, threaded=True))
+                self.servers["cloudstack"] = thread
+                thread.start()
+
+        threading.Thread(target=back, name="cks-sim-ms-restart", daemon=True).start()
+
     def kubeconfig_text(self, cluster_id: str) -> str:
         kube_api = _optional("kube_api")
         return yaml.safe_dump(kube_api.kubeconfig(self.sim, cluster_id, self._kube_url), sort_keys=False)
@@ -225,6 +242,7 @@ class SimServer:
             "kube_ca": self.tls["ca_cert"] if self.tls else None,
             "etcd": first["etcd"],
             "clusters": clusters,
+            "keys": cloud.directory.key_listing(),
             "state_dir": self.state_dir,
             "pid": os.getpid(),
         }

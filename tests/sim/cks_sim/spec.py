@@ -129,8 +129,11 @@ def _unique(names: list[str], where: str) -> None:
 TOP_LEVEL = (
     "time_scale", "seed", "timings", "zone", "account", "hosts", "disk_offerings",
     "service_offerings", "affinity_groups", "clusters", "workloads", "pdbs", "invariants", "scale",
-    "cloud", "created", "kube", "etcd",
+    "cloud", "created", "kube", "etcd", "domains", "accounts", "projects", "storage_pools",
 )
+STORAGE_TYPES = ("shared", "local")
+ROLES = ("admin", "domainadmin", "user")
+LIMIT_TYPES = ("cpu", "memory", "primarystorage")
 
 
 def normalize(raw: Any) -> dict[str, Any]:
@@ -160,28 +163,32 @@ def normalize(raw: Any) -> dict[str, Any]:
     }
 
     account = _mapping(spec.get("account"), "account")
-    _unknown(account, ("name", "domain", "apikey", "secretkey", "role"), "account")
+    _unknown(account, ("name", "domain", "apikey", "secretkey", "role", "limits"), "account")
     out["account"] = {
         "name": str(account.get("name", "admin")),
         "domain": str(account.get("domain", "ROOT")),
         "apikey": _str(account.get("apikey", "sim-api-key"), "account.apikey"),
         "secretkey": _str(account.get("secretkey", "sim-secret-key"), "account.secretkey"),
         "role": str(account.get("role", "admin")),
+        "limits": _limits(account.get("limits"), "account.limits"),
     }
-    if out["account"]["role"] not in ("admin", "user"):
-        raise SpecError("account.role must be admin or user")
+    if out["account"]["role"] not in ROLES:
+        raise SpecError(f"account.role must be one of {', '.join(ROLES)}")
+    _owners(spec, out)
 
     scale = _mapping(spec.get("scale"), "scale")
     _unknown(scale, ("workers", "control_nodes", "etcd_nodes", "hosts"), "scale")
     out["scale"] = {key: _int(value, f"scale.{key}") for key, value in scale.items()}
 
     out["hosts"] = _hosts(spec.get("hosts"), out["scale"].get("hosts"))
+    out["storage_pools"] = _storage_pools(spec.get("storage_pools"))
     out["disk_offerings"] = _disk_offerings(spec.get("disk_offerings"))
     out["service_offerings"] = _service_offerings(spec.get("service_offerings"), out["disk_offerings"])
-    out["affinity_groups"] = _affinity_groups(spec.get("affinity_groups"), out["hosts"])
+    out["affinity_groups"] = _affinity_groups(spec.get("affinity_groups"), out["hosts"], out)
 
     cloud = _mapping(spec.get("cloud"), "cloud")
-    _unknown(cloud, ("scanner_counts_etcd", "capacity_release_interval", "page_size_max", "version"), "cloud")
+    _unknown(cloud, ("scanner_counts_etcd", "scanner_adds_etcd", "capacity_release_interval", "page_size_max",
+                     "version"), "cloud")
     out["cloud"] = {
         # The CKS scanner compares the Ready count with control+worker+etcd (reference §1.1),
         # so a cluster with etcd nodes never leaves Alert by itself. False counts only K8s nodes.
@@ -192,6 +199,10 @@ def normalize(raw: Any) -> dict[str, Any]:
         "page_size_max": _int(cloud.get("page_size_max", 500), "cloud.page_size_max", 1),
         "version": str(cloud.get("version", "4.22.1.0")),
     }
+    # From 4.21 the Alert recovery adds the etcd node count to kubectl's Ready count, so a
+    # cluster with etcd nodes recovers; before that it stayed in Alert.
+    out["cloud"]["scanner_adds_etcd"] = _bool(cloud.get("scanner_adds_etcd", _version_at_least(out["cloud"]["version"], (4, 21))),
+                                              "cloud.scanner_adds_etcd")
 
     clusters = _list(spec.get("clusters"), "clusters")
     if not clusters:
@@ -211,6 +222,106 @@ def normalize(raw: Any) -> dict[str, Any]:
         "max_unavailable": {t: _int(max_unavailable.get(t, 1), f"invariants.max_unavailable.{t}") for t in NODE_TYPES}
     }
     return out
+
+
+def _limits(raw: Any, where: str) -> dict[str, int]:
+    """Resource limits of an account, domain or project; -1 is unlimited, absent is the default."""
+    limits = _mapping(raw, where)
+    _unknown(limits, LIMIT_TYPES, where)
+    out = {}
+    for name, value in limits.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+            raise SpecError(f"{where}.{name} must be an integer >= -1 (-1: unlimited), got {value!r}")
+        out[name] = value
+    return out
+
+
+def _owners(spec: dict[str, Any], out: dict[str, Any]) -> None:
+    """domains, accounts (besides ``account``) and projects: who owns VMs, groups and clusters."""
+    domains = [{"name": "ROOT", "parent": None, "limits": {}}]
+    for i, entry in enumerate(_list(spec.get("domains"), "domains")):
+        where = f"domains[{i}]"
+        entry = _mapping(entry, where)
+        _unknown(entry, ("name", "parent", "limits"), where)
+        if entry.get("name") == "ROOT":
+            if entry.get("parent") is not None:
+                raise SpecError(f"{where}: ROOT is the top domain and has no parent")
+            domains[0]["limits"] = _limits(entry.get("limits"), f"{where}.limits")  # a normalised spec again
+            continue
+        domains.append({"name": _str(entry.get("name"), f"{where}.name"), "parent": str(entry.get("parent", "ROOT")),
+                        "limits": _limits(entry.get("limits"), f"{where}.limits")})
+    _unique([d["name"] for d in domains], "domains")
+    known = set()
+    for i, domain in enumerate(domains[1:]):
+        if domain["parent"] not in known | {"ROOT"}:
+            raise SpecError(f"domains[{i}].parent: no domain named {domain['parent']!r} listed before it")
+        known.add(domain["name"])
+    names = {d["name"] for d in domains}
+    if out["account"]["domain"] not in names:
+        raise SpecError(f"account.domain: no domain named {out['account']['domain']!r}; add it to domains")
+    accounts = []
+    for i, entry in enumerate(_list(spec.get("accounts"), "accounts")):
+        where = f"accounts[{i}]"
+        entry = _mapping(entry, where)
+        _unknown(entry, ("name", "domain", "role", "apikey", "secretkey", "limits"), where)
+        role = str(entry.get("role", "user"))
+        if role not in ROLES:
+            raise SpecError(f"{where}.role must be one of {', '.join(ROLES)}")
+        domain = str(entry.get("domain", "ROOT"))
+        if domain not in names:
+            raise SpecError(f"{where}.domain: no domain named {domain!r}")
+        apikey, secretkey = entry.get("apikey"), entry.get("secretkey")
+        if (apikey is None) != (secretkey is None):
+            raise SpecError(f"{where}: apikey and secretkey go together")
+        accounts.append({"name": _str(entry.get("name"), f"{where}.name"), "domain": domain, "role": role,
+                         "apikey": None if apikey is None else _str(apikey, f"{where}.apikey"),
+                         "secretkey": None if secretkey is None else _str(secretkey, f"{where}.secretkey"),
+                         "limits": _limits(entry.get("limits"), f"{where}.limits")})
+    _unique([out["account"]["name"]] + [a["name"] for a in accounts], "accounts")
+    _unique([k for k in [out["account"]["apikey"]] + [a["apikey"] for a in accounts] if k], "accounts (apikey)")
+    account_names = {out["account"]["name"]} | {a["name"] for a in accounts}
+    projects = []
+    for i, entry in enumerate(_list(spec.get("projects"), "projects")):
+        where = f"projects[{i}]"
+        entry = _mapping(entry, where)
+        _unknown(entry, ("name", "domain", "accounts", "limits"), where)
+        domain = str(entry.get("domain", "ROOT"))
+        if domain not in names:
+            raise SpecError(f"{where}.domain: no domain named {domain!r}")
+        members = [str(a) for a in _list(entry.get("accounts"), f"{where}.accounts")]
+        for member in members:
+            if member not in account_names:
+                raise SpecError(f"{where}.accounts: no account named {member!r}")
+        projects.append({"name": _str(entry.get("name"), f"{where}.name"), "domain": domain, "accounts": members,
+                         "limits": _limits(entry.get("limits"), f"{where}.limits")})
+    _unique([p["name"] for p in projects], "projects")
+    out["domains"], out["accounts"], out["projects"] = domains, accounts, projects
+
+
+def _owner_ref(entry: dict[str, Any], where: str, out: dict[str, Any], allow_domain: bool) -> dict[str, Optional[str]]:
+    """``account`` or ``project`` (or, for affinity groups, ``domain``): at most one of them."""
+    given = [k for k in ("account", "project", "domain") if entry.get(k) is not None]
+    if "domain" in given and not allow_domain:
+        raise SpecError(f"{where}.domain: only affinity groups can belong to a domain")
+    if len(given) > 1:
+        raise SpecError(f"{where}: {' and '.join(given)} are mutually exclusive; give one owner")
+    ref: dict[str, Optional[str]] = {"account": None, "project": None, "domain": None}
+    if not given:
+        return ref
+    key = given[0]
+    value = str(entry[key])
+    known = {"account": {out["account"]["name"]} | {a["name"] for a in out["accounts"]},
+             "project": {p["name"] for p in out["projects"]},
+             "domain": {d["name"] for d in out["domains"]}}[key]
+    if value not in known:
+        raise SpecError(f"{where}.{key}: no {key} named {value!r}")
+    ref[key] = value
+    return ref
+
+
+def _version_at_least(version: str, wanted: tuple[int, int]) -> bool:
+    parts = [int(p) for p in re.findall(r"\d+", version)[:2]]
+    return tuple(parts + [0] * (2 - len(parts))) >= wanted
 
 
 def _hosts(raw: Any, scale_hosts: Optional[int]) -> list[dict[str, Any]]:
@@ -236,12 +347,44 @@ def _hosts(raw: Any, scale_hosts: Optional[int]) -> list[dict[str, Any]]:
     return hosts
 
 
+def _tags(value: Any, where: str) -> Optional[str]:
+    if value is None or value == "":
+        return None
+    if isinstance(value, list):
+        value = ",".join(str(v) for v in value)
+    if not isinstance(value, str):
+        raise SpecError(f"{where} must be a comma-separated string or a list, got {value!r}")
+    return value
+
+
+def _storage_type(value: Any, where: str) -> str:
+    if value not in STORAGE_TYPES:
+        raise SpecError(f"{where} must be one of {', '.join(STORAGE_TYPES)}, got {value!r}")
+    return str(value)
+
+
+def _storage_pools(raw: Any) -> list[dict[str, Any]]:
+    """Primary storage pools; scope shared (zone/cluster wide) or local (on the host)."""
+    pools = []
+    for i, entry in enumerate(_list(raw, "storage_pools")):
+        where = f"storage_pools[{i}]"
+        entry = _mapping(entry, where)
+        _unknown(entry, ("name", "scope", "tags"), where)
+        pools.append({"name": _str(entry.get("name"), f"{where}.name"),
+                      "scope": _storage_type(entry.get("scope", "shared"), f"{where}.scope"),
+                      "tags": _tags(entry.get("tags"), f"{where}.tags")})
+    if not pools:
+        pools = [{"name": "primary-1", "scope": "shared", "tags": None}]
+    _unique([p["name"] for p in pools], "storage_pools")
+    return pools
+
+
 def _disk_offerings(raw: Any) -> list[dict[str, Any]]:
     out = []
     for i, entry in enumerate(_list(raw, "disk_offerings")):
         where = f"disk_offerings[{i}]"
         entry = _mapping(entry, where)
-        _unknown(entry, ("name", "size", "iscustomized", "disksizestrictness", "displaytext", "tags"), where)
+        _unknown(entry, ("name", "size", "iscustomized", "disksizestrictness", "displaytext", "tags", "storagetype"), where)
         size = _int(entry.get("size", 0), f"{where}.size")
         customized = _bool(entry.get("iscustomized", size == 0), f"{where}.iscustomized")
         if not customized and size == 0:
@@ -252,7 +395,8 @@ def _disk_offerings(raw: Any) -> list[dict[str, Any]]:
             "iscustomized": customized,
             "disksizestrictness": _bool(entry.get("disksizestrictness", False), f"{where}.disksizestrictness"),
             "displaytext": str(entry.get("displaytext", entry.get("name"))),
-            "tags": entry.get("tags"),
+            "tags": _tags(entry.get("tags"), f"{where}.tags"),
+            "storagetype": _storage_type(entry.get("storagetype", "shared"), f"{where}.storagetype"),
         })
     _unique([d["name"] for d in out], "disk_offerings")
     return out
@@ -266,7 +410,7 @@ def _service_offerings(raw: Any, disk_offerings: list[dict[str, Any]]) -> list[d
         entry = _mapping(entry, where)
         _unknown(entry, (
             "name", "cpu", "memory", "cpuspeed", "rootdisksize", "diskoffering", "diskofferingstrictness",
-            "dynamicscalingenabled", "iscustomized", "displaytext", "state",
+            "dynamicscalingenabled", "iscustomized", "displaytext", "state", "storagetype", "tags",
         ), where)
         disk = entry.get("diskoffering")
         if disk is not None and disk not in disk_names:
@@ -283,20 +427,25 @@ def _service_offerings(raw: Any, disk_offerings: list[dict[str, Any]]) -> list[d
             "iscustomized": _bool(entry.get("iscustomized", False), f"{where}.iscustomized"),
             "displaytext": str(entry.get("displaytext", entry.get("name"))),
             "state": str(entry.get("state", "Active")),
+            # Of its own (compute-only) disk offering; a linked disk offering brings its own.
+            "storagetype": _storage_type(entry.get("storagetype", "shared"), f"{where}.storagetype"),
+            "tags": _tags(entry.get("tags"), f"{where}.tags"),
         })
+        if disk is not None and (entry.get("storagetype") is not None or entry.get("tags") is not None):
+            raise SpecError(f"{where}: storagetype and tags come from its diskoffering {disk!r}; set them there")
     if not out:
         raise SpecError("service_offerings: at least one service offering is needed")
     _unique([s["name"] for s in out], "service_offerings")
     return out
 
 
-def _affinity_groups(raw: Any, hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _affinity_groups(raw: Any, hosts: list[dict[str, Any]], spec: dict[str, Any]) -> list[dict[str, Any]]:
     host_names = {h["name"] for h in hosts}
     out = []
     for i, entry in enumerate(_list(raw, "affinity_groups")):
         where = f"affinity_groups[{i}]"
         entry = _mapping(entry, where)
-        _unknown(entry, ("name", "type", "description", "hosts"), where)
+        _unknown(entry, ("name", "type", "description", "hosts", "account", "project", "domain"), where)
         kind = entry.get("type")
         if kind not in AFFINITY_TYPES:
             raise SpecError(f"{where}.type must be one of {', '.join(AFFINITY_TYPES)}; got {kind!r}")
@@ -311,6 +460,7 @@ def _affinity_groups(raw: Any, hosts: list[dict[str, Any]]) -> list[dict[str, An
             "type": kind,
             "description": entry.get("description"),
             "hosts": dedicated,
+            **_owner_ref(entry, where, spec, allow_domain=True),
         })
     _unique([g["name"] for g in out], "affinity_groups")
     return out
@@ -320,6 +470,7 @@ CLUSTER_FIELDS = (
     "name", "description", "state", "kubernetes_version", "control_nodes", "workers", "etcd_nodes",
     "external_nodes", "offering", "node_offerings", "root_disk_size", "root_disk_offering",
     "dedication_group", "affinity_groups", "keypair", "clustertype", "nodes", "id", "workloads", "pdbs",
+    "account", "project", "storage_pool",
 )
 
 
@@ -356,11 +507,16 @@ def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]
     if root_disk is not None and root_disk not in disks:
         raise SpecError(f"{where}.root_disk_offering: no disk offering named {root_disk!r}")
     out["root_disk_offering"] = root_disk
+    out.update(_owner_ref(entry, where, spec, allow_domain=False))
+    pools = [p["name"] for p in spec["storage_pools"]]
+    out["storage_pool"] = str(entry.get("storage_pool", pools[0]))
+    if out["storage_pool"] not in pools:
+        raise SpecError(f"{where}.storage_pool: no storage pool named {out['storage_pool']!r}")
+    out.pop("domain")
     if "dedication_group" in entry:
         dedication = entry.get("dedication_group") or None
     else:
-        # CKS adds the account's ExplicitDedication group to every node it deploys.
-        dedication = next((g["name"] for g in spec["affinity_groups"] if g["type"] == "ExplicitDedication"), None)
+        dedication = _default_dedication(spec, out)
     if dedication is not None and groups.get(dedication, {}).get("type") != "ExplicitDedication":
         raise SpecError(f"{where}.dedication_group: {dedication!r} is not an ExplicitDedication affinity group")
     out["dedication_group"] = dedication
@@ -381,6 +537,24 @@ def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]
     out["pdbs"] = _list(entry.get("pdbs"), f"{where}.pdbs") or None
     out["nodes"] = _node_overrides(entry.get("nodes"), where, out, offering, groups)
     return out
+
+
+def _default_dedication(spec: dict[str, Any], cluster: dict[str, Any]) -> Optional[str]:
+    """CKS adds the owner's ExplicitDedication group to every node it deploys, else its domain's."""
+    dedications = [g for g in spec["affinity_groups"] if g["type"] == "ExplicitDedication"]
+    if cluster["project"] is not None:
+        owned = [g for g in dedications if g["project"] == cluster["project"]]
+        domain = next(p["domain"] for p in spec["projects"] if p["name"] == cluster["project"])
+    else:
+        account = cluster["account"] or spec["account"]["name"]
+        primary = account == spec["account"]["name"]
+        # A group without an owner belongs to the spec's own account.
+        owned = [g for g in dedications if g["account"] == account
+                 or (primary and g["account"] is None and g["project"] is None and g["domain"] is None)]
+        domain = spec["account"]["domain"] if primary else next(a["domain"] for a in spec["accounts"] if a["name"] == account)
+    if owned:
+        return owned[0]["name"]
+    return next((g["name"] for g in dedications if g["domain"] == domain), None)
 
 
 def _node_overrides(raw: Any, where: str, cluster: dict[str, Any], offering: Any, groups: dict[str, Any]) -> list[dict[str, Any]]:

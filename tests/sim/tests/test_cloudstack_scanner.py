@@ -53,8 +53,8 @@ def test_scanner_ignores_clusters_in_a_cks_operation(sim):
                                           kubernetesversionid=sim.cluster()["kubernetesversionid"], fetch_result=True)
 
 
-def _etcd_spec(counts_etcd: bool) -> dict:
-    raw = small_spec(cloud={"scanner_counts_etcd": counts_etcd})
+def _etcd_spec(counts_etcd: bool, adds_etcd: bool = False) -> dict:
+    raw = small_spec(cloud={"scanner_counts_etcd": counts_etcd, "scanner_adds_etcd": adds_etcd})
     raw["clusters"][0]["etcd_nodes"] = 1
     raw["clusters"][0]["control_nodes"] = 1
     raw["clusters"][0]["workers"] = 1
@@ -62,7 +62,8 @@ def _etcd_spec(counts_etcd: bool) -> dict:
 
 
 def test_etcd_nodes_in_the_ready_count_keep_the_cluster_in_alert(sim_factory):
-    """The scanner compares Ready nodes with control+worker+etcd; etcd VMs are no Kubernetes nodes."""
+    """Before 4.21 the scanner compared Ready nodes with control+worker+etcd; etcd VMs are no
+    Kubernetes nodes (``scanner_adds_etcd: false``)."""
     handle = sim_factory(spec=_etcd_spec(counts_etcd=True))
     cs = handle.cs()
     [etcd_vm] = [vm for vm in handle.vms() if "-etcd-" in vm["name"]]
