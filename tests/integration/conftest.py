@@ -269,7 +269,7 @@ class RolloutSim(CycleSim):
 
     def status(self) -> dict[str, Any]:
         """What cks_node_outdated would return now (read in-process with the collection's code)."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import report as outdated
+        from ansible_collections.cloudstack.cks.plugins.module_utils._services import outdated
         from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, RecordStore
 
         return outdated.report(self.view(), RecordStore(self.kube).read(), Lock(self.kube).read())

@@ -163,7 +163,7 @@ class BatchCycle:
         problems: list[str] = []
         if view.state not in ROLLOUT_STATES:
             problems.append(f"cluster {view.name} is {view.state}: another CKS operation holds it")
-        ok, found = batch_is_safe(view, self.names)
+        ok, found = batch_is_safe(view, self.names, self.options.max_unavailable)
         problems.extend(found)
         checks: dict[str, Any] = {"cluster_state": view.state}
         quorum_members = [n for n in members if n.node_type == ETCD
