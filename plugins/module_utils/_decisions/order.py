@@ -127,8 +127,9 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
     settings, whose VM is not Running, or that still carry the annotation of a rollout that
     stopped before it verified them. Nodes whose VM is not Running go first of all, each in a
     batch of its own, whatever their type; within a type, the annotated ones go first, then by
-    name. A type that cannot lose a node keeps its running nodes out of the batches and is reported in ``skipped``; its stopped nodes are still taken (they are down already,
-    nothing more is lost). ``selected`` restricts the batches (not the counts) to these nodes.
+    name. A type that cannot lose a node keeps its running nodes out of the batches and is
+    reported in ``skipped``; its stopped nodes are still taken (they are down already, nothing
+    more is lost). ``selected`` restricts the batches (not the counts) to these nodes.
     ``etcd_down``: the nodes whose etcd member etcd reports unhealthy; those with work left go
     first within their type (they add no work of their own).
     """
