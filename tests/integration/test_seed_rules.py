@@ -188,3 +188,38 @@ def test_status_names_a_rollout_that_stopped_without_release_until_a_release_ran
     assert after.rc == 0, after.output
     assert "No rollout stopped without release" in after.stdout, after.output
     sim.assert_converged()
+
+
+# -- 4. etcd member names: CKS keeps the cluster name's case -----------------------------------------
+
+def test_external_etcd_of_a_cluster_named_with_capitals_rolls(rollout_sim: Any) -> None:
+    from conftest import load_raw_spec
+
+    raw = load_raw_spec("rollout_extetcd.yml")
+    raw["clusters"][0]["name"] = "ExtCaps"
+    sim = rollout_sim(raw)
+    members = [m["name"] for m in sim.env["etcd"]["members"]]
+    assert all(m.startswith("ExtCaps-etcd-") for m in members), members
+
+    run = sim.rollout(rollout_node_offerings={"etcd": "cks-large"})
+
+    assert run.rc == 0, run.output
+    assert sorted(n for b in run.report["batches"] for n in b["nodes"]) == sorted(m.lower() for m in members)
+    sim.assert_converged()
+
+
+# -- 9. the lock refusal names the playbook that cancels ---------------------------------------------
+
+def test_a_rollout_refused_by_the_lock_names_the_cancel_playbook(settings_sim: SimHandle) -> None:
+    sim = settings_sim
+    kube = sim.kube_client("alpha")
+    try:
+        records.Lock(kube, holder_identity="run-other", duration_seconds=600).acquire()
+    finally:
+        kube.close()
+    before = sim.world()
+    result = settings(sim, "alpha", node_offerings={"worker": "cks-large"}, rollout=True, lock_holder="run-1")
+    assert result["failed"] is True
+    assert "run-other" in result["msg"] and "cloudstack.cks.cancel" in result["msg"], result["msg"]
+    assert sim.world() == before
+    assert invariants(sim) == []
