@@ -223,3 +223,19 @@ def test_a_rollout_refused_by_the_lock_names_the_cancel_playbook(settings_sim: S
     assert "run-other" in result["msg"] and "cloudstack.cks.cancel" in result["msg"], result["msg"]
     assert sim.world() == before
     assert invariants(sim) == []
+
+
+# -- 5. control nodes with external etcd get the seed's checks -------------------------------------
+
+def test_a_control_batch_with_external_etcd_is_refused_when_readyz_etcd_fails(rollout_sim: Any) -> None:
+    sim = rollout_sim("rollout_extetcd.yml")
+    since = time.time()
+    sim.fault(kind="kube_error", verb="get", path="/readyz/etcd", status=500,
+              message="[-]etcd failed: reason withheld\nreadyz check failed")
+
+    run = sim.rollout(rollout_node_offerings={"control": "cks-large"})
+
+    assert run.rc != 0, run.output
+    assert "/readyz/etcd HTTP 500" in run.stdout, run.output
+    assert [e for e in sim.timeline() if e["event"] in ("cordoned", "stop_requested") and e["t"] >= since] == []
+    assert sim.invariants() == []
