@@ -129,8 +129,8 @@ def _etcd_checks(checks: Mapping[str, Any]) -> list[str]:
     # How each node type's etcd check would be made (cks_node_outdated's etcd_checks).
     if not checks:
         return []
-    return ["etcd checked: " + ", ".join(f"{node_type} {checks[node_type]}" for node_type in ("control", "etcd", "worker")
-                                          if node_type in checks)]
+    named = [f"{node_type} {checks[node_type]}" for node_type in ("control", "etcd", "worker") if node_type in checks]
+    return ["etcd checked: " + ", ".join(named)]
 
 
 def _joined(title: str, names: Optional[Iterable[str]]) -> list[str]:

@@ -156,6 +156,13 @@ options:
         controller has the drain's time as well.
     type: float
     default: 10
+  max_unavailable:
+    description:
+      - With O(mode=cycle), the most workers one batch may take down, clamped as a rollout's plan clamps it:
+        C(min(max_unavailable, workers - 1)), and at least 1. A batch of more workers is refused by its
+        preflight, before anything changes.
+      - If not given, the value the rollout stored (with M(cloudstack.cks.cks_node_settings)), else 1.
+    type: int
   lock_holder:
     description:
       - The holder identity of the rollout lock (the run id the rollout took it with).
@@ -472,6 +479,13 @@ release:
           its lease expires, the nodes still cordoned).
       type: list
       elements: dict
+    lock_held_by:
+      description:
+        - Another rollout that holds the lock now (it took it over after the lock of O(lock_holder) expired),
+          with C(holder), C(since) and C(renew_time). The release then changed nothing at all (no uncordon,
+          no annotation, taint or outcome touched: they are that rollout's), and C(outcome) is V(unchanged).
+        - V(null) otherwise.
+      type: dict
 """
 
 from typing import Any
@@ -505,6 +519,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "exclude_delay": {"type": "float", "default": 10.0},
         "phase": {"type": "str", "choices": ["all", "cordon", "restart", "uncordon"], "default": "all"},
         "batch_started": {"type": "float"},
+        "max_unavailable": {"type": "int"},
         **glue.etcd_argument_spec(),
         "lock_holder": {"type": "str"},
         "last_error": {"type": "str"},

@@ -504,6 +504,16 @@ previous_holder_stopped:
   returned: always
   type: dict
   sample: null
+stopped_without_release:
+  description:
+    - A rollout that stopped without its release, or V(null). Its lock, expired but still naming it, says so
+      until another rollout takes the lock over; from then on the record does, until a release has run.
+    - C(holder), C(since) (when it took the lock), C(renew_time), C(taken_over) (whether another rollout has
+      taken the lock since) and C(nodes_left_annotated) (the nodes carrying the rollout annotation now).
+  returned: always
+  type: dict
+  sample: {"holder": "rollout-20261203T101500-42", "since": "2026-12-03T10:15:00.000000Z",
+           "renew_time": "2026-12-03T10:17:00.000000Z", "taken_over": false, "nodes_left_annotated": ["roll-node-2"]}
 """
 
 from typing import Any

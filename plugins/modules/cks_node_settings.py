@@ -120,7 +120,9 @@ options:
     default: false
   max_unavailable:
     description:
-      - How many workers a rollout restarts at a time. Stored with the settings.
+      - How many workers a rollout restarts at a time; only with O(rollout=true), stored with the settings
+        for that rollout's batches (M(cloudstack.cks.cks_node_cycle) reads it).
+      - With O(rollout=false) it is refused (the seed stores the node settings and nothing else).
       - It is clamped to the number of workers minus one, and is at least 1.
       - Default is the stored value, else V(1).
     type: int
@@ -327,7 +329,7 @@ refusals:
   type: list
   elements: dict
   sample: [{"parameter": "node_root_disk_sizes.worker", "given": 10, "why": "would shrink the root disk of ...",
-            "change": "give at least 20 GB, or use rollout=false to store it for nodes created later"}]
+            "change": "give at least 20 GB, or use rollout=false to store it without restarting any node"}]
 """
 
 from typing import Any

@@ -126,7 +126,7 @@ def test_a_larger_disk_is_not_out_of_date() -> None:
 # -- the plan ------------------------------------------------------------------------------------
 
 def test_order_control_one_at_a_time_then_workers_stopped_and_annotated_first(sim: SimHandle) -> None:
-    store(sim, node_offerings={"control": "cks-large", "worker": "cks-large"}, max_unavailable=2)
+    store(sim, node_offerings={"control": "cks-large", "worker": "cks-large"})
     controls, workers = names(sim, "control"), names(sim, "worker")
     stopped, annotated = workers[4], workers[2]
     annotate(sim, annotated, boot_id(sim, annotated))
@@ -135,15 +135,18 @@ def test_order_control_one_at_a_time_then_workers_stopped_and_annotated_first(si
     foreign = controls[1]
     sim.fault(kind="foreign_cordon", cluster=sim.cluster()["id"], node=foreign)
 
-    result = outdated(sim)
+    result = outdated(sim, max_unavailable=2)
 
-    assert [b["node_type"] for b in result["plan"]] == ["control"] * 3 + ["worker"] * 3
-    assert [b["nodes"] for b in result["plan"][:3]] == [[c] for c in controls]
-    worker_order = [n for b in result["plan"][3:] for n in b["nodes"]]
-    assert worker_order[:2] == sorted([stopped, annotated])
-    assert worker_order[2:] == [w for w in workers if w not in (stopped, annotated)]
-    assert result["serial"] == [1, 1, 1, 2, 2, 1]
-    assert result["hosts"] == controls + worker_order
+    # The stopped worker first of all, alone (every other batch's preflight needs its VM Running),
+    # then the control nodes one at a time, then the workers, the annotated one first.
+    assert [b["node_type"] for b in result["plan"]] == ["worker"] + ["control"] * 3 + ["worker"] * 2
+    assert result["plan"][0]["nodes"] == [stopped]
+    assert [b["nodes"] for b in result["plan"][1:4]] == [[c] for c in controls]
+    worker_order = [n for b in result["plan"][4:] for n in b["nodes"]]
+    assert worker_order[0] == annotated
+    assert worker_order[1:] == [w for w in workers if w not in (stopped, annotated)]
+    assert result["serial"] == [1, 1, 1, 1, 2, 2]
+    assert result["hosts"] == [stopped] + controls + worker_order
     assert result["worker_batch_size"] == 2 and result["max_unavailable"] == 2
     nodes = by_name(result)
     assert nodes[stopped]["vm_state"] == "Stopped"
@@ -168,8 +171,8 @@ def test_annotated_nodes_that_are_back_and_up_to_date_are_released_not_restarted
 
 
 def test_max_unavailable_is_clamped_to_workers_minus_one(sim: SimHandle) -> None:
-    store(sim, node_offerings={"worker": "cks-large"}, max_unavailable=10)
-    result = outdated(sim)  # the stored max_unavailable is the default
+    store(sim, node_offerings={"worker": "cks-large"})
+    result = outdated(sim, max_unavailable=10)
     assert result["max_unavailable"] == 10 and result["worker_batch_size"] == 4
     assert [len(b["nodes"]) for b in result["plan"]] == [4, 1]
     assert result["serial"] == [4, 1]
@@ -178,9 +181,9 @@ def test_max_unavailable_is_clamped_to_workers_minus_one(sim: SimHandle) -> None
 
 
 def test_select_limits_the_batches_not_the_counts(sim: SimHandle) -> None:
-    store(sim, node_offerings={"control": "cks-large", "worker": "cks-large"}, max_unavailable=3)
+    store(sim, node_offerings={"control": "cks-large", "worker": "cks-large"})
     workers = names(sim, "worker")
-    result = outdated(sim, select="[?node_type=='worker'] | [0:2]")
+    result = outdated(sim, max_unavailable=3, select="[?node_type=='worker'] | [0:2]")
     assert result["selected"] == workers[:2]
     assert result["plan"] == [{"node_type": "worker", "nodes": workers[:2], "canary": False}]
     assert result["controlnodesoutofdate"] == 3 and result["workernodesoutofdate"] == 5
@@ -238,9 +241,9 @@ def test_with_two_etcd_nodes_the_control_nodes_still_roll() -> None:
 
 def test_a_1000_node_cluster_is_planned_within_the_call_budget() -> None:
     with running_sim("large-1000.yml", ready_timeout=300) as sim:
-        store(sim, cluster="big", node_offerings={"worker": "cks-large"}, max_unavailable=50)
+        store(sim, cluster="big", node_offerings={"worker": "cks-large"})
         since = sim.state()["time"]
-        result = outdated(sim, cluster="big")
+        result = outdated(sim, cluster="big", max_unavailable=50)
         calls = sim.calls(since)
         cloud = [c for c in calls if c["api"] == "cloudstack"]
         kube = [c for c in calls if c["api"] == "kubernetes"]

@@ -114,7 +114,7 @@ def test_first_use_copies_the_cluster_settings_and_shared_groups_and_stores_only
 
 def test_the_same_settings_twice_change_nothing_the_second_time(sim: SimHandle) -> None:
     args = {"node_offerings": {"worker": "cks-large"}, "node_root_disk_sizes": {"worker": 30},
-            "node_affinity_groups": {"worker": ["workers-soft", "workers-spread"]}, "max_unavailable": 2}
+            "node_affinity_groups": {"worker": ["workers-soft", "workers-spread"]}}
     assert settings(sim, **args)["changed"] is True
     version = read_record(sim).resource_version
 
@@ -123,9 +123,10 @@ def test_the_same_settings_twice_change_nothing_the_second_time(sim: SimHandle) 
     assert again["first_use"] is False
     assert read_record(sim).resource_version == version
 
-    # A different max_unavailable is a change (it is stored with the settings).
-    assert settings(sim, max_unavailable=3)["changed"] is True
-    assert stored_max_unavailable(read_record(sim)) == 3
+    # max_unavailable is the rollout's (the seed: only with rollout=true): refused here, nothing stored.
+    refused = settings(sim, max_unavailable=3)
+    assert refused["failed"] is True and "max_unavailable=3" in refused["msg"] and "rollout=true" in refused["msg"]
+    assert read_record(sim).resource_version == version
 
 
 def test_first_use_without_changes_records_the_copied_settings_once(sim: SimHandle) -> None:

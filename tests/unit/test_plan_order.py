@@ -64,10 +64,19 @@ def test_stopped_and_annotated_nodes_go_first_then_by_name() -> None:
     f.cordon_for_rollout(f.w(3))
     f.stop(f.c(3))
     p = plan(f.view(), everything_to(f), max_unavailable=2)
+    # Stopped nodes first of all, each alone, whatever their type (every other batch's preflight
+    # needs their VMs Running); then by type, the annotated ones first within theirs.
     assert batches(p) == [
-        ("control", [f.c(3)]), ("control", [f.c(1)]), ("control", [f.c(2)]),
-        ("worker", [f.w(3), f.w(4)]), ("worker", [f.w(1), f.w(2)]), ("worker", [f.w(5)]),
+        ("control", [f.c(3)]), ("worker", [f.w(4)]), ("control", [f.c(1)]), ("control", [f.c(2)]),
+        ("worker", [f.w(3), f.w(1)]), ("worker", [f.w(2), f.w(5)]),
     ]
+
+
+def test_a_stopped_worker_goes_before_an_out_of_date_control_type() -> None:
+    f = ClusterFactory(control=3, workers=3)
+    f.stop(f.w(2))
+    p = plan(f.view(), initial_settings(f.view()).with_changes(offerings={"control": so("large")}), 1)
+    assert batches(p) == [("worker", [f.w(2)]), ("control", [f.c(1)]), ("control", [f.c(2)]), ("control", [f.c(3)])]
 
 
 def test_stopped_and_annotated_up_to_date_nodes_are_work_left() -> None:
@@ -318,8 +327,12 @@ def test_plan_properties(case: tuple[ClusterFactory, Settings, int]) -> None:
         assert (node.name in p.to_release) == (node.annotated and node.back and not work)
         if work and held:
             assert node.node_type in p.skipped and node.name in p.skipped[node.node_type]
-    # etcd before control before worker
-    order = [NODE_TYPES.index(b.node_type) for b in p.batches]
+    # nodes whose VM is down first of all, each alone; then etcd before control before worker
+    down = [b for b in p.batches if not any(view.node(n).running for n in b.nodes)]
+    assert list(p.batches[:len(down)]) == down and all(len(b.nodes) == 1 for b in down)
+    up = p.batches[len(down):]
+    assert all(view.node(n).running for b in up for n in b.nodes)
+    order = [NODE_TYPES.index(b.node_type) for b in up]
     assert order == sorted(order)
     # batch sizes: control and etcd alone, workers within the clamp
     size = worker_batch_size(max_unavailable, len(view.nodes_of("worker")))
@@ -331,12 +344,12 @@ def test_plan_properties(case: tuple[ClusterFactory, Settings, int]) -> None:
         else:
             assert len(b.nodes) == 1
     # only the last worker batch may be short
-    worker_sizes = [len(b.nodes) for b in p.batches if b.node_type == "worker"]
+    worker_sizes = [len(b.nodes) for b in up if b.node_type == "worker"]
     assert all(n == size for n in worker_sizes[:-1])
-    # within a type: stopped or annotated first, then by name
+    # within a type: stopped (hoisted above), then annotated, then by name
     for t in NODE_TYPES:
         of_type = [view.node(n) for n in hosts if view.node(n).node_type == t]
-        keys = [(0 if (not n.running or n.annotated) else 1, n.name) for n in of_type]
+        keys = [(0 if not n.running else 1 if n.annotated else 2, n.name) for n in of_type]
         assert keys == sorted(keys)
     # counts are the out-of-date nodes per type
     for t in NODE_TYPES:
@@ -365,8 +378,11 @@ def test_canary_properties(case: tuple[ClusterFactory, Settings, int]) -> None:
     assert worker_batches[0].nodes == (workers[0],) and worker_batches[0].canary
     assert [b for b in p.batches if b.canary] == [worker_batches[0]]
     size = worker_batch_size(max_unavailable, len(view.nodes_of("worker")))
-    rest = workers[1:]
-    assert [list(b.nodes) for b in worker_batches[1:]] == [rest[i:i + size] for i in range(0, len(rest), size)]
+    # Stopped workers alone (the first of them the canary), then the running ones at the clamp.
+    rest = [w for w in workers[1:] if view.node(w).running]
+    stopped = [w for w in workers[1:] if not view.node(w).running]
+    assert [list(b.nodes) for b in worker_batches[1:]] == [[w] for w in stopped] + [
+        rest[i:i + size] for i in range(0, len(rest), size)]
     assert serial_list(p) == [len(b.nodes) for b in p.batches]
 
 
@@ -388,7 +404,8 @@ def test_selection_properties(case: tuple[ClusterFactory, Settings, int], data: 
     size = worker_batch_size(max_unavailable, len(view.nodes_of("worker")))
     assert p.worker_batch_size == size
     worker_batches = [b for b in p.batches if b.node_type == "worker"]
-    rest = worker_batches[1:] if canary and worker_batches else worker_batches
+    rest = [b for b in (worker_batches[1:] if canary and worker_batches else worker_batches)
+            if any(view.node(n).running for n in b.nodes)]
     if canary and worker_batches:
         assert len(worker_batches[0].nodes) == 1 and worker_batches[0].canary
     assert all(len(b.nodes) <= size for b in rest) and all(len(b.nodes) == size for b in rest[:-1])

@@ -56,7 +56,8 @@ def test_no_op_settings_are_accepted() -> None:
     (lambda f: f.set(f.w(2), root_gb=40), 40, True, []),
     (lambda f: f.set(f.w(1), root_offering="fixed-50"), 30, True, ["node_root_disk_sizes.worker"]),
     (lambda f: f.set(f.w(1), root_offering="fixed-50"), 30, False, []),
-    (lambda f: f.set(f.w(1), offering="strict"), 30, True, ["node_root_disk_sizes.worker"]),
+    # ... and rolling w1 off its strict offering onto the type's is a strictness change too
+    (lambda f: f.set(f.w(1), offering="strict"), 30, True, ["node_offerings.worker", "node_root_disk_sizes.worker"]),
     # size-only resize of a root disk whose service offering fixes rootdisksize
     (lambda f: f.set(f.w(1), offering="fixed-root", root_offering="compute-only"), 30, True,
      ["node_root_disk_sizes.worker"]),

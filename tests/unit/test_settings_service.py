@@ -220,9 +220,16 @@ def test_cancel_only_while_a_rollout_holds_the_lock() -> None:
     assert service(kube).run(request(cancel_rollout=True))["changed"] is False
 
 
+def test_max_unavailable_with_rollout_false_is_refused_and_nothing_is_stored() -> None:
+    kube = ObjectStore()
+    with pytest.raises(InvalidInput, match="max_unavailable=3: is used only with rollout=true"):
+        service(kube).run(request(max_unavailable=3))
+    assert stored(kube) is None
+
+
 def test_max_unavailable_is_kept_where_plan_settings_readers_ignore_it() -> None:
     kube = ObjectStore()
-    service(kube).run(request(max_unavailable=3))
+    service(kube).run(request(max_unavailable=3, rollout=True, lock_holder="run-1"))
     record = stored(kube)
     assert stored_max_unavailable(record) == 3
     # Anyone reading the record's settings with plan.Settings.from_dict still can.

@@ -56,8 +56,11 @@ def preflight_problems(view: ClusterView, batch: Sequence[str],
             if not ok:
                 problems.append(f"{node.name}: {why}")
 
+    # A batch whose nodes are all down already takes nothing more down: the health of the others
+    # does not decide it (another stopped node must not block bringing this one back).
+    bringing_back = bool(members) and not any(n.running for n in members)
     for node in view.nodes:
-        if node.name in names:
+        if node.name in names or bringing_back:
             continue
         if not node.running:
             problems.append(f"{node.name}: VM is {node.vm_state}")

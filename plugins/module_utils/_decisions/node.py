@@ -11,7 +11,14 @@ from typing import Any, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import target_affinity_group_ids
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import TypeSettings
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, UNHEALTHY_TAINTS, AffinityGroup, ClusterView, Node
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import (
+    NO_BOOT_ID,
+    ROLLOUT_ANNOTATION,
+    UNHEALTHY_TAINTS,
+    AffinityGroup,
+    ClusterView,
+    Node,
+)
 
 
 def _condition(node: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -104,7 +111,7 @@ def cordon_decision(node: dict[str, Any]) -> CordonDecision:
     if unschedulable:
         return CordonDecision(False, False, False, boot_id_of(node),
                               "cordoned by someone else: not annotated, and left cordoned afterwards")
-    return CordonDecision(True, True, True, boot_id_of(node), "annotated and cordoned")
+    return CordonDecision(True, True, True, boot_id_of(node) or NO_BOOT_ID, "annotated and cordoned")
 
 
 @dataclass(frozen=True)

@@ -125,10 +125,11 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
 
     The work left is derived from the nodes alone: nodes that differ from their type's
     settings, whose VM is not Running, or that still carry the annotation of a rollout that
-    stopped before it verified them. Within a type, the stopped and annotated ones go first,
-    then by name. A type that cannot lose a node keeps its running nodes out of the batches
-    and is reported in ``skipped``; its stopped nodes are still taken (they are down already,
-    nothing more is lost). ``selected`` restricts the batches (not the counts) to these nodes.
+    stopped before it verified them. Nodes whose VM is not Running go first of all, each in a
+    batch of its own, whatever their type; within a type, the annotated ones go first, then by
+    name. A type that cannot lose a node keeps its running nodes out of the batches and is
+    reported in ``skipped``; its stopped nodes are still taken (they are down already, nothing
+    more is lost). ``selected`` restricts the batches (not the counts) to these nodes.
     ``etcd_down``: the nodes whose etcd member etcd reports unhealthy; those with work left go
     first within their type (they add no work of their own).
     """
@@ -143,6 +144,12 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
                                f"{', '.join(n.name for n in view.nodes) or 'none'}")
 
     planned_all: list[PlannedNode] = []
+    # Nodes whose VM is down go first of all, whatever their type, each alone: the preflight of
+    # every other batch needs every other VM Running, so a stopped worker left for after an
+    # out-of-date control type would refuse every control batch, and no rerun would converge.
+    # Bringing back a node that is down costs nothing, and one alone keeps the one-at-a-time
+    # rule of control and etcd nodes.
+    down_batches: list[Batch] = []
     batches: list[Batch] = []
     out_of_date: dict[str, int] = {}
     skipped: dict[str, str] = {}
@@ -174,9 +181,17 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
         names = [p.name for p in planned if p.name not in held_names
                  and (chosen is None or p.name in chosen)]
         not_selected += [p.name for p in planned if p.name not in held_names and p.name not in names]
+        down = {p.name for p in planned if p.vm_state != "Running"}
+        for name in names:
+            if name in down:
+                # A stopped worker alone is a canary too: the first worker to get the new settings.
+                down_batches.append(Batch(t, (name,), canary=canary and t == WORKER
+                                          and not any(b.canary for b in down_batches)))
+        names = [n for n in names if n not in down]
         step = size if t == WORKER else 1
         first = 0
-        if canary and t == WORKER and names:
+        canary_taken = any(b.canary for b in down_batches)
+        if canary and t == WORKER and names and not canary_taken:
             # The canary is simply the first worker in plan order: the order (stopped and
             # annotated first, then by name) and the hosts stay what they are without it.
             batches.append(Batch(t, (names[0],), canary=True))
@@ -184,7 +199,7 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
         for start in range(first, len(names), step):
             batches.append(Batch(t, tuple(names[start:start + step])))
 
-    return Plan(batches=tuple(batches), nodes=tuple(planned_all), out_of_date=out_of_date,
+    return Plan(batches=tuple(down_batches + batches), nodes=tuple(planned_all), out_of_date=out_of_date,
                 skipped=skipped, to_release=tuple(to_release), worker_batch_size=size,
                 not_selected=tuple(not_selected))
 

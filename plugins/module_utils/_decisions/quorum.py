@@ -190,11 +190,14 @@ def quorum_verdict(members: Sequence[Member], going_down: Sequence[str] = (), re
     "can m2 go down?" into "is etcd healthy?".
     """
     names = {m.name for m in members if m.name}
-    unknown = [n for n in going_down if n not in names]
+    # Node names are lowercase, while CKS names an external etcd member with the cluster name's
+    # case (getEtcdNodeNameForCluster does not lowercase): match without case, speak the member's.
+    by_lower = {name.lower(): name for name in names}
+    unknown = [n for n in going_down if n.lower() not in by_lower]
     if unknown:
         raise InvalidInput("going_down", unknown,
                            f"not etcd member name(s); the members are {', '.join(sorted(names)) or 'none'}")
-    leaving = tuple(dict.fromkeys(going_down))  # keep order, drop repeats
+    leaving = tuple(dict.fromkeys(by_lower[n.lower()] for n in going_down))  # keep order, drop repeats
     voters = [m for m in members if not m.learner]
     if not voters:
         raise EtcdError("etcd lists no voting members (only learners)")

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import can_lose_a_node
@@ -90,7 +90,7 @@ def _validate_root_disk(view: ClusterView, t: str, current: TypeSettings, reques
     if size < 1:
         return [Refusal(parameter, size, "a root disk size is at least 1 GB", "give a size in GB")]
     if not rollout:
-        # Stored for nodes created later, as createKubernetesCluster accepts any size.
+        # Stored without a rollout, as the seed accepts it (createKubernetesCluster accepts any size).
         return []
     refusals: list[Refusal] = []
     nodes = [n for n in view.nodes_of(t) if n.root_disk_gb is not None]
@@ -99,7 +99,7 @@ def _validate_root_disk(view: ClusterView, t: str, current: TypeSettings, reques
         detail = ", ".join(f"{n.name} ({n.root_disk_gb} GB)" for n in larger)
         refusals.append(Refusal(parameter, size, f"would shrink the root disk of {detail}; root disks only grow",
                                 f"give at least {max(n.root_disk_gb or 0 for n in larger)} GB, "
-                                "or use rollout=false to store it for nodes created later"))
+                                "or use rollout=false to store it without restarting any node"))
     growing = [n for n in nodes if n.root_disk_gb is not None and n.root_disk_gb < size]
     strict = [n for n in growing if n.root_disk_strict]
     strict_names = {n.name for n in strict}
@@ -171,15 +171,40 @@ def _validate_unrollable(view: ClusterView, t: str, current: TypeSettings,
             newly.setdefault(reason.kind, []).append(node)
     return [Refusal(f"{_KIND_PARAMETER[kind]}.{t}", _value_of(kind, requested),
                     f"would make {t} node {node_names(nodes)} out of date, and {why}",
-                    f"use rollout=false to store it for nodes created later, or add {t} nodes first")
+                    f"use rollout=false to store it without restarting any node, or add {t} nodes first")
             for kind, nodes in newly.items()]
+
+
+def _rollout_baseline(view: ClusterView, t: str, current: TypeSettings, requested: TypeSettings) -> TypeSettings:
+    """``current`` without the values a rollout would still have to apply to a node of type ``t``.
+
+    A value stored with rollout=false was never judged against the nodes (a size on a strict disk,
+    an offering that clashes with the disk's strictness): left in the baseline it would pass
+    unjudged, and CloudStack would refuse it only once the first node is stopped. Dropped from the
+    baseline, it is judged as if this call named it, with the same refusals.
+    """
+    nodes = view.nodes_of(t)
+    baseline = current
+    if requested.offering_id is not None and any(n.offering_id != requested.offering_id for n in nodes):
+        baseline = replace(baseline, offering_id=None)
+    # Only a disk the rollout would grow: a larger one is not out of date, and is left alone.
+    if requested.root_disk_gb is not None and any(
+            n.root_disk_gb is not None and n.root_disk_gb < requested.root_disk_gb for n in nodes):
+        baseline = replace(baseline, root_disk_gb=None)
+    if requested.affinity_group_ids is not None:
+        wanted = frozenset(g for g in requested.affinity_group_ids if not is_dedication(view, g))
+        if any(n.chosen_group_ids != wanted for n in nodes):
+            baseline = replace(baseline, affinity_group_ids=None)
+    return baseline
 
 
 def validate(view: ClusterView, current: Settings, requested: Settings, rollout: bool,
              max_unavailable: Optional[int] = None) -> list[Refusal]:
     """Every reason to refuse ``requested`` (the full settings that would be stored).
 
-    Only settings that change are judged, so passing the stored values again is accepted.
+    Without a rollout only settings that change are judged, so passing the stored values again is
+    accepted. With one, the whole target is judged: every value some node would still be changed
+    to, stored earlier or given now (see ``_rollout_baseline``).
     """
     refusals: list[Refusal] = []
     if max_unavailable is not None and (isinstance(max_unavailable, bool) or max_unavailable < 1):
@@ -187,9 +212,10 @@ def validate(view: ClusterView, current: Settings, requested: Settings, rollout:
                                 "give the number of workers to restart at a time (1 or more)"))
     for t in NODE_TYPES:
         cur, req = current[t], requested[t]
-        refusals += _validate_offering(view, t, cur, req, rollout)
-        refusals += _validate_root_disk(view, t, cur, req, rollout)
-        refusals += _validate_groups(view, t, cur, req)
+        judged = _rollout_baseline(view, t, cur, req) if rollout else cur
+        refusals += _validate_offering(view, t, judged, req, rollout)
+        refusals += _validate_root_disk(view, t, judged, req, rollout)
+        refusals += _validate_groups(view, t, judged, req)
         if rollout:
             refusals += _validate_unrollable(view, t, cur, req)
     return refusals

@@ -222,7 +222,11 @@ def refused(refusals: Sequence[Refusal], request: SettingsRequest) -> InvalidInp
     for r in refusals:
         shown = given.get(r.parameter, r.value)
         value = f"{shown!r}" if shown == r.value else f"{shown!r} ({r.value!r})"
-        messages.append(f"{r.parameter}={value}: {r.why}; {r.change}")
+        # A value stored earlier with rollout=false, judged now that a rollout would apply it:
+        # the operator has to know it is not one this call gave, and how to replace it.
+        stored = "" if r.parameter in given or r.parameter == PARAM_MAX_UNAVAILABLE else (
+            " (stored earlier, not given in this call; give this parameter a value that is accepted)")
+        messages.append(f"{r.parameter}={value}{stored}: {r.why}; {r.change}")
     first = refusals[0]
     error = InvalidInput(first.parameter, given.get(first.parameter, first.value), f"{first.why}; {first.change}")
     error.msg = "refused, nothing was changed: " + " | ".join(messages)

@@ -35,6 +35,12 @@ NODE_TYPES: tuple[str, ...] = (ETCD, CONTROL, WORKER)
 ROLLOUT_ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
 
 
+#: The annotation's value for a node that reported no boot ID when it was cordoned. An empty value
+#: would read as no annotation: the node would look cordoned by someone else and stay cordoned.
+#: Boot IDs are UUIDs, so any boot ID reported later differs from it.
+NO_BOOT_ID = "none-reported"
+
+
 #: Set (value: the time) right before the cycle sends stopVirtualMachine; removed with the boot-ID
 #: one. Release tells by it a node that never went down from one whose Ready may be stale.
 STOP_ANNOTATION = "cloudstack.apache.org/rollout-stop-sent"
@@ -398,7 +404,9 @@ def build_view(
             ready=kube_node.ready if kube_node else False,
             boot_id=kube_node.boot_id if kube_node else None,
             unschedulable=kube_node.unschedulable if kube_node else False,
-            rollout_boot_id=_opt_str(annotations.get(ROLLOUT_ANNOTATION)),
+            # An empty value (written by an earlier version) is still the rollout's annotation.
+            rollout_boot_id=(_opt_str(annotations.get(ROLLOUT_ANNOTATION)) or NO_BOOT_ID
+                             if ROLLOUT_ANNOTATION in annotations else None),
             annotations=annotations,
             labels=kube_node.labels if kube_node else _EMPTY,
             taint_keys=kube_node.taint_keys if kube_node else frozenset(),

@@ -171,12 +171,13 @@ class BatchCycle:
         problems: list[str] = []
         if view.state not in ROLLOUT_STATES:
             problems.append(f"cluster {view.name} is {view.state}: another CKS operation holds it")
-        ok, found = batch_is_safe(view, self.names)
+        ok, found = batch_is_safe(view, self.names, self.options.max_unavailable)
         problems.extend(found)
         checks: dict[str, Any] = {"cluster_state": view.state}
         quorum_members = [n for n in members if n.node_type == ETCD
                           or (n.node_type == CONTROL and not view.external_etcd)]
-        if quorum_members and not problems:
+        healthy_view = not problems
+        if quorum_members and healthy_view:
             # A member already down is lost already; only running members are taken down.
             going = [n.name for n in quorum_members]
             if self.etcd_check is None:
@@ -187,6 +188,9 @@ class BatchCycle:
                 checks["etcd_quorum"] = message
                 if not healthy:
                     problems.append(f"etcd would lose its quorum without {', '.join(going)}: {message}")
+        # The seed's "etcd must report ready" holds for every control node too: with external etcd
+        # a control node is no member, but the API server it leaves behind must still reach etcd.
+        if (quorum_members or any(n.node_type == CONTROL for n in members)) and healthy_view:
             status, text = self.kube.raw_get("/readyz/etcd")
             checks["readyz_etcd"] = status
             if status != 200:

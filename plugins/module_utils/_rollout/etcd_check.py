@@ -26,10 +26,11 @@ def etcd_check_from(client: Any) -> EtcdCheck:
             return False, exc.msg
         if not verdict.safe:
             return False, verdict.message
-        members = {m.name: m for m in verdict.members}
-        missing = [name for name in healthy if name not in members]
-        sick = [f"{name} ({members[name].reason or 'unhealthy'})" for name in healthy
-                if name in members and not members[name].healthy]
+        # Without case: node names are lowercase, external etcd members keep the cluster's case.
+        members = {m.name.lower(): m for m in verdict.members}
+        missing = [name for name in healthy if name.lower() not in members]
+        sick = [f"{name} ({members[name.lower()].reason or 'unhealthy'})" for name in healthy
+                if name.lower() in members and not members[name.lower()].healthy]
         if missing:
             return False, f"not an etcd member: {', '.join(missing)}; {verdict.message}"
         if sick:

@@ -28,7 +28,15 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node imp
     node_with_vm,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import outdated_reasons
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, ROLLOUT_ANNOTATION, STOP_ANNOTATION, ClusterView, Node
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import (
+    CONTROL,
+    ETCD,
+    NO_BOOT_ID,
+    ROLLOUT_ANNOTATION,
+    STOP_ANNOTATION,
+    ClusterView,
+    Node,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import Drainer
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import BatchContext
@@ -183,7 +191,7 @@ class NodeCycle:
 
     def _run_annotate(self) -> str:
         boot_id = self._cordon.boot_id
-        return self._patch({"metadata": {"annotations": {ROLLOUT_ANNOTATION: boot_id or ""}}}, f"boot ID {boot_id}")
+        return self._patch({"metadata": {"annotations": {ROLLOUT_ANNOTATION: boot_id or NO_BOOT_ID}}}, f"boot ID {boot_id}")
 
     def _run_cordon(self) -> str:
         return self._patch({"spec": {"unschedulable": True}}, "unschedulable")

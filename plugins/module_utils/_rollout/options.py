@@ -41,6 +41,8 @@ class CycleOptions:
     exclude_delay: float = DEFAULT_EXCLUDE_DELAY  # seconds between the drain and the stop
     phase: str = PHASE_ALL
     batch_started: Optional[float] = None  # Unix time the batch's first phase started (None: now)
+    #: The workers one batch may take down, clamped as the plan clamps it (None: not checked).
+    max_unavailable: Optional[int] = None
 
 
 class BatchContext(Protocol):

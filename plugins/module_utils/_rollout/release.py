@@ -106,6 +106,8 @@ class ReleaseResult:
     problems: list[str] = field(default_factory=list)
     last_error: Optional[str] = None
     lock_released: bool = False
+    #: Another rollout holds the lock (it took it over after ours expired): nothing was done.
+    lock_held_by: Optional[dict[str, Any]] = None
     changed: bool = False
     started: float = 0.0
     ended: float = 0.0
@@ -127,6 +129,7 @@ class ReleaseResult:
             "problems": list(self.problems),
             "last_error": self.last_error,
             "lock_released": self.lock_released,
+            "lock_held_by": dict(self.lock_held_by) if self.lock_held_by else None,
             "started": self.started,
             "ended": self.ended,
             "retries": dict(self.retries),
@@ -255,12 +258,15 @@ class Release:
         if store is None:
             return False
         current = store.read()
-        if current is not None and current.outcome == result.outcome and current.last_error == result.last_error:
+        if current is not None and current.outcome == result.outcome and current.last_error == result.last_error \
+                and not current.previous_holder_stopped:
             return False
 
         def change(record: Any) -> None:
             record.outcome = result.outcome
             record.last_error = result.last_error
+            # The rollout that stopped without release is released now: status stops naming it.
+            record.previous_holder_stopped = None
 
         store.update(change)
         return True

@@ -27,6 +27,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import held_lock
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import stored_max_unavailable
 
 
 def settings_from(given: Optional[dict[str, Any]], record: Any) -> Settings:
@@ -45,7 +46,19 @@ def etcd_check_for(params: Mapping[str, Any], kube: Any = None) -> Optional[Etcd
     return etcd_check_from(client) if client is not None else None
 
 
-def cycle_options(params: Mapping[str, Any], check_mode: bool) -> CycleOptions:
+def max_unavailable_of(params: Mapping[str, Any], record: Any) -> int:
+    """The workers a batch may take down: the option, else the one the rollout stored, else 1 (the
+    seed's default). The preflight clamps it as the plan does, so a direct call of the module
+    cannot take down more workers than a rollout would."""
+    given = params.get("max_unavailable")
+    if given is not None:
+        if isinstance(given, bool) or int(given) < 1:
+            raise InvalidInput("max_unavailable", given, "must be at least 1 (the workers a batch may take down)")
+        return int(given)
+    return stored_max_unavailable(record) or 1
+
+
+def cycle_options(params: Mapping[str, Any], check_mode: bool, max_unavailable: Optional[int] = None) -> CycleOptions:
     drain = DrainOptions(
         delete_emptydir_data=bool(params.get("delete_emptydir_data")),
         force=bool(params.get("force")),
@@ -64,6 +77,7 @@ def cycle_options(params: Mapping[str, Any], check_mode: bool) -> CycleOptions:
         exclude_delay=_number(params, "exclude_delay", DEFAULT_EXCLUDE_DELAY, minimum=0.0),
         phase=phase_of(params),
         batch_started=None if params.get("batch_started") is None else float(params["batch_started"]),
+        max_unavailable=max_unavailable,
     )
 
 
@@ -107,7 +121,8 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                          "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
                          cancelled=True)
     batch = BatchCycle(cloud, kube, session.loader, str(params["cluster"]), settings, nodes,
-                       options=cycle_options(params, check_mode), etcd_check=etcd_check_for(params, kube),
+                       options=cycle_options(params, check_mode, max_unavailable_of(params, record)),
+                       etcd_check=etcd_check_for(params, kube),
                        lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
     result = batch.run()
     result.raise_for_failure()

@@ -89,6 +89,7 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
         "record_updated": record.updated if record is not None else None,
         "cancel_requested": bool(record.cancel) if record is not None else False,
         "previous_holder_stopped": record.previous_holder_stopped if record is not None else None,
+        "stopped_without_release": stopped_without_release(view, record, lock),
     }
     if drain_check is not None:
         result["drain_blockers"] = plan_drain_blockers(view, rollout_plan, drain_check)
@@ -102,6 +103,24 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
     for t in NODE_TYPES:
         result[OUT_OF_DATE_KEYS[t]] = laid_out[OUT_OF_DATE_KEYS[t]]
     return result
+
+
+def stopped_without_release(view: ClusterView, record: Optional[Record],
+                            lock: Optional[LockInfo]) -> Optional[dict[str, Any]]:
+    """The rollout that stopped without its release, if one did; None otherwise.
+
+    Its lock, expired but still naming it, says so until another rollout takes the lock over;
+    from then on the record's ``previous_holder_stopped`` does, until a release has run.
+    """
+    left = sorted(n.name for n in view.nodes if n.annotated)
+    if lock is not None and lock.holder and lock.expired:
+        return {"holder": lock.holder, "since": lock.acquire_time, "renew_time": lock.renew_time,
+                "taken_over": False, "nodes_left_annotated": left}
+    previous = record.previous_holder_stopped if record is not None else None
+    if previous:
+        return {"holder": previous.get("holder"), "since": previous.get("acquire_time"),
+                "renew_time": previous.get("renew_time"), "taken_over": True, "nodes_left_annotated": left}
+    return None
 
 
 def read_exec_access(params: Mapping[str, Any], session: ClusterSession, view: ClusterView) -> Optional[ExecAccess]:

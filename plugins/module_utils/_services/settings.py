@@ -70,6 +70,13 @@ class NodeSettingsService:
         if lock_before is not None and lock_before.held and not ours:
             raise lock_held_error(lock_before)
 
+        if request.max_unavailable is not None and not request.rollout:
+            # The seed: maxunavailable "only with rollout=true"; with rollout=false the settings
+            # are stored and nothing else. Refused rather than ignored, so nobody believes it kept.
+            raise InvalidInput("max_unavailable", request.max_unavailable,
+                               "is used only with rollout=true (the workers a rollout restarts at a time); "
+                               "with rollout=false only the node settings are stored: leave it out, or give "
+                               "it to the rollout")
         current, recorded = effective_settings(self.view, record)
         requested = resolve(self.view, current, request)
         refusals = validate(self.view, current, requested, request.rollout, request.max_unavailable)

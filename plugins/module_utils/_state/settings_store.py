@@ -65,7 +65,8 @@ def lock_dict(info: Optional[LockInfo]) -> Optional[dict[str, Any]]:
 def lock_held_error(info: LockInfo) -> LockHeld:
     return LockHeld(f"a rollout holds the lock {NAMESPACE}/{LOCK_NAME} of this cluster: "
                     f"{info.holder}, since {info.acquire_time}, last renewed {info.renew_time} (for "
-                    f"{info.duration_seconds}s); wait for it to end, or cancel it with cancel_rollout=true",
+                    f"{info.duration_seconds}s); wait for it to end, or cancel it: ansible-playbook cloudstack.cks.cancel "
+                    f"-e rollout_cluster=<cluster> (it stops before its next batch)",
                     holder=info.holder, since=info.acquire_time, renew_time=info.renew_time,
                     duration_seconds=info.duration_seconds)
 

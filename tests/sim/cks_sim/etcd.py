@@ -214,7 +214,7 @@ class EtcdManager:
                 with self._lock:
                     self._clusters[cluster_id] = cluster
                     for member in cluster.members:
-                        self._by_name[member.name] = member
+                        self._by_name[member.vm_name.lower()] = member
                 return
             last_error = error
             for member in cluster.members:
@@ -238,7 +238,11 @@ class EtcdManager:
             cluster.pki = {"ca_cert": ca["ca_cert"], "ca_key": ca["ca_key"],
                            "client_cert": client_cert, "client_key": client_key}
         for i, vm_name in enumerate(vm_names):
-            name = vm_name.lower()
+            # kubeadm names a stacked member after its node (lowercase); CKS names an external etcd
+            # node's member after its hostname, getEtcdNodeNameForCluster() + "-<i>-<hex>", which keeps
+            # the cluster name's case (KubernetesClusterActionWorker.getEtcdNodeNameForCluster does not
+            # lowercase, unlike getKubernetesClusterNodeNamePrefix).
+            name = vm_name if mode == "external" else vm_name.lower()
             client_port, peer_port = ports[per_member * i], ports[per_member * i + 1]
             member = _Member(
                 cluster_id=cluster_id, name=name, vm_name=vm_name,
