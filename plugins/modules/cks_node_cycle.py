@@ -158,7 +158,7 @@ options:
     default: 10
   max_unavailable:
     description:
-      - With O(mode=cycle), the most workers one batch may take down, clamped as a rollout's plan clamps it:
+      - With O(mode=cycle), the most workers one batch may take down, clamped as a rollout's plan clamps it,
         C(min(max_unavailable, workers - 1)), and at least 1. A batch of more workers is refused by its
         preflight, before anything changes.
       - If not given, the value the rollout stored (with M(cloudstack.cks.cks_node_settings)), else 1.
@@ -483,7 +483,7 @@ release:
       description:
         - Another rollout that holds the lock now (it took it over after the lock of O(lock_holder) expired),
           with C(holder), C(since) and C(renew_time). The release then changed nothing at all (no uncordon,
-          no annotation, taint or outcome touched: they are that rollout's), and C(outcome) is V(unchanged).
+          no annotation, taint or outcome touched, as they are that rollout's), and C(outcome) is V(unchanged).
         - V(null) otherwise.
       type: dict
 """
