@@ -41,7 +41,7 @@ def test_backoff_is_jittered_within_half_to_whole_step_and_capped() -> None:
     policy = RetryPolicy(base_delay=0.2, max_delay=5.0)
     rng = random.Random(1)
     for retry, step in ((1, 0.2), (2, 0.4), (3, 0.8), (6, 5.0), (12, 5.0)):
-        waits = [policy.delay(retry, rng=rng) for _ in range(200)]
+        waits = [policy.delay(retry, rng=rng) for _attempt in range(200)]
         assert all(step / 2 <= w <= step for w in waits), (retry, min(waits), max(waits))
         assert max(waits) - min(waits) > step / 4  # really jittered
 
@@ -129,7 +129,7 @@ def test_a_lost_answer_with_the_job_still_pending_is_polled_not_resent() -> None
     how = c.run_change("stopVirtualMachine", Deadline(10), lambda: pytest.fail("the job says it all"),
                        instance_id="vm-1", id="vm-1")
     assert how == "polled job j1 after a lost answer"
-    assert [name for name, _ in fake.sent].count("stopVirtualMachine") == 1
+    assert [name for name, _params in fake.sent].count("stopVirtualMachine") == 1
     assert dict(fake.sent)["listAsyncJobs"]["keyword"] == "StopVMCmd"
 
 
@@ -138,7 +138,7 @@ def test_a_lost_answer_of_a_change_already_done_is_not_resent() -> None:
     how = c.run_change("changeServiceForVirtualMachine", Deadline(10), lambda: True, id="vm-1",
                        serviceofferingid="large")
     assert how == "already done after a lost answer"
-    assert [name for name, _ in fake.sent] == ["changeServiceForVirtualMachine"]
+    assert [name for name, _params in fake.sent] == ["changeServiceForVirtualMachine"]
 
 
 def test_a_lost_answer_of_a_change_not_carried_out_is_sent_again_once() -> None:
@@ -152,7 +152,7 @@ def test_a_lost_answer_of_a_change_not_carried_out_is_sent_again_once() -> None:
     how = c.run_change("startVirtualMachine", Deadline(10), lambda: checks.append(1) or False,
                        instance_id="vm-1", id="vm-1")
     assert how == "sent again after 1 lost answer(s)" and checks == [1]
-    assert [name for name, _ in fake.sent].count("startVirtualMachine") == 2
+    assert [name for name, _params in fake.sent].count("startVirtualMachine") == 2
 
 
 def test_a_refusal_is_never_settled_or_resent() -> None:
@@ -209,7 +209,7 @@ def test_a_lease_replace_not_carried_out_is_sent_again_and_a_foreign_write_is_a_
     kube = ScriptedKube([(503, {"message": "unavailable"}), (200, lease("me", "old", "5")),
                          (200, lease("me", "2026-01-01T00:00:01.000000Z", "6"))])
     assert kube.replace_lease("kube-system", "l", body)["metadata"]["resourceVersion"] == "6"
-    assert [m for m, _ in kube.sent] == ["PUT", "GET", "PUT"]
+    assert [m for m, _body in kube.sent] == ["PUT", "GET", "PUT"]
     kube = ScriptedKube([dropped(), (200, lease("someone-else", "2026-01-01T00:00:02.000000Z", "7"))])
     with pytest.raises(KubernetesError) as info:
         kube.replace_lease("kube-system", "l", body)
@@ -221,7 +221,7 @@ def test_a_node_patch_already_applied_is_not_sent_again() -> None:
     kube = ScriptedKube([dropped(), (200, node)])
     assert kube.patch_node("n", {"metadata": {"annotations": {"a": "1", "gone": None}, "resourceVersion": "8"},
                                  "spec": {"unschedulable": True}}) == node
-    assert [m for m, _ in kube.sent] == ["PATCH", "GET"]
+    assert [m for m, _body in kube.sent] == ["PATCH", "GET"]
     assert kube_http.merge_patch_applied(node, {"spec": {"unschedulable": None}}) is False
     assert kube_http.merge_patch_applied(node, {"metadata": {"labels": {"x": None}}}) is True
 
@@ -231,7 +231,7 @@ def test_an_eviction_is_posted_again_only_while_the_pod_is_still_there() -> None
     limited = (429, {"reason": "TooManyRequests", "message": "Too many requests"}, {"Retry-After": "1"})
     kube = ScriptedKube([limited, (200, pod), (201, {"kind": "Status", "status": "Success"})])
     assert kube.evict("d", "p").outcome == "evicted"
-    assert [m for m, _ in kube.sent] == ["POST", "GET", "POST"]
+    assert [m for m, _body in kube.sent] == ["POST", "GET", "POST"]
     terminating = {"metadata": {"name": "p", "namespace": "d", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
     kube = ScriptedKube([dropped(), (200, terminating)])
     assert kube.evict("d", "p").outcome == "evicted" and len(kube.sent) == 2
