@@ -63,7 +63,7 @@ class BatchCycle:
     def __init__(self, cloud: CloudStackApi, kube: KubernetesApi, loader: ClusterLoader, cluster: str, settings: Settings,
                  nodes: Sequence[str], options: Optional[CycleOptions] = None,
                  etcd_check: Optional[EtcdCheck] = None, lock: Optional[RolloutLock] = None,
-                 project_id: Optional[str] = None) -> None:
+                 project_id: Optional[str] = None, validate_etcd_always: bool = True) -> None:
         self.cloud = cloud
         self.kube = kube
         self.loader = loader
@@ -74,6 +74,8 @@ class BatchCycle:
         self.etcd_check = etcd_check
         self.lock = lock
         self.project_id = project_id
+        # etcd options given: the validation asks etcd after every batch, as it always did.
+        self.validate_etcd_always = validate_etcd_always
 
     def run(self) -> BatchResult:
         phase = self.options.phase
@@ -119,7 +121,12 @@ class BatchCycle:
                 if (phase in (PHASE_ALL, PHASE_UNCORDON) and not failures and not renewer.error
                         and self.options.validation.enabled):
                     # Still under the renewer: validation may outlast a third of the lock.
-                    result.validation = validate(ClusterReader(self.kube, self.etcd_check), self.options.validation)
+                    # Through the API (no etcd options), etcd is asked after a batch that took one of
+                    # its members down; a worker batch cannot have cost it its quorum.
+                    asks_etcd = self.validate_etcd_always or any(
+                        n.node_type == ETCD or (n.node_type == CONTROL and not view.external_etcd) for n in members)
+                    result.validation = validate(ClusterReader(self.kube, self.etcd_check if asks_etcd else None),
+                                                 self.options.validation)
             finally:
                 renewer.stop()
             if renewer.error:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
@@ -123,6 +124,7 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
     batch = BatchCycle(cloud, kube, session.loader, str(params["cluster"]), settings, nodes,
                        options=cycle_options(params, check_mode, max_unavailable_of(params, record)),
                        etcd_check=etcd_check_for(params, kube),
+                       validate_etcd_always=client_from_options(params) is not None,
                        lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
     result = batch.run()
     result.raise_for_failure()
