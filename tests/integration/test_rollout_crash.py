@@ -52,8 +52,9 @@ def test_killed_controller_then_rerun_after_the_lease_expired_converges() -> Non
         rerun = rh.run_playbook(sim, "rollout.yml", dict(variables, rollout_run_id="run-resume"))
         assert rerun.rc == 0, rerun.explain()
 
-        stopped = record.data().get("previousHolderStopped") or ""
-        assert "run-killed" in stopped
+        # The takeover is reported by the rerun; its release then clears the record's flag (issue 14:
+        # status tells of a rollout that stopped without release only until a release has run).
+        assert not record.data().get("previousHolderStopped")
         assert rerun.report is not None and rerun.report["previous_rollout_stopped"]["holder"] == "run-killed"
         vms = rh.vms(sim)
         assert {vms[w]["offering"] for w in workers} == {"cks-large"}
