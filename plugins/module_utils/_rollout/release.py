@@ -32,12 +32,14 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryPolicy, retry_report
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import capacity, health_problems, outcome, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import format_microtime, parse_microtime
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore, format_microtime, parse_microtime
 
 T = TypeVar("T")
 
@@ -155,8 +157,9 @@ def compose_last_error(last_error: Optional[str], skipped: Optional[Sequence[str
 class Release:
     """``Release(cloud, kube, loader, cluster, record_store, lock).run(last_error, skipped)``."""
 
-    def __init__(self, cloud: Any, kube: Any, loader: Any, cluster: str, record_store: Any = None,
-                 lock: Any = None, project_id: Optional[str] = None, check_mode: bool = False,
+    def __init__(self, cloud: CloudStackApi, kube: KubernetesApi, loader: ClusterLoader, cluster: str,
+                 record_store: Optional[RecordStore] = None, lock: Optional[RolloutLock] = None,
+                 project_id: Optional[str] = None, check_mode: bool = False,
                  seconds: float = DEFAULT_RELEASE_SECONDS, sleep: Callable[[float], None] = time.sleep) -> None:
         self.seconds = float(seconds)
         self._sleep = sleep
