@@ -239,3 +239,34 @@ def test_a_control_batch_with_external_etcd_is_refused_when_readyz_etcd_fails(ro
     assert "/readyz/etcd HTTP 500" in run.stdout, run.output
     assert [e for e in sim.timeline() if e["event"] in ("cordoned", "stop_requested") and e["t"] >= since] == []
     assert sim.invariants() == []
+
+
+# -- 3. emptying a type's affinity groups ----------------------------------------------------------
+
+def _spread_workers_without_dedication() -> dict[str, Any]:
+    from conftest import load_raw_spec
+
+    raw = load_raw_spec("rollout_small.yml")
+    cluster = raw["clusters"][0]
+    cluster["dedication_group"] = None
+    cluster["affinity_groups"] = {"control": [], "worker": ["workers-spread"], "etcd": []}
+    return raw
+
+
+def test_emptying_the_worker_groups_removes_each_workers_last_group(rollout_sim: Any) -> None:
+    sim = rollout_sim(_spread_workers_without_dedication())
+    workers = sim.names("worker")
+    assert _groups(sim) == {w: ["workers-spread"] for w in workers}
+
+    run = sim.rollout(rollout_node_affinity_groups={"worker": []})
+
+    assert run.rc == 0, run.output
+    assert sorted(n for b in run.report["batches"] for n in b["nodes"]) == sorted(workers)
+    assert _groups(sim) == {w: [] for w in workers}
+    updates = [c for c in sim.calls() if c.get("command") == "updateVMAffinityGroup"]
+    assert len(updates) == len(workers) and all(c["params"].get("affinitygroupids") == "" for c in updates), updates
+    sim.assert_converged()
+
+
+def _groups(sim: Any, node_type: str = "worker") -> dict[str, list[str]]:
+    return {n.name: sorted(g.name for g in n.affinity_groups) for n in sim.view().nodes_of(node_type)}
