@@ -95,9 +95,11 @@ options:
     default: 900
   delete_emptydir_data:
     description:
-      - Evict pods that use C(emptyDir) volumes too; their data is lost. Without it such a pod stops the drain.
+      - Evict pods that use C(emptyDir) volumes too; their data is lost. This is what CKS's own drain does
+        (its upgrade and scale-down run C(kubectl drain --ignore-daemonsets --delete-emptydir-data)).
+      - Set to V(false) to have such a pod stop the drain instead.
     type: bool
-    default: false
+    default: true
   force:
     description:
       - Evict pods that declare no controller (and pods of a DaemonSet that no longer exists) too; nothing
@@ -507,7 +509,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "settings": {"type": "dict"},
         "batch_timeout": {"type": "float", "default": 1800.0},
         "job_timeout": {"type": "float", "default": 900.0},
-        "delete_emptydir_data": {"type": "bool", "default": False},
+        "delete_emptydir_data": {"type": "bool", "default": True},
         "force": {"type": "bool", "default": False},
         "grace_period": {"type": "int"},
         "eviction_retry_interval": {"type": "float", "default": 5.0},

@@ -139,9 +139,9 @@ options:
   delete_emptydir_data:
     description:
       - With O(drain_check), whether the drain would evict pods with emptyDir volumes (as the rollout's
-        C(delete_emptydir_data)); without it such pods stop the drain.
+        C(delete_emptydir_data), by default true as CKS's own drain); with V(false) such pods stop the drain.
     type: bool
-    default: false
+    default: true
   force:
     description:
       - With O(drain_check), whether the drain would evict pods without a controller (as the rollout's C(force));
@@ -536,7 +536,7 @@ def argument_spec() -> dict[str, Any]:
         "node_affinity_groups": {"type": "dict",
                                  "options": {t: {"type": "list", "elements": "str"} for t in _PER_TYPE}},
         "drain_check": {"type": "bool", "default": False},
-        "delete_emptydir_data": {"type": "bool", "default": False},
+        "delete_emptydir_data": {"type": "bool", "default": True},
         "force": {"type": "bool", "default": False},
         **glue.etcd_argument_spec(),
     }

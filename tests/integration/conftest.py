@@ -231,8 +231,9 @@ class RolloutSim(CycleSim):
         return environment
 
     def rollout(self, env: Optional[dict[str, str]] = None, args: tuple[str, ...] = (), timeout: float = 600,
-                drop_env: tuple[str, ...] = (), playbook: str = ROLLOUT_PLAYBOOK, **variables: Any) -> RolloutRun:
-        """Run the rollout playbook once with the base variables plus ``variables``."""
+                drop_env: tuple[str, ...] = (), playbook: str = ROLLOUT_PLAYBOOK, drop_vars: tuple[str, ...] = (),
+                **variables: Any) -> RolloutRun:
+        """Run the rollout playbook once with the base variables (less ``drop_vars``) plus ``variables``."""
         import subprocess
         import json as _json
 
@@ -240,6 +241,8 @@ class RolloutSim(CycleSim):
         report_path = os.path.join(self.work_dir, f"report-{self.runs}.json")
         merged = dict(self.base_vars(), rollout_report_path=report_path)
         merged.update(variables)
+        for name in drop_vars:
+            merged.pop(name, None)
         vars_path = os.path.join(self.work_dir, f"vars-{self.runs}.json")
         with open(vars_path, "w", encoding="utf-8") as fh:
             _json.dump(merged, fh)

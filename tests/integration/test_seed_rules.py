@@ -270,3 +270,42 @@ def test_emptying_the_worker_groups_removes_each_workers_last_group(rollout_sim:
 
 def _groups(sim: Any, node_type: str = "worker") -> dict[str, list[str]]:
     return {n.name: sorted(g.name for g in n.affinity_groups) for n in sim.view().nodes_of(node_type)}
+
+
+# -- 8. the drain's emptyDir default is CKS's ------------------------------------------------------
+
+def _pods(sim: Any, prefix: str) -> dict[str, str]:
+    return {f"{p['namespace']}/{p['name']}": p["node"] for p in sim.state()["kube"][sim.env["cluster_id"]]["pods"]
+            if p["name"].startswith(prefix)}
+
+
+def test_the_dry_run_with_the_default_drain_evicts_emptydir_pods_and_names_a_bare_pod(rollout_sim: Any) -> None:
+    # KubernetesClusterUpgradeWorker drains each node with `kubectl drain <node> --ignore-daemonsets
+    # --delete-emptydir-data` (no --force): emptyDir data goes, a pod without a controller stops the drain.
+    sim = rollout_sim("rollout_dry_run.yml")
+    ((cache_pod, cache_node),) = _pods(sim, "cache-").items()
+    ((debug_pod, debug_node),) = _pods(sim, "debug").items()
+
+    run = sim.rollout(args=("--check",), drop_vars=("rollout_delete_emptydir_data",),
+                      rollout_node_offerings={"worker": "cks-large"})
+
+    assert run.rc == 0, run.output
+    assert "local storage" not in run.stdout and cache_pod not in run.stdout, run.output
+    assert f"{debug_node} drain: stops before any eviction: pods that declare no controller " \
+           f"(use force=true to override): {debug_pod}" in run.stdout, run.output
+    assert sim.invariants() == []
+
+
+def test_a_rollout_with_the_default_drain_moves_an_emptydir_pod(rollout_sim: Any) -> None:
+    from conftest import load_raw_spec
+
+    raw = load_raw_spec("rollout_small.yml")
+    raw["workloads"].append({"kind": "Deployment", "namespace": "default", "name": "cache", "replicas": 1, "emptyDir": True})
+    sim = rollout_sim(raw)
+    ((cache_pod, cache_node),) = _pods(sim, "cache-").items()
+
+    run = sim.rollout(drop_vars=("rollout_delete_emptydir_data",), rollout_node_offerings={"worker": "cks-large"})
+
+    assert run.rc == 0, run.output
+    assert cache_pod not in _pods(sim, "cache-") and len(_pods(sim, "cache-")) == 1
+    sim.assert_converged()

@@ -61,7 +61,7 @@ def max_unavailable_of(params: Mapping[str, Any], record: Any) -> int:
 
 def cycle_options(params: Mapping[str, Any], check_mode: bool, max_unavailable: Optional[int] = None) -> CycleOptions:
     drain = DrainOptions(
-        delete_emptydir_data=bool(params.get("delete_emptydir_data")),
+        delete_emptydir_data=bool(params.get("delete_emptydir_data", True)),
         force=bool(params.get("force")),
         grace_period=params.get("grace_period"),
         eviction_retry_interval=float(params.get("eviction_retry_interval") or 5.0),

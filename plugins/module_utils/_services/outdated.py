@@ -178,7 +178,7 @@ def node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mode
     check = None
     if params.get("drain_check"):
         check = read_drain_check(session.kube, DrainOptions(
-            delete_emptydir_data=bool(params.get("delete_emptydir_data")), force=bool(params.get("force"))))
+            delete_emptydir_data=bool(params.get("delete_emptydir_data", True)), force=bool(params.get("force"))))
     given = client_from_options(params) is not None
     first = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
                    changes=changes, canary=bool(params.get("canary")), drain_check=check, etcd_endpoints_given=given)
