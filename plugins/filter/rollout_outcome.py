@@ -17,7 +17,8 @@ author:
   - cloudstack.cks contributors (@cloudstack-cks)
 description:
   - Used by the C(cloudstack.cks.rollout) role after the release. Takes the report that C(cloudstack.cks.rollout_report)
-    built and returns one line each for the outcome, the nodes restarted (outcome V(done) or V(restarted), as the progress
+    built and returns one line each for how the rollout ended (its result first, V(failed at batch 2 of 5) with the
+    error, then the cluster's health), the nodes restarted (outcome V(done) or V(restarted), as the progress
     line counts them), the nodes not reached, uncordoned and left cordoned, the out-of-date counts now, the capacity, the
     last error and the report's path. An empty list shows as V(-).
 options:
@@ -50,7 +51,8 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - 'The lines, for example C(Rollout rollout-20261203T120000-42 of demo: done) and C(Nodes restarted: w1, w2).'
+    - 'The lines, for example C(Rollout rollout-20261203T120000-42 of demo: done; cluster health: Running) and
+      C(Nodes restarted: w1, w2).'
   type: list
   elements: str
 """
@@ -69,6 +71,16 @@ def _names(entries: Iterable[Any], key: str = "node") -> str:
     return ", ".join(str(entry.get(key)) for entry in entries or []) or "-"
 
 
+def _ended(report: Mapping[str, Any]) -> str:
+    """How the rollout ended, with the error of a failed one: the health alone reads as success."""
+    result = report.get("result") or ("cancelled" if report.get("cancelled") else None)
+    if not result:
+        return "done"
+    if result.startswith("failed") and report.get("last_error"):
+        return f"{result}: {report['last_error']}"
+    return str(result)
+
+
 def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str, Any],
                     report_path: str = "") -> list[str]:
     """The closing lines of a rollout, from its report and the cluster read after it."""
@@ -76,9 +88,9 @@ def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str,
     counted = ("controlnodesoutofdate", "workernodesoutofdate", "etcdnodesoutofdate")
     counts = {key: _shown(after.get(key)) for key in counted}
     restarted = [node for node in report.get("nodes") or [] if node.get("outcome") in DONE_OUTCOMES]
-    cancelled = " (cancelled)" if report.get("cancelled") else ""
     return [
-        f"Rollout {_shown(report.get('run_id'))} of {_shown(cluster)}: {_shown(report.get('outcome'))}{cancelled}",
+        f"Rollout {_shown(report.get('run_id'))} of {_shown(cluster)}: {_ended(report)}; "
+        f"cluster health: {_shown(report.get('outcome'))}",
         f"Nodes restarted: {_names(restarted, 'name')}",
         f"Not reached: {', '.join(report.get('nodes_not_reached') or []) or '-'}",
         f"Uncordoned: {_names(report.get('uncordoned') or [])}",

@@ -89,7 +89,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - The report - C(cluster), C(run_id), C(started), C(ended), C(outcome), C(cancelled), C(last_error),
+    - The report - C(cluster), C(run_id), C(started), C(ended), C(outcome) (the health), C(result) (how it ended), C(cancelled), C(last_error),
       C(previous_rollout_stopped), C(settings), C(previous_settings), C(max_unavailable), C(worker_batch_size),
       C(canary), C(pause_seconds), C(hooks), C(selected), C(not_selected), C(batches_planned), C(batches), C(nodes),
       C(nodes_not_reached), C(uncordoned), C(left_cordoned), C(cordoned_by_others), C(pending_taint_removed),
@@ -185,6 +185,7 @@ def rollout_report(plan: Mapping[str, Any], release: Mapping[str, Any], after: M
         "started": started,
         "ended": ended,
         "outcome": release.get("outcome"),
+        "result": release.get("result"),
         "cancelled": bool(cancelled),
         "last_error": release.get("last_error"),
         "previous_rollout_stopped": lock.get("taken_over_from") if lock else None,

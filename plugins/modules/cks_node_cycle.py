@@ -178,6 +178,12 @@ options:
       - With O(mode=release), why the rollout stopped, stored in the record. V(null) clears the last error
         (unless O(skipped) is given).
     type: str
+  result:
+    description:
+      - With O(mode=release), how the rollout ended, stored in the record for the C(status) playbook, for
+        example V(done), V(failed at batch 2 of 5) or V(cancelled before batch 3 of 5).
+      - If not given, V(failed) when O(last_error) is given, else V(done).
+    type: str
   skipped:
     description:
       - With O(mode=release), the node types or nodes that were skipped and why (for example the plan's
@@ -459,7 +465,10 @@ release:
       type: dict
       sample: {cores: 18, memory_mb: 36864, cloudstack_cores: 14, cloudstack_memory_mb: 28672}
     outcome:
-      description: V(Running) or V(Alert), as stored in the record.
+      description: V(Running) or V(Alert), as stored in the record (the cluster's health after the release).
+      type: str
+    result:
+      description: How the rollout ended, as stored in the record (O(result)).
       type: str
     problems:
       description: Why the outcome is V(Alert).
@@ -525,6 +534,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         **glue.etcd_argument_spec(),
         "lock_holder": {"type": "str"},
         "last_error": {"type": "str"},
+        "result": {"type": "str"},
         "skipped": {"type": "list", "elements": "str", "default": []},
     })
 

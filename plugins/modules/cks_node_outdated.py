@@ -484,8 +484,15 @@ last_error:
   returned: always
   type: str
   sample: null
+result:
+  description:
+    - How the last rollout ended, as its release recorded it, for example V(done) or V(failed at batch 2 of 5);
+      null before any.
+  returned: always
+  type: str
+  sample: done
 outcome:
-  description: How the last rollout ended, as its release recorded it (V(Running) or V(Alert)); null before any.
+  description: The cluster's health after the last rollout, as its release recorded it (V(Running) or V(Alert)); null before any.
   returned: always
   type: str
   sample: Running

@@ -39,6 +39,12 @@ def test_cancel_between_batches() -> None:
         assert "cancel" in record.data()["lastError"]
         assert run.report is not None and run.report["cancelled"] is True
         assert run.report["nodes_not_reached"] == workers[1:]
+        # How it ended leads the summary and the status, the health beside it (issue 14 item 9).
+        assert run.report["result"] == "cancelled before batch 2 of 3"
+        assert "cancelled before batch 2 of 3; cluster health: Running" in run.stdout, run.explain()
+        status = rh.run_playbook(sim, "status.yml", {"rollout_cluster": sim.env["cluster_name"]})
+        assert status.rc == 0, status.explain()
+        assert "Last rollout: cancelled before batch 2 of 3; cluster health: Running" in status.stdout, status.explain()
         rh.assert_no_invariant_broken(sim)
 
 

@@ -74,4 +74,4 @@ def test_gen1_cluster_rolls_its_workers_four_at_a_time() -> None:
 
         # The outcome afterwards, with status.yml.
         status = rh.run_playbook(sim, "status.yml", {"rollout_cluster": sim.env["cluster_name"]})
-        assert status.rc == 0 and "Last rollout: Running" in status.stdout, status.explain()
+        assert status.rc == 0 and "Last rollout: done; cluster health: Running" in status.stdout, status.explain()

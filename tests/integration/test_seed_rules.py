@@ -309,3 +309,31 @@ def test_a_rollout_with_the_default_drain_moves_an_emptydir_pod(rollout_sim: Any
     assert run.rc == 0, run.output
     assert cache_pod not in _pods(sim, "cache-") and len(_pods(sim, "cache-")) == 1
     sim.assert_converged()
+
+
+# -- 9. after a failed rollout the summary and status lead with its result -------------------------
+
+def test_a_failed_rollout_leads_its_summary_and_status_with_the_failed_batch(rollout_sim: Any) -> None:
+    sim = rollout_sim("rollout_small.yml")
+    workers = sim.names("worker")
+    # One worker's stop fails; the batches before it went through, the cluster is healthy after release.
+    sim.fault(kind="job_failure", command="stopVirtualMachine", vm=workers[1], code=530,
+              errortext="Unable to stop the VM: the host does not answer", count=1)
+
+    run = sim.rollout(rollout_node_offerings={"worker": "cks-large"})
+
+    assert run.rc != 0, run.output
+    failed = next(b["batch"] for b in run.report["batches"] if b["outcome"] == "failed")
+    assert run.report["batches"][failed - 1]["nodes"] == [workers[1]]
+    assert f"of {sim.env['cluster_name']}: failed at batch {failed} of 3: node {workers[1]}" in run.stdout, run.output
+    # The health beside the result is the release's outcome, whatever it is.
+    assert f"; cluster health: {run.report['outcome']}" in run.stdout, run.output
+    assert run.report["result"] == f"failed at batch {failed} of 3"
+
+    status = sim.rollout(playbook=STATUS_PLAYBOOK)
+    assert status.rc == 0, status.output
+    line = status.stdout.split("Last rollout: ", 1)[1].splitlines()[0]
+    assert line.startswith(f"failed at batch {failed} of 3: node {workers[1]}"), line
+    assert f"; cluster health: {run.report['outcome']}" in line, line
+    assert sim.invariants() == []
+

@@ -14,7 +14,7 @@ CAPACITY = {"cores": 12, "memory_mb": 24576, "cloudstack_cores": 10, "cloudstack
 
 
 def report(**extra: Any) -> dict[str, Any]:
-    return dict({"run_id": "rollout-1", "outcome": "done", "cancelled": False, "nodes": [], "nodes_not_reached": [],
+    return dict({"run_id": "rollout-1", "outcome": "Running", "result": "done", "cancelled": False, "nodes": [], "nodes_not_reached": [],
                  "uncordoned": [], "left_cordoned": [], "last_error": None, "capacity": CAPACITY}, **extra)
 
 
@@ -22,7 +22,7 @@ def test_a_rollout_that_went_through() -> None:
     nodes = [{"name": "w1", "outcome": "done"}, {"name": "w2", "outcome": "done"}]
     assert rollout_outcome(report(nodes=nodes, uncordoned=[{"node": "w1"}, {"node": "w2"}]), cluster="demo",
                            after=AFTER, report_path="/tmp/report.json") == [
-        "Rollout rollout-1 of demo: done",
+        "Rollout rollout-1 of demo: done; cluster health: Running",
         "Nodes restarted: w1, w2",
         "Not reached: -",
         "Uncordoned: w1, w2",
@@ -37,17 +37,28 @@ def test_a_rollout_that_went_through() -> None:
 def test_a_failed_rollout_names_what_is_left() -> None:
     nodes = [{"name": "w1", "outcome": "restarted"}, {"name": "w2", "outcome": "failed"},
              {"name": "w3", "outcome": "cordoned"}]
-    lines = rollout_outcome(report(outcome="failed", nodes=nodes, nodes_not_reached=["w4", "w5"],
+    lines = rollout_outcome(report(result="failed at batch 2 of 5", nodes=nodes, nodes_not_reached=["w4", "w5"],
                                    left_cordoned=[{"node": "w2", "why": "Stopped"}], last_error="node w2: stop: 533"),
                             cluster="demo", after=AFTER)
     # A restarted node (a batch with hooks that another node failed) is back on its settings.
     assert lines[1:5] == ["Nodes restarted: w1", "Not reached: w4, w5", "Uncordoned: -", "Left cordoned: w2"]
-    assert lines[0] == "Rollout rollout-1 of demo: failed"
+    # The result leads, with the error; the health beside it (Running here reads as success alone).
+    assert lines[0] == "Rollout rollout-1 of demo: failed at batch 2 of 5: node w2: stop: 533; cluster health: Running"
     assert lines[-2:] == ["Last error: node w2: stop: 533", "Report: (not written: set rollout_report_path)"]
 
 
 def test_a_cancelled_rollout_says_so() -> None:
-    assert rollout_outcome(report(cancelled=True), cluster="c-1", after=AFTER)[0] == "Rollout rollout-1 of c-1: done (cancelled)"
+    lines = rollout_outcome(report(cancelled=True, result="cancelled before batch 3 of 5",
+                                   last_error="cancelled by the operator (cancel_rollout) before batch 3"),
+                            cluster="c-1", after=AFTER)
+    assert lines[0] == "Rollout rollout-1 of c-1: cancelled before batch 3 of 5; cluster health: Running"
+
+
+def test_a_report_without_a_result_reads_from_the_cancel_flag() -> None:
+    # A release that recorded no result (an older report): cancelled or done, never the health alone.
+    assert rollout_outcome(report(result=None, cancelled=True), cluster="c", after=AFTER)[0] \
+        == "Rollout rollout-1 of c: cancelled; cluster health: Running"
+    assert rollout_outcome(report(result=None), cluster="c", after=AFTER)[0] == "Rollout rollout-1 of c: done; cluster health: Running"
 
 
 def test_a_figure_not_reported_shows_as_nothing() -> None:

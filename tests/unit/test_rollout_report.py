@@ -153,7 +153,7 @@ def test_the_plan_as_planned() -> None:
 def test_every_key_and_nothing_but_json() -> None:
     shown = report(results=[node("w1")], batches=[{"batch": 1, "uncordoned": []}])
     assert list(shown) == [
-        "cluster", "run_id", "started", "ended", "outcome", "cancelled", "last_error", "previous_rollout_stopped",
+        "cluster", "run_id", "started", "ended", "outcome", "result", "cancelled", "last_error", "previous_rollout_stopped",
         "settings", "previous_settings", "max_unavailable", "worker_batch_size", "canary", "pause_seconds", "hooks",
         "selected", "not_selected", "batches_planned", "batches", "nodes", "nodes_not_reached", "uncordoned",
         "left_cordoned", "cordoned_by_others", "pending_taint_removed", "lb_exclusion_removed", "lb_exclusion_kept",

@@ -105,6 +105,8 @@ class ReleaseResult:
     cloudstack_cores: Optional[int] = None
     cloudstack_memory_mb: Optional[int] = None
     outcome: str = "Running"
+    #: How the rollout ended, as its caller says ("done", "failed at batch 2 of 5", "cancelled before ...").
+    result: Optional[str] = None
     problems: list[str] = field(default_factory=list)
     last_error: Optional[str] = None
     lock_released: bool = False
@@ -128,6 +130,7 @@ class ReleaseResult:
                          "cloudstack_cores": self.cloudstack_cores,
                          "cloudstack_memory_mb": self.cloudstack_memory_mb},
             "outcome": self.outcome,
+            "result": self.result,
             "problems": list(self.problems),
             "last_error": self.last_error,
             "lock_released": self.lock_released,
@@ -172,9 +175,10 @@ class Release:
         self.project_id = project_id
         self.check_mode = check_mode
 
-    def run(self, last_error: Optional[str] = None,
-            skipped: Optional[Sequence[str] | str] = None) -> ReleaseResult:
-        result = ReleaseResult(started=time.time())
+    def run(self, last_error: Optional[str] = None, skipped: Optional[Sequence[str] | str] = None,
+            rollout_result: Optional[str] = None) -> ReleaseResult:
+        # A caller that does not say how the rollout ended: an error means it failed.
+        result = ReleaseResult(started=time.time(), result=rollout_result or ("failed" if last_error else "done"))
         steps = Persistent(self.seconds, sleep=self._sleep)
         view = steps.run("read the cluster", lambda: self.loader.load(self.cluster, self.project_id))
         if view is not None:
@@ -262,12 +266,13 @@ class Release:
             return False
         current = store.read()
         if current is not None and current.outcome == result.outcome and current.last_error == result.last_error \
-                and not current.previous_holder_stopped:
+                and current.result == result.result and not current.previous_holder_stopped:
             return False
 
         def change(record: Any) -> None:
             record.outcome = result.outcome
             record.last_error = result.last_error
+            record.result = result.result
             # The rollout that stopped without release is released now: status stops naming it.
             record.previous_holder_stopped = None
 

@@ -86,6 +86,7 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
         "lock_holder": lock.holder if lock is not None and lock.held else None,
         "last_error": record.last_error if record is not None else None,
         "outcome": record.outcome if record is not None else None,
+        "result": record.result if record is not None else None,
         "record_updated": record.updated if record is not None else None,
         "cancel_requested": bool(record.cancel) if record is not None else False,
         "previous_holder_stopped": record.previous_holder_stopped if record is not None else None,

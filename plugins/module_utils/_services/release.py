@@ -50,5 +50,6 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
     release = Release(cloud, kube, session.loader, str(params["cluster"]), session.store,
                       Lock(kube, holder_identity=holder) if holder else None, project_id=params.get("project_id"),
                       check_mode=check_mode)
-    result = release.run(last_error=params.get("last_error"), skipped=params.get("skipped"))
+    result = release.run(last_error=params.get("last_error"), skipped=params.get("skipped"),
+                         rollout_result=params.get("result"))
     return {"release": result.to_dict(), "changed": result.changed}

@@ -114,6 +114,8 @@ class Record:
     cancel: bool = False
     last_error: Optional[str] = None
     outcome: Optional[str] = None
+    # How the last rollout ended ("done", "failed at batch 2 of 5", ...); outcome is the cluster's health.
+    result: Optional[str] = None
     updated: Optional[str] = None
     # {"holder", "renew_time", "noticed"} when a rollout found the lock left by one that stopped
     # without releasing it.
@@ -127,6 +129,7 @@ class Record:
             "cancel": "true" if self.cancel else "false",
             "lastError": self.last_error or "",
             "outcome": self.outcome or "",
+            "result": self.result or "",
             "updated": self.updated or "",
         }
         if self.previous_holder_stopped:
@@ -146,6 +149,7 @@ class Record:
             cancel=str(data.get("cancel", "")).lower() == "true",
             last_error=data.get("lastError") or None,
             outcome=data.get("outcome") or None,
+            result=data.get("result") or None,
             updated=data.get("updated") or None,
             previous_holder_stopped=stopped,
             resource_version=(configmap.get("metadata") or {}).get("resourceVersion"),
