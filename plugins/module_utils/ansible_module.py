@@ -206,7 +206,9 @@ def run_quorum(module: AnsibleModule, service: Callable[[QuorumClient, Mapping[s
         direct = client_from_options(module.params) if path == ENDPOINTS else None
         if direct is not None:
             return service(direct, module.params, path)
-        timeout = float(module.params.get("etcd_timeout") or ETCD_TIMEOUT)
+        given = module.params.get("etcd_timeout")
+        # 0 or less is refused by the client, not turned into the default.
+        timeout = ETCD_TIMEOUT if given is None else float(given)
         if path == KUBECONFIG:
             kube = kube_client(module)
             try:

@@ -160,3 +160,10 @@ def test_nothing_to_ask_through_is_refused_naming_what_to_give(sim: SimHandle) -
     assert result["msg"].startswith("etcd_endpoints=[]: nothing to ask etcd through: give etcd_endpoints")
     assert "cluster" in result["msg"] and "kubeconfig" in result["msg"]
     assert sim.calls(since) == []
+
+
+def test_a_timeout_of_zero_is_refused_not_replaced_by_the_default(sim: SimHandle) -> None:
+    since = time.time()
+    result = run_module(MODULE, {"kubeconfig": sim.env["kubeconfig"], "etcd_timeout": 0}, env=dict(CLEAN_ENV))
+    assert result["failed"] and result["msg"].startswith("etcd_timeout=0.0: must be more than 0 seconds")
+    assert not execs(sim.calls(since))
