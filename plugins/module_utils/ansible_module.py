@@ -27,6 +27,9 @@ from ansible.module_utils.basic import AnsibleFallbackNotFound, AnsibleModule, e
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CS_IMPORT_ERROR, HAS_CS, CloudStackClient, CloudStackOptions, redact
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import DEFAULT_TIMEOUT as ETCD_TIMEOUT
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import EtcdExecClient
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import (
     DEFAULT_REQUEST_TIMEOUT,
     HAS_KUBERNETES,
@@ -39,6 +42,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_auth import VERIFY_ENV, BearerTarget, choose_tls, kube_warnings
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import scrub_secrets
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.quorum import ENDPOINTS, KUBECONFIG, QuorumClient, quorum_path
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 
 
@@ -186,6 +190,33 @@ def run_service(module: AnsibleModule, service: Callable[[ClusterSession, Mappin
     def work() -> Mapping[str, Any]:
         with cluster_session(module) as session:
             return service(session, module.params, module.check_mode)
+
+    run(module, work)
+
+
+def run_quorum(module: AnsibleModule, service: Callable[[QuorumClient, Mapping[str, Any], str], Mapping[str, Any]]) -> None:
+    """Run ``service(client, params, path)`` with the quorum client the options choose (``quorum.quorum_path``).
+
+    The endpoints need neither CloudStack nor Kubernetes; a kubeconfig needs no CloudStack call;
+    the cluster alone is looked up in CloudStack for its own kubeconfig, as the other modules do.
+    """
+
+    def work() -> Mapping[str, Any]:
+        path = quorum_path(module.params)
+        direct = client_from_options(module.params) if path == ENDPOINTS else None
+        if direct is not None:
+            return service(direct, module.params, path)
+        given = module.params.get("etcd_timeout")
+        # 0 or less is refused by the client, not turned into the default.
+        timeout = ETCD_TIMEOUT if given is None else float(given)
+        if path == KUBECONFIG:
+            kube = kube_client(module)
+            try:
+                return service(EtcdExecClient(kube, timeout=timeout), module.params, path)
+            finally:
+                kube.close()
+        with cluster_session(module) as session:
+            return service(EtcdExecClient(session.kube, timeout=timeout), module.params, path)
 
     run(module, work)
 

@@ -9,10 +9,20 @@ module: cks_etcd_quorum
 short_description: Tell whether etcd keeps its quorum without the given members
 version_added: 0.1.0
 description:
-  - Asks a CKS cluster's etcd for its members (the v3 JSON gateway, C(POST /v3/cluster/member/list)),
-    probes every member on its own client URL (C(GET /readyz) where etcd has it, else C(GET /health) -
-    etcd 3.4 before 3.4.29 has no C(/readyz)), and answers whether a quorum of the voting members
-    would stay healthy if the members named in O(going_down) went down.
+  - Answers whether a quorum of a CKS cluster's voting etcd members would stay healthy if the members named in
+    O(going_down) went down. It asks etcd one of two ways.
+  - 'Through the Kubernetes API (no O(etcd_endpoints)): C(etcdctl) runs inside the etcd pod (C(etcd-<node>) in
+    C(kube-system), kubeadm''s static pod) of a control node that is not going down, through C(pods/exec), with the
+    pod''s own certificates - C(member list), C(endpoint health --cluster) (a linearizable read on every member) and
+    C(endpoint status --cluster), each with C(-w json). The Kubernetes client comes from O(kubeconfig) (or
+    O(kube_host) and O(kube_api_key)); without them the cluster named in O(cluster) is looked up in CloudStack and
+    its own kubeconfig is used, as the other modules of the collection do. This is the stacked etcd of a kubeadm
+    control plane, CKS''s default. A pod that cannot be asked (exec refused, the pod missing, its node down, the
+    member killed) is passed over for the next; when none answers, the task fails with each pod''s reason.'
+  - 'Directly (O(etcd_endpoints) given, which takes precedence): the v3 JSON gateway (C(POST /v3/cluster/member/list))
+    of the first endpoint that answers, then every member on its own client URL (C(GET /readyz) where etcd has it,
+    else C(GET /health) - etcd 3.4 before 3.4.29 has no C(/readyz)). This is the way for CKS external etcd nodes,
+    which run outside Kubernetes, from a host on the cluster network.'
   - 'The rule: with V(n) voting members the quorum is V(q = n // 2 + 1). The members in O(going_down)
     count as down whatever their state; every other voting member counts only if it is healthy now.
     The answer is safe when at least V(q) of those remain. Members already unhealthy therefore use up
@@ -21,9 +31,12 @@ description:
   - Learners are listed and probed but do not count, because they do not vote. A member that was
     added but never started counts as a voter that is down (it raises the quorum).
   - With O(require_ready), etcd must also answer a linearizable read now, as C(etcdctl endpoint health) does.
-  - The module only reads; it never changes etcd.
+  - The module only reads; it never changes etcd, CloudStack or Kubernetes.
 author:
   - cloudstack.cks contributors (@cloudstack-cks)
+extends_documentation_fragment:
+  - cloudstack.cks.cloudstack
+  - cloudstack.cks.kubernetes
 attributes:
   check_mode:
     support: full
@@ -35,50 +48,72 @@ attributes:
     support: full
     description: It never changes anything.
 options:
-  endpoints:
+  cluster:
     description:
-      - etcd client URLs to ask for the member list, tried in turn until one answers, for example
+      - The CKS cluster, by id or by exact name, whose own kubeconfig (C(getKubernetesClusterConfig)) is used to
+        reach its etcd pods when neither O(etcd_endpoints) nor O(kubeconfig) is given. Needs the CloudStack options.
+      - Not needed with O(etcd_endpoints) or O(kubeconfig); given anyway (for example by C(module_defaults) of the
+        C(cloudstack.cks.cks) group), it is not looked up.
+    type: str
+  project_id:
+    description:
+      - The id of the project the cluster belongs to, if it is in one.
+    type: str
+  etcd_endpoints:
+    description:
+      - etcd client URLs to ask directly for the member list, tried in turn until one answers, for example
         V(https://127.0.0.1:2379) on a control node of a cluster with stacked etcd or V(http://10.1.1.5:2379)
-        for an external etcd node.
+        for a CKS external etcd node. Given, they take precedence over the Kubernetes API.
       - The members are then probed on the client URLs the member list advertises, with the same TLS settings.
+      - Empty, etcd is asked through the Kubernetes API (see the description).
     type: list
     elements: str
-    required: true
+    default: []
+    aliases: [endpoints]
   going_down:
     description:
       - Names of the etcd members about to go down. An etcd member is named after its node, the VM name
         in lowercase (kubeadm names stacked members after the node; CKS external etcd nodes likewise).
+        Compared without case.
       - A name that is not a member is an error, so a typo cannot turn the question into a plain health check.
+      - Through the Kubernetes API, the etcd pods on these nodes are not the ones asked.
       - Empty asks whether etcd has a healthy quorum now.
     type: list
     elements: str
     default: []
-  ca_cert:
+  etcd_ca_cert:
     description:
-      - Path of the CA bundle that signed the etcd server certificates, for V(https://) endpoints.
+      - Path of the CA bundle that signed the etcd server certificates, for V(https://) O(etcd_endpoints).
       - For kubeadm (stacked etcd) V(/etc/kubernetes/pki/etcd/ca.crt). Without it the system CAs are used.
     type: path
-  client_cert:
+    aliases: [ca_cert]
+  etcd_client_cert:
     description:
-      - Path of the client certificate etcd asks for (C(--client-cert-auth)).
-      - For kubeadm V(/etc/kubernetes/pki/etcd/healthcheck-client.crt). Requires O(client_key).
+      - Path of the client certificate etcd asks for (C(--client-cert-auth)), with O(etcd_endpoints).
+      - For kubeadm V(/etc/kubernetes/pki/etcd/healthcheck-client.crt). Requires O(etcd_client_key).
     type: path
-  client_key:
+    aliases: [client_cert]
+  etcd_client_key:
     description:
-      - Path of the private key of O(client_cert).
+      - Path of the private key of O(etcd_client_cert).
       - For kubeadm V(/etc/kubernetes/pki/etcd/healthcheck-client.key). It is read, never returned.
     type: path
-  validate_certs:
+    aliases: [client_key]
+  etcd_validate_certs:
     description:
-      - If V(false), the etcd server certificates are not verified. A CA in O(ca_cert) is the better fix.
+      - If V(false), the etcd server certificates of O(etcd_endpoints) are not verified. A CA in O(etcd_ca_cert)
+        is the better fix.
+      - C(validate_certs) is the CloudStack option here, as in the other modules of the C(cloudstack.cks.cks) group.
     type: bool
     default: true
-  timeout:
+  etcd_timeout:
     description:
-      - Seconds to wait for each answer of etcd (member list, one health probe, the read). Members are
-        probed at the same time, so the whole check takes about one timeout when some member does not answer.
+      - Seconds to wait for each answer of etcd (member list, one health probe, the read); through the Kubernetes
+        API, C(etcdctl)'s dial and command timeouts. Members are probed at the same time, so the whole check
+        takes about one timeout when some member does not answer.
     type: float
     default: 5
+    aliases: [timeout]
   require_ready:
     description:
       - Also require that etcd answers a linearizable (quorum) read now. If it does not, the answer is not safe.
@@ -91,16 +126,16 @@ options:
     type: bool
     default: true
 notes:
-  - 'Where to run it on a real cloud: etcd listens only on the cluster network, so run the module on a
-    control node, delegated over SSH. CKS nodes accept SSH as user V(cloud) with the cluster''s SSH keypair,
-    through the port-forwarding rule of the node on the cluster network''s public IP (C(listPortForwardingRules)
-    with V(privateport=22) gives the public port of each node). There, use O(endpoints=https://127.0.0.1:2379)
-    with O(ca_cert=/etc/kubernetes/pki/etcd/ca.crt), O(client_cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt)
-    and O(client_key=/etc/kubernetes/pki/etcd/healthcheck-client.key) (readable by root, so use C(become)).'
-  - For a cluster with external etcd nodes, the members serve plain HTTP on V(http://<node IP>:2379); run the
-    module on any node of the cluster network (a control node, delegated as above) and leave the TLS options out.
-  - When the endpoints are reachable from the Ansible controller (a VPN, a jump host's tunnel, a test
-    environment), run it on the controller with V(delegate_to=localhost) instead.
+  - 'Access through the Kubernetes API: C(get) and C(create) on C(pods/exec) of the etcd pods in C(kube-system),
+    and C(list) on C(pods) (docs/rbac.yml). CKS''s own kubeconfig has them.'
+  - 'Directly on a real cloud, etcd listens only on the cluster network, so run the module on a control node,
+    delegated over SSH (user V(cloud), the cluster''s SSH keypair, the node''s port-forwarding rule on the
+    network''s public IP). There, use O(etcd_endpoints=https://127.0.0.1:2379) with
+    O(etcd_ca_cert=/etc/kubernetes/pki/etcd/ca.crt), O(etcd_client_cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt)
+    and O(etcd_client_key=/etc/kubernetes/pki/etcd/healthcheck-client.key) (readable by root, so use C(become)).'
+  - For a cluster with external etcd nodes, the members serve plain HTTP on V(http://<node IP>:2379) and no pod runs
+    on them; run the module on any node of the cluster network (a control node, delegated as above) with
+    O(etcd_endpoints) and leave the TLS options out.
   - Environment proxies (E(HTTPS_PROXY) and the like) are not used for etcd.
   - Debian's etcd 3.4.23 answers the member list even without quorum, so the member list alone proves nothing;
     the per-member probes and the read do.
@@ -114,28 +149,53 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Would etcd keep quorum while this control node restarts? (on another control node)
+- name: Would etcd keep quorum while this control node restarts? (through the Kubernetes API)
   cloudstack.cks.cks_etcd_quorum:
-    endpoints: [https://127.0.0.1:2379]
-    ca_cert: /etc/kubernetes/pki/etcd/ca.crt
-    client_cert: /etc/kubernetes/pki/etcd/healthcheck-client.crt
-    client_key: /etc/kubernetes/pki/etcd/healthcheck-client.key
+    api_url: https://cloud.example.com/client/api
+    api_key: "{{ cloudstack_api_key }}"
+    api_secret: "{{ cloudstack_api_secret }}"
+    cluster: prod-k8s
+    going_down: ["{{ node_name | lower }}"]
+
+- name: The same with the connection options once for the whole group
+  module_defaults:
+    group/cloudstack.cks.cks:
+      api_url: https://cloud.example.com/client/api
+      api_key: "{{ cloudstack_api_key }}"
+      api_secret: "{{ cloudstack_api_secret }}"
+      cluster: prod-k8s
+  block:
+    - name: Is etcd healthy now?
+      cloudstack.cks.cks_etcd_quorum:
+        fail_when_unsafe: false
+      register: etcd
+
+    - name: Show the answer
+      ansible.builtin.debug:
+        msg: "{{ etcd.msg }} (tolerates {{ etcd.tolerates }} more)"
+
+- name: With a kubeconfig only (no CloudStack call)
+  cloudstack.cks.cks_etcd_quorum:
+    kubeconfig: "{{ playbook_dir }}/prod-k8s.kubeconfig"
+    going_down: [prod-k8s-control-18c5e5a5a3b]
+
+- name: Directly, on another control node (stacked etcd)
+  cloudstack.cks.cks_etcd_quorum:
+    etcd_endpoints: [https://127.0.0.1:2379]
+    etcd_ca_cert: /etc/kubernetes/pki/etcd/ca.crt
+    etcd_client_cert: /etc/kubernetes/pki/etcd/healthcheck-client.crt
+    etcd_client_key: /etc/kubernetes/pki/etcd/healthcheck-client.key
     going_down: ["{{ node_name | lower }}"]
   delegate_to: "{{ other_control_node }}"
   become: true
 
 - name: Is the external etcd healthy? Report, do not fail
   cloudstack.cks.cks_etcd_quorum:
-    endpoints:
+    etcd_endpoints:
       - http://10.1.1.21:2379
       - http://10.1.1.22:2379
       - http://10.1.1.23:2379
     fail_when_unsafe: false
-  register: etcd
-
-- name: Show the answer
-  ansible.builtin.debug:
-    msg: "{{ etcd.msg }} (tolerates {{ etcd.tolerates }} more)"
 """
 
 RETURN = r"""
@@ -223,51 +283,48 @@ ready:
   returned: success or when not safe
   type: bool
   sample: true
+checked_through:
+  description: How etcd was asked - V(etcd_endpoints) (directly) or V(pods/exec) (C(etcdctl) in an etcd pod;
+    RV(msg) names the pod).
+  returned: success or when not safe
+  type: str
+  sample: pods/exec
 """
 
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import EtcdClient
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError
-from ansible_collections.cloudstack.cks.plugins.module_utils.ansible_module import run
+from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.quorum import etcd_quorum
+
+# The names this module had before it took the connection options; validate_certs is CloudStack's now.
+_ALIASES = {"etcd_endpoints": "endpoints", "etcd_ca_cert": "ca_cert", "etcd_client_cert": "client_cert",
+            "etcd_client_key": "client_key", "etcd_timeout": "timeout"}
 
 
 def argument_spec() -> dict[str, dict[str, Any]]:
-    return {
-        "endpoints": {"type": "list", "elements": "str", "required": True},
+    spec: dict[str, dict[str, Any]] = {
+        "cluster": {"type": "str"},
+        "project_id": {"type": "str"},
         "going_down": {"type": "list", "elements": "str", "default": []},
-        "ca_cert": {"type": "path"},
-        "client_cert": {"type": "path"},
-        "client_key": {"type": "path", "no_log": False},
-        "validate_certs": {"type": "bool", "default": True},
-        "timeout": {"type": "float", "default": 5.0},
         "require_ready": {"type": "bool", "default": True},
         "fail_when_unsafe": {"type": "bool", "default": True},
     }
-
-
-def check_quorum(params: dict[str, Any]) -> dict[str, Any]:
-    client = EtcdClient(
-        params["endpoints"], ca_cert=params["ca_cert"], client_cert=params["client_cert"],
-        client_key=params["client_key"], validate_certs=params["validate_certs"], timeout=params["timeout"],
-    )
-    verdict = client.check(params["going_down"], require_ready=params["require_ready"])
-    result = verdict.to_dict()
-    if not verdict.safe and params["fail_when_unsafe"]:
-        # Fail with every return value but msg, so a rescue or a report sees the members too.
-        raise EtcdError(verdict.message, **{key: value for key, value in result.items() if key != "msg"})
-    return dict(result, changed=False)
+    for name, option in glue.etcd_argument_spec().items():
+        spec[name] = dict(option, aliases=[_ALIASES[name]]) if name in _ALIASES else option
+    spec.update(glue.cloudstack_argument_spec())
+    spec.update(glue.kubernetes_argument_spec())
+    return spec
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
-        required_together=[("client_cert", "client_key")],
+        required_together=[("etcd_client_cert", "etcd_client_key")],
         supports_check_mode=True,
     )
-    run(module, lambda: check_quorum(module.params))
+    glue.run_quorum(module, etcd_quorum)
 
 
 if __name__ == "__main__":

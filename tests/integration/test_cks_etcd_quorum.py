@@ -157,7 +157,7 @@ def test_stacked_tls_needs_the_etcd_ca_and_a_client_certificate(manager: EtcdMan
         no_client_cert,
         module_args(ep, ca_cert=other_ca),
         # validate_certs=false skips verification of the server; the client certificate is still needed.
-        module_args(ep, ca_cert=other_ca, validate_certs=False),
+        module_args(ep, ca_cert=other_ca, etcd_validate_certs=False),
     ])
     assert refused["failed"]
     assert refused["msg"].startswith("no etcd endpoint gave the member list")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import EvictionResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
@@ -251,3 +251,16 @@ class FakeLock:
         was, self.held = self.held, False
         self.released += 1
         return was
+
+
+class FakeQuorumClient:
+    """An etcd quorum client (``_services.quorum.QuorumClient``): answers ``verdict`` (or raises it), and
+    keeps what it was asked."""
+
+    def __init__(self, verdict: Answer) -> None:
+        self.verdict = verdict
+        self.asked: list[tuple[list[str], bool]] = []
+
+    def check(self, going_down: Sequence[str] = (), require_ready: bool = True) -> Any:
+        self.asked.append((list(going_down), require_ready))
+        return _answer(self.verdict)

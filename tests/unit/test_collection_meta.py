@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from importlib import import_module
 import subprocess
 import sys
 import tarfile
@@ -17,6 +18,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ansible.release import __version__ as ansible_core_version
+from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP = "cks"
@@ -68,7 +70,18 @@ def test_the_action_group_is_exactly_the_modules_with_connection_options() -> No
     assert connected == set(group_members()), (
         f"action_groups.{GROUP} must list the modules that extend the connection fragments: {sorted(connected)}"
     )
-    assert "cks_etcd_quorum" not in connected
+    # It asks etcd through the cluster's Kubernetes API when given no etcd_endpoints (issue 15).
+    assert "cks_etcd_quorum" in connected
+
+
+@pytest.mark.parametrize("member", group_members())
+def test_module_defaults_of_the_group_mean_the_same_to_every_member(member: str) -> None:
+    # One group/cloudstack.cks.cks entry feeds every member: a connection option must not mean
+    # something else to one of them (cks_etcd_quorum's etcd validate_certs became etcd_validate_certs).
+    spec = import_module(f"ansible_collections.cloudstack.cks.plugins.modules.{member}").argument_spec()
+    shared = dict(glue.cloudstack_argument_spec(), **glue.kubernetes_argument_spec())
+    assert {name: spec.get(name) for name in shared} == shared
+    assert spec["cluster"]["type"] == "str" and "etcd_endpoints" in spec or member == "cks_node_settings"
 
 
 @pytest.mark.parametrize("member", group_members())

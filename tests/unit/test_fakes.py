@@ -8,12 +8,15 @@ import inspect
 from typing import Any
 
 import pytest
-from fakes import FakeCloudStack, FakeKube, FakeLock
+from fakes import FakeCloudStack, FakeKube, FakeLock, FakeQuorumClient
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import EtcdClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import EtcdExecClient
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient
 from ansible_collections.cloudstack.cks.plugins.module_utils._common import protocols
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.quorum import QuorumClient
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
 
 
@@ -36,6 +39,7 @@ PAIRS = [
     (protocols.KubernetesApi, FakeKube), (protocols.KubernetesApi, KubeClient),
     (protocols.CloudStackApi, FakeCloudStack), (protocols.CloudStackApi, CloudStackClient),
     (protocols.RolloutLock, FakeLock), (protocols.RolloutLock, Lock),
+    (QuorumClient, FakeQuorumClient), (QuorumClient, EtcdClient), (QuorumClient, EtcdExecClient),
 ]
 
 

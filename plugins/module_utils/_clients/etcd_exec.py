@@ -80,8 +80,10 @@ class EtcdExecClient:
 
     def pods(self, avoid: Sequence[str] = ()) -> list[dict[str, Any]]:
         """The etcd pods to ask, in order: not on a node going down, Ready ones first."""
+        # Without case, as members are matched: an operator may name the node as its VM is spelt.
+        going = {name.lower() for name in avoid}
         pods = [p for p in self.kube.list_labelled_pods(ETCD_NAMESPACE, ETCD_POD_LABELS)
-                if (p.get("spec") or {}).get("nodeName") not in set(avoid)]
+                if str((p.get("spec") or {}).get("nodeName") or "").lower() not in going]
         return sorted(pods, key=lambda p: (not _ready(p), str((p.get("metadata") or {}).get("name"))))
 
     def _etcdctl(self, pod: str, *args: str) -> Any:
