@@ -3,14 +3,21 @@ on what it has, and the batch fails with CloudStack's answer naming the node and
 
 The refusals come from the simulator's fault injection: a synchronous ``changeServiceForVirtualMachine``
 answered 535 (``UpgradeVMCmd`` turns a ResourceAllocationException into RESOURCE_ALLOCATION_ERROR),
-and a ``resizeVolume`` job ending 432 (``ResizeVolumeCmd``'s UNSUPPORTED_ACTION_ERROR)."""
+and a ``resizeVolume`` job ending 432 (``ResizeVolumeCmd``'s UNSUPPORTED_ACTION_ERROR). Also a start
+answered 431 "already running", which counts as started."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
+import pytest
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.vm_changes import VmChanges
 from conftest import CycleSim
 
 LIMIT_TEXT = ("Maximum number of resources of type 'cpu' for account name=admin in domain id=1 has been exceeded. "
@@ -135,3 +142,42 @@ def test_a_control_node_refused_after_the_stop_is_back_with_its_etcd_member(cycl
     after = sim.view().node(node)
     assert after.running and after.ready and not after.unschedulable and after.boot_id != before.boot_id
     assert sim.invariants() == []
+
+
+def wait_for_vm_state(sim: CycleSim, node: str, state: str) -> None:
+    deadline = Deadline(30)
+    while sim.view().node(node).vm_state != state:
+        assert not deadline.expired(), f"{node} never became {state}"
+        time.sleep(0.05)
+
+
+def test_a_start_answered_already_running_counts_as_started(cycle_sim: Callable[..., CycleSim]) -> None:
+    """Someone else (or an earlier run whose answer was lost) started the VM between the batch's
+    read and its start: UserVmManagerImpl.startVirtualMachine answers 431 "... is already running"."""
+    sim = cycle_sim("small.yml")
+    node = sim.names("worker")[0]
+    vm = sim.view().node(node)
+    sim.admin("POST", "/actions", {"action": "stop_vm", "vm": vm.vm_name})
+    wait_for_vm_state(sim, node, "Stopped")
+    sim.admin("POST", "/actions", {"action": "start_vm", "vm": vm.vm_name})
+    wait_for_vm_state(sim, node, "Running")
+
+    how = VmChanges(sim.cloud, vm.vm_id, target=vm.vm_name).start(Deadline(30))
+
+    assert how == "already running"
+    starts = [c for c in sim.calls() if c.get("api") == "cloudstack" and c.get("command") == "startVirtualMachine"]
+    assert len(starts) == 1, starts  # sent once, not again
+    assert sim.view().node(node).vm_state == "Running"
+
+
+def test_a_431_start_of_a_vm_that_is_not_running_still_fails(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    node = sim.names("worker")[0]
+    vm = sim.view().node(node)
+    sim.fault(kind="cloudstack_error", command="startVirtualMachine", code=431, errortext="Unable to find host",
+              count=1)
+    sim.admin("POST", "/actions", {"action": "stop_vm", "vm": vm.vm_name})
+    wait_for_vm_state(sim, node, "Stopped")
+
+    with pytest.raises(CloudStackError, match="431"):
+        VmChanges(sim.cloud, vm.vm_id, target=vm.vm_name).start(Deadline(30))
