@@ -237,6 +237,8 @@ class CloudStackClient:
         self._sleep = time.sleep
         #: The page size lists ask for: lowered once to what a cloud's default.page.size allows.
         self.page_size = PAGE_SIZE
+        #: The batch's deadline while a batch runs: requests given none retry an outage until it.
+        self.deadline: Optional[Deadline] = None
 
     # -- public calls -------------------------------------------------------------------------
 
@@ -405,6 +407,8 @@ class CloudStackClient:
 
     def _request(self, command: str, params: Mapping[str, Any], target: Optional[str],
                  deadline: Optional[Deadline]) -> dict[str, Any]:
+        deadline = deadline if deadline is not None else self.deadline
+
         def send() -> dict[str, Any]:
             try:
                 return self._send(command, params, deadline)

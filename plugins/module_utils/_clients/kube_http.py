@@ -164,6 +164,9 @@ class KubeHttp:
         if isinstance(fault, _AnsweredTransient):
             return fault.answer
         if isinstance(fault, _TransportFault):
+            if fault.unreachable and self.deadline is not None:
+                raise KubernetesError(fault.error.action, f"the Kubernetes API was unreachable until the batch "
+                                                          f"deadline ({fault.message})")
             raise fault.error
         raise KubernetesError(action, fault.message)
 
