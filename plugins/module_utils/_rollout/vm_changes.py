@@ -16,7 +16,8 @@ updateVMAffinityGroup          the VM                           the VM has exact
 startVirtualMachine            the VM                           the VM is Running
 ============================== ================================ ===========================
 
-A start answered 431 "already running" (the VM was started meanwhile) counts as started.
+A start answered 431 "already running" (the VM was started meanwhile), or one whose job failed
+while the VM came up all the same, counts as started.
 """
 
 from __future__ import annotations
@@ -88,9 +89,11 @@ class VmChanges:
         except CloudStackError as exc:
             # UserVmManagerImpl.startVirtualMachine refuses a Running VM with 431 ("... is already
             # running"): someone else, or an earlier run whose answer was lost, started it.
-            if exc.errorcode == ALREADY_RUNNING_CODE and self._state_is("Running"):
-                return "already running"
-            raise
+            if not self._state_is("Running"):
+                raise
+            # A job failed by a management server restart (530, no result) whose start the
+            # hypervisor finished all the same is a start too.
+            return "already running" if exc.errorcode == ALREADY_RUNNING_CODE else "the VM is Running after all"
 
 
 def settled(detail: str, how: str) -> str:
