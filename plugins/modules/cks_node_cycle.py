@@ -17,6 +17,8 @@ description:
     uncordon - and then the whole cluster is validated (O(validate_count)).
   - One deadline, O(batch_timeout), covers the batch. A failure at any step leaves the node as it is, and the task
     fails naming the node, the step and what CloudStack or Kubernetes answered; run O(mode=release) afterwards.
+    The one exception is a change CloudStack refuses once the VM is stopped - the node is started again on what it
+    has and returned to service before the task fails (O(put_back_on_refusal)).
   - With O(phase), a batch runs in three runs (V(cordon), V(restart), V(uncordon)) so that tasks of the operator can
     run on each node between them (the rollout role's per-node hooks).
   - With O(mode=release), ends a rollout however it ended - uncordons the nodes that are back, leaves the others
@@ -158,6 +160,18 @@ options:
         controller has the drain's time as well.
     type: float
     default: 10
+  put_back_on_refusal:
+    description:
+      - When CloudStack refuses a change of a node's stopped VM (an error code 4xx or 53x from
+        C(changeServiceForVirtualMachine), C(resizeVolume) or C(updateVMAffinityGroup)), start the VM again on what
+        it has now, wait until the node is back (Ready with a new boot ID, etcd healthy for a member), uncordon it
+        if the rollout cordoned it, and then fail the batch with CloudStack's answer, naming the node and the
+        change. The node stays out of date, so the next run changes it.
+      - If V(false), the node is left Stopped and cordoned for the operator to look at first; a rerun resumes it.
+      - A start that itself fails (for example 533, no capacity) leaves the node Stopped and cordoned either way.
+        A change that did not answer in time is no refusal (it may still be carried out) and is left alone.
+    type: bool
+    default: true
   max_unavailable:
     description:
       - With O(mode=cycle), the most workers one batch may take down, clamped as a rollout's plan clamps it,
@@ -528,6 +542,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "validate_timeout": {"type": "float", "default": 300.0},
         "exclude_from_load_balancers": {"type": "bool", "default": False},
         "exclude_delay": {"type": "float", "default": 10.0},
+        "put_back_on_refusal": {"type": "bool", "default": True},
         "phase": {"type": "str", "choices": ["all", "cordon", "restart", "uncordon"], "default": "all"},
         "batch_started": {"type": "float"},
         "max_unavailable": {"type": "int"},

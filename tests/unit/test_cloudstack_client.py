@@ -135,6 +135,41 @@ def test_list_trusts_count_when_the_server_caps_the_page_size() -> None:
     assert len(fake.sent) == 3
 
 
+PAGE_LIMIT_TEXT = "Page size can't exceed max allowed page size value: 100"
+
+
+def refuse_above(limit: int, total: int, key: str = "virtualmachine") -> Callable[[dict[str, Any]], Any]:
+    """A cloud whose default.page.size is ``limit``: BaseListCmd.getPageSize refuses more with 431."""
+    serve = pages(total, key=key)
+
+    def answer(params: dict[str, Any]) -> Any:
+        if params["pagesize"] > limit:
+            raise api_error(431, f"Page size can't exceed max allowed page size value: {limit}")
+        return serve(params)
+    return answer
+
+
+def test_list_learns_a_lower_page_size_limit_once_and_pages_with_it() -> None:
+    c, fake = client_and_fake({"listVirtualMachines": [refuse_above(100, 250)] * 8})
+    assert [i["id"] for i in c.list("listVirtualMachines", listall=True)] == [f"vm-{i}" for i in range(250)]
+    assert [(p["page"], p["pagesize"]) for _c, p in fake.sent] == [(1, 500), (1, 100), (2, 100), (3, 100)]
+    fake.sent.clear()
+    # Learnt once: the next list asks for 100 at once.
+    assert len(c.list("listVirtualMachines")) == 250
+    assert [p["pagesize"] for _c, p in fake.sent] == [100, 100, 100]
+
+
+def test_other_431s_and_a_limit_no_lower_still_fail() -> None:
+    c = client({"listVirtualMachines": [api_error(431, "Unable to find zone by id=z1")]})
+    with pytest.raises(CloudStackError, match="zone"):
+        c.list("listVirtualMachines")
+    c = client({"listVirtualMachines": [api_error(431, "Page size can't exceed max allowed page size value: 500")]})
+    with pytest.raises(CloudStackError, match="max allowed page size value: 500"):
+        c.list("listVirtualMachines")
+    assert mod.page_size_limit(CloudStackError("listX", PAGE_LIMIT_TEXT, errorcode=431)) == 100
+    assert mod.page_size_limit(CloudStackError("listX", PAGE_LIMIT_TEXT, errorcode=530)) is None
+
+
 def test_list_of_nothing_is_an_empty_list() -> None:
     c = client({"listAffinityGroups": [{}]})
     assert c.list("listAffinityGroups") == []

@@ -90,6 +90,47 @@ def test_run_never_waits_past_the_deadline() -> None:
     assert len(calls) == 2 and clock.now < 1.0
 
 
+def test_an_unreachable_server_is_tried_until_the_deadline_not_the_attempts() -> None:
+    """A control node's API server restarting (connection refused) takes minutes, not six tries."""
+    clock = Clock()
+    deadline = Deadline(120.0, clock=clock)
+    calls: list[float] = []
+
+    def refused() -> None:
+        calls.append(clock.now)
+        raise Transient("connection refused", maybe_done=False)
+
+    with pytest.raises(Transient):
+        RetryPolicy(attempts=6).run(refused, deadline=deadline, sleep=clock.sleep, clock=clock)
+    assert len(calls) > 6 and 115.0 < clock.now <= 120.0
+
+    # An answered fault (a 503) or one that may have reached the server keeps the attempt cap.
+    for fault in (Transient("HTTP 503", status=503, maybe_done=False), Transient("reset by peer")):
+        calls.clear()
+
+        def answered(fault: Transient = fault) -> None:
+            calls.append(clock.now)
+            raise fault
+
+        with pytest.raises(Transient):
+            RetryPolicy(attempts=6).run(answered, deadline=Deadline(120.0, clock=clock), sleep=clock.sleep,
+                                        clock=clock)
+        assert len(calls) == 6
+
+
+def test_without_a_deadline_an_unreachable_server_is_tried_within_the_budget() -> None:
+    clock = Clock()
+    calls: list[float] = []
+
+    def refused() -> None:
+        calls.append(clock.now)
+        raise Transient("connection refused", maybe_done=False)
+
+    with pytest.raises(Transient):
+        RetryPolicy(attempts=2, budget=30.0).run(refused, sleep=clock.sleep, clock=clock)
+    assert len(calls) > 2 and clock.now <= 30.0
+
+
 def test_retry_log_counts_every_retry_and_settled_answer() -> None:
     log = RetryLog()
     log.retried("list nodes", "HTTP 503", 0.2)

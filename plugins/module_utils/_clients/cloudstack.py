@@ -38,6 +38,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
     CS_IMPORT_ERROR = str(exc)
 
 PAGE_SIZE = 500
+# BaseListCmd.getPageSize refuses a pagesize above default.page.size (it does not cap it).
+_PAGE_LIMIT = re.compile(r"Page size can't exceed max allowed page size value: (\d+)")
 DEFAULT_POLL_INTERVAL = 0.5
 DEFAULT_RETRIES = 5
 
@@ -178,6 +180,13 @@ def _read_cs_config() -> dict[str, Any]:
         return {}
 
 
+def page_size_limit(error: CloudStackError) -> Optional[int]:
+    """The cloud's default.page.size when ``error`` is its refusal of a larger pagesize, else None."""
+    found = _PAGE_LIMIT.search(str(error.errortext or "")) if error.errorcode == 431 else None
+    limit = int(found.group(1)) if found else 0
+    return limit if limit > 0 else None
+
+
 def list_key(response: Mapping[str, Any]) -> Optional[str]:
     """The key of the items in a list response: its one list value (``count`` sits next to it)."""
     keys = [k for k, v in response.items() if isinstance(v, list)]
@@ -226,6 +235,10 @@ class CloudStackClient:
             session=session,
         )
         self._sleep = time.sleep
+        #: The page size lists ask for: lowered once to what a cloud's default.page.size allows.
+        self.page_size = PAGE_SIZE
+        #: The batch's deadline while a batch runs: requests given none retry an outage until it.
+        self.deadline: Optional[Deadline] = None
 
     # -- public calls -------------------------------------------------------------------------
 
@@ -236,15 +249,25 @@ class CloudStackClient:
 
     def list(self, command: str, target: Optional[str] = None, deadline: Optional[Deadline] = None,
              **params: Any) -> list[dict[str, Any]]:
-        """All items of a list command, paged ``pagesize=500`` until ``count`` items are read."""
-        page_size = int(params.pop("pagesize", PAGE_SIZE))
+        """All items of a list command, paged ``pagesize=500`` (or the cloud's lower limit, learnt
+        from its refusal) until ``count`` items are read."""
+        page_size = int(params.pop("pagesize", self.page_size))
         params.pop("page", None)
         items: list[dict[str, Any]] = []
         seen: set[str] = set()
         page = 1
         while True:
-            response = self._request(command, dict(params, page=page, pagesize=page_size),
-                                     target=target, deadline=deadline)
+            try:
+                response = self._request(command, dict(params, page=page, pagesize=page_size),
+                                         target=target, deadline=deadline)
+            except CloudStackError as exc:
+                limit = page_size_limit(exc)
+                if limit is None or limit >= page_size:
+                    raise
+                # Pages of the old size do not line up with the new ones: read again from the first.
+                self.page_size = page_size = limit
+                items, seen, page = [], set(), 1
+                continue
             try:
                 key = list_key(response)
             except ValueError as exc:
@@ -384,6 +407,8 @@ class CloudStackClient:
 
     def _request(self, command: str, params: Mapping[str, Any], target: Optional[str],
                  deadline: Optional[Deadline]) -> dict[str, Any]:
+        deadline = deadline if deadline is not None else self.deadline
+
         def send() -> dict[str, Any]:
             try:
                 return self._send(command, params, deadline)

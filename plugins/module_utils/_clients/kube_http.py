@@ -164,6 +164,9 @@ class KubeHttp:
         if isinstance(fault, _AnsweredTransient):
             return fault.answer
         if isinstance(fault, _TransportFault):
+            if fault.unreachable and self.deadline is not None:
+                raise KubernetesError(fault.error.action, f"the Kubernetes API was unreachable until the batch "
+                                                          f"deadline ({fault.message})")
             raise fault.error
         raise KubernetesError(action, fault.message)
 
@@ -223,12 +226,14 @@ class KubeHttp:
         reason = getattr(inner, "reason", None)
         while isinstance(reason, BaseException):
             inner, reason = reason, getattr(reason, "reason", None)
-        if isinstance(inner, TimeoutError) or (HAS_KUBERNETES and isinstance(
-                inner, (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ConnectTimeoutError))):
+        # NewConnectionError (refused: nothing listens, as while the endpoint's control node
+        # restarts) is a subclass of ConnectTimeoutError in urllib3: looked at first, and retried.
+        refused = HAS_KUBERNETES and isinstance(inner, urllib3.exceptions.NewConnectionError)
+        if not refused and (isinstance(inner, TimeoutError) or (HAS_KUBERNETES and isinstance(
+                inner, (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ConnectTimeoutError)))):
             # request_timeout is the operator's bound on one request: a slow server is not
             # asked again (client-go does not retry a timeout either).
             return error
-        refused = HAS_KUBERNETES and isinstance(inner, urllib3.exceptions.NewConnectionError)
         return _TransportFault(error, maybe_done=not refused)
 
     # -- errors ----------------------------------------------------------------------------------

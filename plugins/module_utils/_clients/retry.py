@@ -57,6 +57,12 @@ class Transient(Exception):
         self.retry_after = retry_after
         self.maybe_done = maybe_done
 
+    @property
+    def unreachable(self) -> bool:
+        """The server was never reached (connection refused, not established): it is down or
+        restarting, which takes as long as it takes, not a few tries."""
+        return not self.maybe_done and self.status is None
+
 
 def parse_retry_after(value: Any) -> Optional[float]:
     """Seconds from a Retry-After header (delta-seconds only: API servers send no HTTP dates)."""
@@ -93,10 +99,13 @@ class RetryPolicy:
         step = min(self.max_delay, self.base_delay * 2 ** max(0, retry - 1))
         return step / 2 + uniform(0, step / 2)
 
-    def may_retry(self, retry: int, wait: float, deadline: Optional[Deadline], spent: float) -> bool:
+    def may_retry(self, retry: int, wait: float, deadline: Optional[Deadline], spent: float,
+                  unreachable: bool = False) -> bool:
         """Whether retry number ``retry``, after waiting ``wait`` s, still fits (``spent``: seconds
-        since the first try)."""
-        if retry >= self.attempts:
+        since the first try). A server that is ``unreachable`` (an API server whose control node
+        restarts, a management server restarting) is tried until the deadline or budget, however
+        many tries that takes."""
+        if retry >= self.attempts and not unreachable:
             return False
         if deadline is not None:
             return deadline.remaining() > wait
@@ -116,7 +125,7 @@ class RetryPolicy:
             except Transient as fault:
                 retry += 1
                 wait = self.delay(retry, fault.retry_after, rng)
-                if not self.may_retry(retry, wait, deadline, clock() - started):
+                if not self.may_retry(retry, wait, deadline, clock() - started, unreachable=fault.unreachable):
                     raise
                 if on_retry is not None:
                     on_retry(fault, wait)

@@ -82,9 +82,11 @@ class BatchCycle:
         result = BatchResult(nodes=list(self.names), check_mode=self.options.check_mode, started=time.time(),
                              phase=phase)
         deadline = Deadline(seconds_left(self.options.batch_timeout, self.options.batch_started, result.started))
-        if hasattr(self.kube, "deadline"):
-            # The Kubernetes client's retries wait no longer than the batch may run.
-            self.kube.deadline = deadline
+        for client in (self.kube, self.cloud):
+            if hasattr(client, "deadline"):
+                # The clients' retries (through an API server or management server that is down)
+                # wait no longer than the batch may run, and as long.
+                client.deadline = deadline
         try:
             if not self.names:
                 return result
@@ -153,8 +155,9 @@ class BatchCycle:
             result.ended = time.time()
             result.retries = retry_report(("cloudstack", getattr(self.cloud, "retry_log", None)),
                                           ("kubernetes", getattr(self.kube, "retry_log", None)))
-            if hasattr(self.kube, "deadline"):
-                self.kube.deadline = None
+            for client in (self.kube, self.cloud):
+                if hasattr(client, "deadline"):
+                    client.deadline = None
         return result
 
     def return_nodes_that_are_back(self, view: ClusterView) -> list[dict[str, str]]:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, DeadlineExceeded, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.after_stop import put_back_cause, refused_after_stop
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import (
     LB_EXCLUSION_LABEL,
     ExclusionDecision,
@@ -178,6 +179,8 @@ class NodeCycle:
             self.result.outcome = PHASE_OUTCOMES[phase]
         except StepFailed as exc:
             self.failure = exc
+            if self.options.put_back_on_refusal and refused_after_stop(exc.step, exc.details):
+                self.failure = self._put_back_after(exc)
         except Exception as exc:  # a bug must still end this node's thread with a result
             self.failure = StepFailed(self.node.name, self.result.steps[-1].name if self.result.steps else "cycle",
                                       f"{type(exc).__name__}: {exc}")
@@ -186,6 +189,38 @@ class NodeCycle:
             self.result.error = {"step": self.failure.step, "message": self.failure.msg,
                                  **{k: v for k, v in self.failure.details.items() if k not in ("node", "step")}}
         self.result.ended = time.time()
+
+    def _put_back_after(self, refusal: StepFailed) -> StepFailed:
+        """CloudStack refused a change of the Stopped VM: start it on what it has now, see it back and
+        return it to service, so that a refusal never leaves a drained node down. The batch still
+        fails with the refusal (the node stays out of date; the next run retries it). A put-back
+        that fails leaves the node as it is, cordoned, for the rerun to resume."""
+        answer = {k: v for k, v in refusal.details.items() if k not in ("node", "step")}
+        refused = step_failure_cause(refusal)
+        try:
+            self._step("start", self._run_start)
+            self._step("verify", self._verify_put_back)
+            if self._k8s and self._ours:
+                self._step("uncordon", self._run_uncordon)
+            elif self._k8s and self._marks_left():
+                self._step("unmark", self._run_unmark)
+        except StepFailed as failed:
+            why = f"{failed.step}: {step_failure_cause(failed)}"
+            return StepFailed(self.node.name, refusal.step, put_back_cause(refused, why, False),
+                              **answer, put_back=False)
+        return StepFailed(self.node.name, refusal.step, put_back_cause(refused, None, self._ours),
+                          **answer, put_back=True)
+
+    def _verify_put_back(self) -> str:
+        """As verify, but the VM still differs from the settings: that is what was refused."""
+        parts = [self._wait_until_back()] if self._k8s else []
+        state = self._read_vm().get("state")
+        if state != "Running":
+            raise StepFailed(self.node.name, "verify", f"VM is {state}")
+        parts.append("VM Running on what it had (still out of date)")
+        if self._needs_etcd:
+            parts.append(self._wait_for_etcd())
+        return "; ".join(parts)
 
     # -- the steps ----------------------------------------------------------------------------------
 

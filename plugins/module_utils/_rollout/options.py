@@ -43,6 +43,8 @@ class CycleOptions:
     batch_started: Optional[float] = None  # Unix time the batch's first phase started (None: now)
     #: The workers one batch may take down, clamped as the plan clamps it (None: not checked).
     max_unavailable: Optional[int] = None
+    #: A change CloudStack refuses after the stop starts the node again on what it has (off: left Stopped).
+    put_back_on_refusal: bool = True
 
 
 class BatchContext(Protocol):

@@ -15,6 +15,9 @@ resizeVolume                   the ROOT volume                  the volume is th
 updateVMAffinityGroup          the VM                           the VM has exactly the groups
 startVirtualMachine            the VM                           the VM is Running
 ============================== ================================ ===========================
+
+A start answered 431 "already running" (the VM was started meanwhile), or one whose job failed
+while the VM came up all the same, counts as started.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 GIB = 1024 ** 3
+#: ApiErrorCode.PARAM_ERROR, as a start of a Running VM is answered.
+ALREADY_RUNNING_CODE = 431
 
 
 class VmChanges:
@@ -78,8 +83,17 @@ class VmChanges:
                                      affinitygroupids=",".join(group_ids))
 
     def start(self, deadline: Deadline) -> str:
-        return self.cloud.run_change("startVirtualMachine", deadline, lambda: self._state_is("Running"),
-                                     instance_id=self.vm_id, target=self.target, id=self.vm_id)
+        try:
+            return self.cloud.run_change("startVirtualMachine", deadline, lambda: self._state_is("Running"),
+                                         instance_id=self.vm_id, target=self.target, id=self.vm_id)
+        except CloudStackError as exc:
+            # UserVmManagerImpl.startVirtualMachine refuses a Running VM with 431 ("... is already
+            # running"): someone else, or an earlier run whose answer was lost, started it.
+            if not self._state_is("Running"):
+                raise
+            # A job failed by a management server restart (530, no result) whose start the
+            # hypervisor finished all the same is a start too.
+            return "already running" if exc.errorcode == ALREADY_RUNNING_CODE else "the VM is Running after all"
 
 
 def settled(detail: str, how: str) -> str:

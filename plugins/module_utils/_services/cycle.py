@@ -79,6 +79,7 @@ def cycle_options(params: Mapping[str, Any], check_mode: bool, max_unavailable: 
         phase=phase_of(params),
         batch_started=None if params.get("batch_started") is None else float(params["batch_started"]),
         max_unavailable=max_unavailable,
+        put_back_on_refusal=params.get("put_back_on_refusal") is not False,
     )
 
 
