@@ -49,7 +49,7 @@ class CallbackModule(CallbackBase):
         if ignore_errors:
             return
         found = result._result if isinstance(result._result, dict) else {}
-        entry = {key: str(found[key]) for key in KEPT_KEYS if found.get(key) is not None}
+        entry: dict[str, Any] = {key: str(found[key]) for key in KEPT_KEYS if found.get(key) is not None}
         entry.update(host=result._host.get_name(), task=result._task.get_name(), failed=True)
         self.failures.append(entry)
 

@@ -100,7 +100,7 @@ def cluster_outcome(cluster: str, rc: int, failures: Mapping[str, Any],
 def fleet_report(results: Sequence[Mapping[str, Any]], run_id: str, started: Optional[str],
                  ended: Optional[str]) -> dict[str, Any]:
     """The fleet report: each cluster's outcome (as the fleet's rollout module returned it) and the counts."""
-    clusters = [
+    clusters: list[dict[str, Any]] = [
         {"cluster": r.get("cluster"), "outcome": r.get("outcome"), "nodes_restarted": list(r.get("nodes_restarted") or []),
          "last_error": r.get("last_error"), "locked_by": r.get("locked_by"), "seconds": r.get("seconds"),
          "started": r.get("started"), "ended": r.get("ended"), "report_path": r.get("report_path"),
@@ -109,7 +109,7 @@ def fleet_report(results: Sequence[Mapping[str, Any]], run_id: str, started: Opt
     ]
     counts = {name: sum(1 for c in clusters if c["outcome"] == name) for name in OUTCOMES}
     return {"run_id": run_id, "started": started, "ended": ended, "clusters": clusters, "counts": counts,
-            "nodes_restarted": sum(len(c["nodes_restarted"]) for c in clusters)}
+            "nodes_restarted": sum(len(c["nodes_restarted"] or []) for c in clusters)}
 
 
 def fleet_summary(report: Mapping[str, Any]) -> list[str]:
