@@ -74,7 +74,7 @@ options:
     type: int
     default: 0
   cwd:
-    description: The folder the rollout runs in (relative hook paths are taken from it); by default the cluster's folder.
+    description: The folder the rollout runs in (relative hook paths are taken from it); by default the folder C(ansible-playbook) runs in.
     type: path
 notes:
   - The connection (C(CLOUDSTACK_*), C(K8S_AUTH_*)) reaches the rollout through the environment, as an AWX credential

@@ -25,10 +25,11 @@ from typing import Any, Iterator
 import pytest
 import rollout_helpers as rh
 import yaml
-from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, SimHandle, running_sim
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ROOT, SimHandle, running_sim
 
 pytestmark = pytest.mark.timeout(1800)
 
+AWX_PROJECT = Path(ROOT) / "extensions" / "awx" / "project"
 NEW_OFFERING = "cks-medium"
 FAST = {"rollout_poll_interval": 0.2, "rollout_eviction_retry_interval": 0.3, "rollout_delete_emptydir_data": True,
         "rollout_batch_timeout": 300, "rollout_validate_interval": 1}
@@ -182,7 +183,9 @@ def runner_job(sim: SimHandle, data_dir: Path, inv: Path, job_id: int, variables
     env = {key: value for key, value in rh.playbook_env(sim, str(data_dir)).items()
            if key.startswith(("ANSIBLE_", "CLOUDSTACK_", "K8S_AUTH_")) or key == "PATH"}
     env.update(ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_PYTHON_INTERPRETER=PYTHON)
-    return ansible_runner.run_async(private_data_dir=str(data_dir), playbook="cloudstack.cks.fleet", inventory=str(inv),
+    # The job template's project and playbook, as AWX runs them.
+    return ansible_runner.run_async(private_data_dir=str(data_dir), project_dir=str(AWX_PROJECT), playbook="fleet.yml",
+                                    inventory=str(inv),
                                     extravars=dict(variables, awx_job_id=job_id), envvars=env, forks=3, quiet=True)
 
 

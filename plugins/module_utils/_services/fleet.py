@@ -113,7 +113,7 @@ def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str,
             os.unlink(stale)
     write_private(vars_path, variables)
     try:
-        run = runner.run(params["playbook"], vars_path, log_path, failures_path, cwd=params["cwd"] or folder,
+        run = runner.run(params["playbook"], vars_path, log_path, failures_path, cwd=params["cwd"] or os.getcwd(),
                          timeout=float(params["timeout"]) or None)
     finally:
         os.unlink(vars_path)
