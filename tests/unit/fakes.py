@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
+import os
 import threading
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import EvictionResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import PlaybookRun
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
@@ -264,3 +267,26 @@ class FakeQuorumClient:
     def check(self, going_down: Sequence[str] = (), require_ready: bool = True) -> Any:
         self.asked.append((list(going_down), require_ready))
         return _answer(self.verdict)
+
+
+class FakePlaybookRunner:
+    """Stands in for ``PlaybookRunner``: records each run, and plays one cluster's rollout by writing what
+    the real run leaves behind (its report, its failed tasks) as ``script(variables)`` says."""
+
+    def __init__(self, script: Callable[[dict[str, Any]], tuple[int, Optional[dict[str, Any]], list[dict[str, Any]]]]) -> None:
+        self.script = script
+        self.runs: list[dict[str, Any]] = []
+
+    def run(self, playbook: str, vars_path: str, log_path: str, failures_path: str, cwd: str,
+            timeout: Optional[float] = None, extra_args: Sequence[str] = ()) -> Any:
+        with open(vars_path, encoding="utf-8") as fh:
+            variables = json.load(fh)
+        self.runs.append({"playbook": playbook, "vars": variables, "mode": os.stat(vars_path).st_mode & 0o777, "cwd": cwd,
+                          "timeout": timeout})
+        rc, report, failures = self.script(variables)
+        if report is not None:
+            with open(variables["rollout_report_path"], "w", encoding="utf-8") as fh:
+                json.dump(report, fh)
+        with open(log_path, "w", encoding="utf-8") as fh:
+            fh.write("PLAY RECAP\n")
+        return PlaybookRun(rc, {"failures": failures})

@@ -112,7 +112,7 @@ def test_node_overrides_and_per_type_groups():
     assert len({vm.host_id for vm in controls}) == 3  # strict anti-affinity at placement
 
 
-@pytest.mark.parametrize("name", ["small", "large", "external-etcd"])
+@pytest.mark.parametrize("name", ["small", "large", "external-etcd", "fleet"])
 def test_example_specs_build(name):
     import os
 

@@ -1,0 +1,175 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+"""The fleet's wall time against its slowest cluster rolled alone.
+
+    .venv/bin/python bench/fleet.py                 # 12 clusters, fleet_parallel 12, time scale 0.5
+    .venv/bin/python bench/fleet.py --smoke         # 3 clusters of 1 worker, a tiny run of the same machinery
+    .venv/bin/python bench/fleet.py --clusters 6 --time-scale 1.0
+
+1. cks-sim with N clusters (1 control node, W workers each, the same workloads), and playbooks/fleet.yml
+   over all of them at ``fleet_parallel`` N (forks N): the fleet's wall time, each cluster's time.
+2. A fresh cks-sim of the same spec, and playbooks/rollout.yml for the slowest cluster of step 1 alone.
+
+The ratio fleet / alone is what running many clusters at once costs over one; the target is 1.25 at
+a time scale where the machine's CPU is not the limit (each rollout then mostly waits on the
+simulated cloud, as it waits on a real one). The CPU the controller used (user + system of the
+ansible-playbook process tree) is reported next to the wall time, to tell whether it was the limit.
+Results: bench/results/fleet.json (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import yaml
+from simproc import ROOT, TIMINGS
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+from cks_sim import harness  # noqa: E402  pylint: disable=wrong-import-position
+
+VENV_BIN = os.path.join(ROOT, ".venv", "bin")
+COLLECTIONS = os.path.join(ROOT, ".venv", "collections")
+TARGET_RATIO = 1.25
+
+
+def fleet_spec(clusters: int, workers: int, time_scale: float) -> dict[str, Any]:
+    """N clusters of one control node and ``workers`` workers; no PDB, so a drain is one pod termination."""
+    return {
+        "time_scale": time_scale, "seed": 18, "timings": dict(TIMINGS),
+        "zone": {"name": "zone-1"},
+        "account": {"name": "admin", "domain": "ROOT", "apikey": "bench-api-key", "secretkey": "bench-secret-key"},
+        "hosts": [{"name": f"kvm-{i}", "cpu": 256, "memory": 1048576} for i in range(1, 5)],
+        "disk_offerings": [{"name": "custom-root", "size": 0, "iscustomized": True}],
+        "service_offerings": [{"name": "cks-small", "cpu": 1, "memory": 2048}, {"name": "cks-medium", "cpu": 2, "memory": 4096}],
+        "affinity_groups": [{"name": "dedicated-admin", "type": "ExplicitDedication"}],
+        "clusters": [{"name": f"fleet-{i:02d}", "control_nodes": 1, "workers": workers, "offering": "cks-small",
+                      "root_disk_offering": "custom-root"} for i in range(1, clusters + 1)],
+        "workloads": [{"kind": "DaemonSet", "namespace": "kube-system", "name": "kube-proxy"},
+                      {"kind": "Deployment", "namespace": "default", "name": "web", "replicas": workers}],
+        "pdbs": [],
+        "invariants": {"max_unavailable": {"control": 1, "etcd": 1, "worker": 1}},
+    }
+
+
+def playbook_env(env: dict[str, Any], work: str) -> dict[str, str]:
+    out = dict(os.environ)
+    out.update({
+        "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_LOCAL_TEMP": os.path.join(work, "tmp"), "ANSIBLE_HOME": os.path.join(work, "home"),
+        "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "ANSIBLE_PIPELINING": "1",
+        "ANSIBLE_PYTHON_INTERPRETER": os.path.join(VENV_BIN, "python"),
+        "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
+        "CLOUDSTACK_ENDPOINT": env["cloudstack_endpoint"], "CLOUDSTACK_KEY": env["cloudstack_key"],
+        "CLOUDSTACK_SECRET": env["cloudstack_secret"], "K8S_AUTH_SSL_CA_CERT": env["kube_ca"],
+    })
+    out.pop("K8S_AUTH_KUBECONFIG", None)
+    return out
+
+
+def run_timed(command: list[str], env: dict[str, str], cwd: str, log: str) -> tuple[int, float, float]:
+    """(exit code, wall seconds, CPU seconds of the process tree)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    with open(log, "w", encoding="utf-8") as fh:
+        rc = subprocess.run(command, env=env, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, check=False).returncode
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return rc, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+ROLLOUT_VARS = {"rollout_poll_interval": 0.2, "rollout_eviction_retry_interval": 0.3, "rollout_batch_timeout": 1800,
+                "rollout_validate_interval": 1}
+
+
+def start_sim(spec: dict[str, Any], work: str, name: str) -> harness.SimProcess:
+    spec_path = os.path.join(work, f"{name}.yml")
+    with open(spec_path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(spec, fh)
+    # No real etcd: only workers change, so no etcd check is asked for, and 12 etcd members would
+    # only add CPU load that is not the fleet's.
+    return harness.SimProcess.start(spec_path, os.path.join(work, f"{name}-state"), "--no-etcd", ready_timeout=180)
+
+
+def roll_fleet(spec: dict[str, Any], work: str, parallel: int) -> dict[str, Any]:
+    with start_sim(spec, work, "fleet") as sim:
+        hosts = {c["name"]: {"id": c["id"]} for c in sim.env["clusters"]}
+        inventory = os.path.join(work, "inventory.yml")
+        with open(inventory, "w", encoding="utf-8") as fh:
+            yaml.safe_dump({"all": {"children": {"fleet": {"hosts": hosts}}}}, fh)
+        report_path = os.path.join(work, "fleet-report.json")
+        variables = dict(ROLLOUT_VARS, fleet_group="fleet", fleet_parallel=parallel, fleet_node_offerings={"worker": "cks-medium"},
+                         fleet_work_dir=os.path.join(work, "runs"), fleet_report_path=report_path)
+        vars_path = os.path.join(work, "fleet-vars.json")
+        with open(vars_path, "w", encoding="utf-8") as fh:
+            json.dump(variables, fh)
+        rc, wall, cpu = run_timed([os.path.join(VENV_BIN, "ansible-playbook"), "cloudstack.cks.fleet", "-i", inventory,
+                                   "-e", f"@{vars_path}", "--forks", str(parallel)],
+                                  playbook_env(sim.env, work), work, os.path.join(work, "fleet.log"))
+        with open(report_path, encoding="utf-8") as fh:
+            report = json.load(fh)
+    return {"rc": rc, "wall": round(wall, 1), "cpu": round(cpu, 1), "report": report}
+
+
+def roll_alone(spec: dict[str, Any], work: str, cluster: str) -> dict[str, Any]:
+    with start_sim(spec, work, "alone") as sim:
+        variables = dict(ROLLOUT_VARS, rollout_cluster=cluster, rollout_node_offerings={"worker": "cks-medium"})
+        vars_path = os.path.join(work, "alone-vars.json")
+        with open(vars_path, "w", encoding="utf-8") as fh:
+            json.dump(variables, fh)
+        rc, wall, cpu = run_timed([os.path.join(VENV_BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "rollout.yml"),
+                                   "-e", f"@{vars_path}"], playbook_env(sim.env, work), work, os.path.join(work, "alone.log"))
+    return {"rc": rc, "wall": round(wall, 1), "cpu": round(cpu, 1), "cluster": cluster}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="3 clusters of 1 worker at time scale 0.02")
+    parser.add_argument("--clusters", type=int, default=12)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--time-scale", type=float, default=0.5)
+    parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    args = parser.parse_args()
+    clusters, workers, scale = (3, 1, 0.02) if args.smoke else (args.clusters, args.workers, args.time_scale)
+    spec = fleet_spec(clusters, workers, scale)
+    work = tempfile.mkdtemp(prefix="cks-bench-fleet-")
+    try:
+        fleet = roll_fleet(spec, work, parallel=clusters)
+        entries = fleet["report"]["clusters"]
+        slowest = max(entries, key=lambda e: e.get("seconds") or 0)
+        alone = roll_alone(spec, work, slowest["cluster"])
+    finally:
+        logs = {name: open(os.path.join(work, name), encoding="utf-8").read()[-4000:]
+                for name in ("fleet.log", "alone.log") if os.path.exists(os.path.join(work, name))}
+        shutil.rmtree(work, ignore_errors=True)
+    ratio = round(fleet["wall"] / alone["wall"], 2) if alone["wall"] else None
+    result = {
+        "smoke": args.smoke, "clusters": clusters, "workers_per_cluster": workers, "fleet_parallel": clusters,
+        "time_scale": scale, "cpu_count": os.cpu_count(), "load_average_after": list(os.getloadavg()),
+        "fleet": {"rc": fleet["rc"], "wall": fleet["wall"], "cpu": fleet["cpu"], "counts": fleet["report"]["counts"],
+                  "cluster_seconds": {e["cluster"]: e.get("seconds") for e in entries}},
+        "slowest_alone": alone, "ratio": ratio, "target": TARGET_RATIO,
+        "verdict": "met" if ratio is not None and ratio <= TARGET_RATIO else "not met",
+    }
+    if fleet["rc"] != 0 or alone["rc"] != 0:
+        result["logs"] = logs
+    os.makedirs(args.out, exist_ok=True)
+    name = "fleet-smoke.json" if args.smoke else "fleet.json"
+    with open(os.path.join(args.out, name), "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2)
+    print(f"fleet of {clusters} at fleet_parallel {clusters}: {fleet['wall']} s (controller CPU {fleet['cpu']} s); "
+          f"slowest ({alone['cluster']}) alone: {alone['wall']} s (CPU {alone['cpu']} s); ratio {ratio} "
+          f"(target <= {TARGET_RATIO}: {result['verdict']})")
+    return 0 if fleet["rc"] == 0 and alone["rc"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

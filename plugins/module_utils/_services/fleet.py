@@ -1,0 +1,133 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+"""The service behind cks_fleet_rollout: roll one cluster of a fleet as its own rollout run.
+
+Each cluster gets a folder in the fleet run's folder: the variables of its run (0600, removed
+once the run ends: they may hold the API secret), the run's log, its rollout report and its
+outcome. The outcomes of the other clusters, read from their folders, tell whether the fleet
+already saw ``max_failed`` failures; the check is made when this cluster's turn comes (throttle
+lets it start), so a cluster failing meanwhile is counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from datetime import datetime, timezone
+from typing import Any, Mapping, Optional
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import PlaybookRunner
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import ClusterOutcome, cluster_outcome, start_refusal
+
+OUTCOME_FILE = "outcome.json"
+#: Set by the fleet for each cluster; given in rollout_vars they would break the bookkeeping.
+FLEET_OWNED_VARS = ("rollout_cluster", "rollout_report_path", "rollout_run_id")
+
+
+def folder_name(cluster: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", cluster) or "_"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FleetRunFolder:
+    """The fleet run's folder: one sub-folder per cluster, each with its outcome once it ended."""
+
+    def __init__(self, path: str) -> None:
+        if not os.path.isdir(path):
+            raise InvalidInput("fleet_dir", path, "no such directory; the fleet playbook creates it before the first cluster")
+        self.path = path
+
+    def cluster_folder(self, cluster: str) -> str:
+        folder = os.path.join(self.path, folder_name(cluster))
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        return folder
+
+    def failed_clusters(self) -> list[str]:
+        failed = []
+        for entry in sorted(os.listdir(self.path)):
+            path = os.path.join(self.path, entry, OUTCOME_FILE)
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    found = json.load(fh)
+            except (OSError, ValueError):
+                continue
+            if found.get("outcome") == "failed":
+                failed.append(str(found.get("cluster")))
+        return failed
+
+    def write_outcome(self, cluster: str, result: Mapping[str, Any]) -> None:
+        folder = self.cluster_folder(cluster)
+        partial = os.path.join(folder, OUTCOME_FILE + ".part")
+        with open(partial, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+        os.replace(partial, os.path.join(folder, OUTCOME_FILE))
+
+
+def read_report(path: str) -> Optional[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            found = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def write_private(path: str, content: Mapping[str, Any]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(content, fh)
+
+
+def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str, Any]:
+    """Roll ``params['cluster']`` with the rollout playbook, unless the fleet already failed enough."""
+    cluster = str(params["cluster"])
+    name = str(params.get("name") or cluster)
+    given = dict(params.get("rollout_vars") or {})
+    owned = sorted(name for name in FLEET_OWNED_VARS if name in given)
+    if owned:
+        raise InvalidInput("rollout_vars", owned, "set by the fleet for each cluster; leave them out")
+    if not os.path.isfile(params["playbook"]):
+        raise InvalidInput("playbook", params["playbook"], "no such playbook file")
+    fleet = FleetRunFolder(params["fleet_dir"])
+    started = utc_now()
+    begun = time.monotonic()
+    refusal = start_refusal(fleet.failed_clusters(), int(params["max_failed"]))
+    if refusal is not None:
+        outcome = ClusterOutcome(name, "not_started", last_error=refusal)
+        return finish(fleet, outcome, cluster, started, begun, report_path=None, log_path=None)
+    folder = fleet.cluster_folder(name)
+    report_path = os.path.join(folder, "report.json")
+    log_path = os.path.join(folder, "rollout.log")
+    failures_path = os.path.join(folder, "failures.json")
+    vars_path = os.path.join(folder, "vars.json")
+    variables = dict(given, rollout_cluster=cluster, rollout_report_path=report_path, rollout_run_id=params["run_id"])
+    for stale in (report_path, vars_path, failures_path):
+        if os.path.exists(stale):
+            os.unlink(stale)
+    write_private(vars_path, variables)
+    try:
+        run = runner.run(params["playbook"], vars_path, log_path, failures_path, cwd=params["cwd"] or os.getcwd(),
+                         timeout=float(params["timeout"]) or None)
+    finally:
+        os.unlink(vars_path)
+    outcome = cluster_outcome(name, run.rc, run.output, read_report(report_path))
+    if run.timed_out:
+        outcome.outcome = "failed"
+        outcome.last_error = (f"the rollout of {name} ran past timeout={params['timeout']} s and was stopped; "
+                              f"run the fleet again to resume it ({outcome.last_error or 'no error recorded'})")
+    return finish(fleet, outcome, cluster, started, begun, report_path if os.path.exists(report_path) else None, log_path)
+
+
+def finish(fleet: FleetRunFolder, outcome: ClusterOutcome, cluster_id: str, started: str, begun: float, report_path: Optional[str],
+           log_path: Optional[str]) -> dict[str, Any]:
+    result = dict(outcome.to_dict(), cluster_id=cluster_id, started=started, ended=utc_now(), seconds=round(time.monotonic() - begun, 1),
+                  report_path=report_path, log_path=log_path)
+    fleet.write_outcome(outcome.cluster, result)
+    return dict(result, changed=bool(outcome.nodes_restarted), rollout_failed=outcome.failed)
