@@ -134,6 +134,7 @@ groups:
   needs_rollout: (cks_out_of_date_total | default(0)) > 0
 out_of_date: true
 
+---
 # east.cks.yml - only the running clusters of one zone, with their nodes, cached for an hour
 plugin: cloudstack.cks.clusters
 filters:
