@@ -101,3 +101,20 @@ def test_a_customer_key_sees_only_its_own_clusters(sim_factory):
     admin = handle.cs()
     assert len(admin.listKubernetesClusters(fetch_list=True)) == 1  # without listall: its own (ops-tools)
     assert len(admin.listKubernetesClusters(fetch_list=True, listall=True)) == 12
+
+
+def test_projectid_minus_one_lists_the_projects_clusters_the_caller_may_see(sim_factory):
+    """``ParamProcessWorker.translateUuidToInternalId`` passes "-1" through for any uuid parameter, and
+    ``AccountManagerImpl.buildACLSearchParameters`` reads projectid=-1 as "the projects' resources":
+    all projects for a root admin, the caller's projects for a user. Without it, listall leaves them out."""
+    handle = sim_factory(spec=_raw(os.path.join(EXAMPLES, "tenants.yml")))
+    root = handle.cs(key="root-key", secret="root-secret")
+    assert sorted(c["name"] for c in root.listKubernetesClusters(fetch_list=True, listall=True)) == ["alice-k8s"]
+    projects = root.listKubernetesClusters(fetch_list=True, listall=True, projectid="-1")
+    assert [c["name"] for c in projects] == ["platform-k8s"]
+    alice = handle.cs(key="alice-key", secret="alice-secret")
+    assert [c["name"] for c in alice.listKubernetesClusters(fetch_list=True, projectid="-1")] == ["platform-k8s"]
+    bob = handle.cs(key="bob-key", secret="bob-secret")
+    assert bob.listKubernetesClusters(fetch_list=True, projectid="-1") == []
+    with pytest.raises(Exception, match="Invalid parameter projectid value=-2"):
+        root.listKubernetesClusters(projectid="-2")
