@@ -1,7 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 """The ``cloudstack.cks.clusters`` inventory at fleet scale: 200 CKS clusters (tests/sim/examples/
-fleet-200.yml, no etcd, no workloads) listed without ``out_of_date``.
+inventory-200.yml, no etcd, no workloads) listed without ``out_of_date``.
 
     .venv/bin/python bench/inventory.py              # 3 runs; writes bench/results/inventory.json and .md
     .venv/bin/python bench/inventory.py --runs 1
@@ -35,7 +35,7 @@ if HERE not in sys.path:
 
 from simproc import ROOT, harness  # noqa: E402
 
-SPEC = os.path.join(ROOT, "tests", "sim", "examples", "fleet-200.yml")
+SPEC = os.path.join(ROOT, "tests", "sim", "examples", "inventory-200.yml")
 COLLECTIONS = os.path.join(ROOT, ".venv", "collections")
 ANSIBLE_INVENTORY = os.path.join(ROOT, ".venv", "bin", "ansible-inventory")
 TARGET_SECONDS = 3.0

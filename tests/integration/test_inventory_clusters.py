@@ -1,5 +1,5 @@
 """The ``cloudstack.cks.clusters`` inventory plugin, run by ``ansible-inventory`` against cks-sim's fleet
-(tests/sim/examples/fleet.yml: 12 clusters of 3 customer accounts and the admin's, in 2 zones).
+(tests/sim/examples/inventory.yml: 12 clusters of 3 customer accounts and the admin's, in 2 zones).
 
 Every check reads what CloudStack answers with the real ``cs`` client and compares it with what the
 plugin listed, so nothing here is a copy of an expected inventory.
@@ -92,7 +92,7 @@ def members(inventory: dict[str, Any], group: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    raw = load_raw_spec("fleet.yml")
+    raw = load_raw_spec("inventory.yml")
     with InProcessSim.start(raw, str(tmp_path_factory.mktemp("fleet-sim")), etcd=False) as sim:
         yield Fleet(sim, tmp_path_factory.mktemp("fleet-inventory"))
 

@@ -25,8 +25,8 @@ from cks_sim.spec import SpecError, load_spec, normalize
 from simkit import TEST_TIME_SCALE, small_spec
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
-FLEET = os.path.join(EXAMPLES, "fleet.yml")
-FLEET_200 = os.path.join(EXAMPLES, "fleet-200.yml")
+FLEET = os.path.join(EXAMPLES, "inventory.yml")
+FLEET_200 = os.path.join(EXAMPLES, "inventory-200.yml")
 
 
 def _raw(path: str) -> dict[str, Any]:
