@@ -26,6 +26,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import analysis  # noqa: E402
+import inventory as inventory_bench  # noqa: E402
 import timeline as timeline_svg  # noqa: E402
 from planning import planning_scale  # noqa: E402
 from rollout import RolloutRun, run_rollout  # noqa: E402
@@ -380,6 +381,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", f"1,000 nodes ≤ 3 s: {_yes(v.get('plan_1000_le_3s'))}; ≤ 10 CloudStack and ≤ 5 Kubernetes calls: "
                   f"{_yes(v.get('plan_1000_calls'))}; linear or better: {_yes(v.get('plan_linear'))}"
                   + (f" (marginal {marginal[0]} then {marginal[1]} ms per node)." if marginal else "."), ""]
+    lines += inventory_bench.saved_markdown(os.path.join(HERE, "results"))
     return "\n".join(lines) + "\n"
 
 

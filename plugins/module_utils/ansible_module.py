@@ -57,6 +57,15 @@ def _validate_certs_from_no_tls_verify() -> bool:
         raise AnsibleFallbackNotFound
 
 
+def validate_certs_from_environment() -> Optional[bool]:
+    """``validate_certs`` from CLOUDSTACK_DANGEROUS_NO_TLS_VERIFY (see above), None when it is unset or not a
+    boolean: for the inventory plugin, whose options have no fallback functions."""
+    try:
+        return _validate_certs_from_no_tls_verify()
+    except AnsibleFallbackNotFound:
+        return None
+
+
 def cloudstack_argument_spec() -> dict[str, dict[str, Any]]:
     """The CloudStack connection options (names and variables of ngine_io.cloudstack).
 

@@ -29,6 +29,7 @@ LAYERS = (
     "module_utils.ansible_module",  # AnsibleModule glue: argument specs, failing in one place
     "filter",
     "modules",
+    "inventory",
 )
 
 
@@ -42,7 +43,7 @@ def layer_of(dotted: str) -> int:
 
 def sources() -> dict[str, Path]:
     found = {}
-    for folder in ("module_utils", "modules", "filter"):
+    for folder in ("module_utils", "modules", "filter", "inventory"):
         for path in sorted((ROOT / "plugins" / folder).rglob("*.py")):
             if path.name == "__init__.py":
                 continue

@@ -27,12 +27,13 @@ class ClusterSession:
     ``cloud``: CloudStackClient; ``connect_kube``: see ``KubeConnector``; ``needs_cluster_id``: the
     Kubernetes client is built from the cluster's own kubeconfig (getKubernetesClusterConfig), which
     needs the cluster's id, so the cluster is looked up before the first Kubernetes call. ``kube``: a
-    client made already (a test's, or a caller's); ``diff``: the module runs with --diff.
+    client made already (a test's, or a caller's); ``diff``: the module runs with --diff; ``entry``:
+    the cluster's listKubernetesClusters entry when the caller has it (no lookup then).
     """
 
     def __init__(self, cloud: CloudStackApi, connect_kube: Optional[KubeConnector], cluster: str,
                  project_id: Optional[str] = None, needs_cluster_id: bool = True, kube: Optional[KubernetesApi] = None,
-                 diff: bool = False) -> None:
+                 diff: bool = False, entry: Optional[Mapping[str, Any]] = None) -> None:
         self.cloud = cloud
         self.cluster = cluster
         self.project_id = project_id
@@ -40,7 +41,8 @@ class ClusterSession:
         self._connect_kube = connect_kube
         self._needs_cluster_id = needs_cluster_id
         self._kube = kube
-        self._entry: Optional[Mapping[str, Any]] = None
+        # Given when the caller listed the cluster already (the inventory lists them all at once).
+        self._entry: Optional[Mapping[str, Any]] = entry
 
     @classmethod
     def of(cls, params: Mapping[str, Any], cloud: Any, kube: KubernetesApi) -> ClusterSession:

@@ -158,6 +158,10 @@ def parse_params(definition: dict[str, Any], params: dict[str, str], is_admin: b
 
 def _convert(definition: dict[str, Any], name: str, kind: str, raw: str) -> Any:
     if kind == "uuid":
+        if raw == "-1":
+            # ParamProcessWorker.translateUuidToInternalId passes "-1" through for every uuid
+            # parameter: projectid=-1 means "the projects' resources" (buildACLSearchParameters).
+            return raw
         if not _UUID.match(raw):
             raise _invalid_uuid(definition, raw, name)
         return raw.lower()

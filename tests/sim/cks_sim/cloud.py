@@ -65,6 +65,7 @@ class Host:
     state: str
     ipaddress: str
     created: str
+    zone_id: str = ""
 
 
 @dataclass
@@ -228,6 +229,7 @@ class Cluster:
     minsize: int = 0
     maxsize: int = 0
     owner_id: str = ""
+    zone_id: str = ""
 
 
 @dataclass
@@ -295,6 +297,13 @@ class CloudWorld:
         self.zone_id = self.ids.uuid()
         self.zone_name = spec["zone"]["name"]
         self.dynamic_scale = spec["zone"]["dynamic_scale"]
+        # Every zone by id, the first (``zone_id``) first; the others' ids come only when a spec has them,
+        # so a one-zone spec keeps the ids it always had.
+        self.zones: dict[str, dict[str, Any]] = {self.zone_id: dict(spec["zone"], id=self.zone_id)}
+        for extra in spec.get("zones", [spec["zone"]])[1:]:
+            zone_id = self.ids.uuid()
+            self.zones[zone_id] = dict(extra, id=zone_id)
+        self.zone_by_name = {z["name"]: z["id"] for z in self.zones.values()}
         self.storage_id = self.ids.uuid()
         self.storage_pools: dict[str, StoragePool] = {}
         for number, pool in enumerate(spec["storage_pools"]):
@@ -355,7 +364,7 @@ class CloudWorld:
     def _build(self, spec: dict[str, Any]) -> None:
         for i, h in enumerate(spec["hosts"]):
             host = Host(self.ids.uuid(), h["name"], h["cpu"], h["memory"], h["cpuspeed"], h["state"],
-                        f"10.0.0.{11 + i}", self._stamp())
+                        f"10.0.0.{11 + i}", self._stamp(), self.zone_by_name[h.get("zone", self.zone_name)])
             self.hosts[host.id] = host
         for d in spec["disk_offerings"]:
             off = DiskOffering(self.ids.uuid(), d["name"], d["size"], d["iscustomized"], d["disksizestrictness"],
@@ -430,6 +439,7 @@ class CloudWorld:
             template_name=f"cks-ubuntu-{c['kubernetes_version']}",
         )
         cluster.owner_id = self.directory.owner_id(c)
+        cluster.zone_id = self.zone_by_name[c.get("zone", self.zone_name)]
         self.clusters[cluster.id] = cluster
         prefix = specmod.node_name_prefix(c["name"], cluster_id)
         overrides = {(o["type"], o["index"]): o for o in c["nodes"]}
@@ -795,7 +805,9 @@ class CloudWorld:
         cpu, memory = self.vm_cpu_memory(vm)
         release = self.sim.clock.real(self.cloud_opts["capacity_release_interval"])
         now = time.monotonic()
-        allowed = {h.id for h in self.hosts.values() if h.state == "Up"}
+        # DeploymentPlanningManagerImpl plans within the VM's zone (its data center) only.
+        zone_id = self.vm_zone(vm)["id"]
+        allowed = {h.id for h in self.hosts.values() if h.state == "Up" and h.zone_id == zone_id}
         if hostid:
             allowed &= {hostid}
         preference: dict[str, int] = {h: 0 for h in allowed}
@@ -939,7 +951,7 @@ class CloudWorld:
             elif vm.state == "Running":
                 current = self.service_offerings[vm.service_offering_id]
                 self._check_offering_change(vm, new, details)
-                if not self.dynamic_scale:
+                if not self.vm_zone(vm)["dynamic_scale"]:
                     raise param_error("Dynamic scaling is not enabled for the zone (enable.dynamic.scale.vm); stop the VM to change its offering")
                 if not current.iscustomized:
                     raise param_error(f"Unable to scale {self.vm_ref(vm)}: on KVM only a VM with a custom (dynamic) offering can be scaled while Running")
@@ -1378,8 +1390,8 @@ class CloudWorld:
             "id": vm.id, "name": vm.name, "displayname": vm.name, **self.owner_fields(vm.owner_id),
             "userid": self.directory.accounts[vm.owner_id].user_id,
             "username": self.directory.accounts[vm.owner_id].name, "created": vm.created,
-            "lastupdated": vm.lastupdated, "state": vm.state, "haenable": False, "zoneid": self.zone_id,
-            "zonename": self.zone_name, "hypervisor": "KVM", "isdynamicallyscalable": True, "arch": "x86_64",
+            "lastupdated": vm.lastupdated, "state": vm.state, "haenable": False, "zoneid": self.vm_zone(vm)["id"],
+            "zonename": self.vm_zone(vm)["name"], "hypervisor": "KVM", "isdynamicallyscalable": True, "arch": "x86_64",
             "passwordenabled": False, "rootdeviceid": 0, "rootdevicetype": "ROOT", "ostypeid": self.template_id,
             "osdisplayname": "Ubuntu 22.04 LTS", "vmtype": "cksnode" if vm.cluster_id else "User",
             "deleteprotection": False, "displayvm": True,
@@ -1461,7 +1473,7 @@ class CloudWorld:
         disk = self.disk_offerings[volume.disk_offering_id]
         service = self.service_offerings[vm.service_offering_id]
         view = {
-            "id": volume.id, "name": volume.name, "zoneid": self.zone_id, "zonename": self.zone_name,
+            "id": volume.id, "name": volume.name, "zoneid": self.vm_zone(vm)["id"], "zonename": self.vm_zone(vm)["name"],
             "type": volume.type, "deviceid": 0, "virtualmachineid": vm.id, "vmname": vm.name,
             "vmdisplayname": vm.name, "vmstate": vm.state, "vmtype": "User", "provisioningtype": "thin",
             "size": volume.size, "virtualsize": volume.size, "physicalsize": volume.size // 3,
@@ -1525,8 +1537,9 @@ class CloudWorld:
         cpu_used, mem_used = usage
         return {
             "id": host.id, "name": host.name, "type": "Routing", "state": host.state, "resourcestate": "Enabled",
-            "ipaddress": host.ipaddress, "zoneid": self.zone_id, "zonename": self.zone_name, "podid": self.zone_id,
-            "podname": "pod-1", "clusterid": self.zone_id, "clustername": "cluster-1", "clustertype": "CloudManaged",
+            "ipaddress": host.ipaddress, "zoneid": host.zone_id, "zonename": self.zones[host.zone_id]["name"],
+            "podid": host.zone_id,
+            "podname": "pod-1", "clusterid": host.zone_id, "clustername": "cluster-1", "clustertype": "CloudManaged",
             "hypervisor": "KVM", "hypervisorversion": "8.2.0", "version": self.cloud_opts["version"],
             "cpunumber": host.cpu, "cpuspeed": host.cpuspeed, "cpusockets": 2,
             "cpuallocated": f"{100 * cpu_used / host.cpu:.2f}%", "cpuallocatedvalue": cpu_used * host.cpuspeed,
@@ -1539,9 +1552,19 @@ class CloudWorld:
             "outofbandmanagement": {"enabled": False, "powerstate": "Disabled"},
         }
 
-    def zone_view(self) -> dict[str, Any]:
+    def vm_zone(self, vm: VM) -> dict[str, Any]:
+        """The zone a VM lives in: its cluster's (a VM without one is in the first zone)."""
+        cluster = self.clusters.get(vm.cluster_id or "")
+        return self.zones[cluster.zone_id if cluster and cluster.zone_id else self.zone_id]
+
+    def network_zone(self, network_id: str) -> dict[str, Any]:
+        cluster = self.clusters.get(self.networks[network_id].cluster_id or "")
+        return self.zones[cluster.zone_id if cluster and cluster.zone_id else self.zone_id]
+
+    def zone_view(self, zone_id: Optional[str] = None) -> dict[str, Any]:
+        zone = self.zones[zone_id or self.zone_id]
         return {
-            "id": self.zone_id, "name": self.zone_name, "networktype": "Advanced", "allocationstate": "Enabled",
+            "id": zone["id"], "name": zone["name"], "networktype": "Advanced", "allocationstate": "Enabled",
             "localstorageenabled": False, "securitygroupsenabled": False, "dns1": "8.8.8.8", "internaldns1": "10.0.0.2",
             "guestcidraddress": "10.1.0.0/16", "type": "Core", "dhcpprovider": "VirtualRouter",
             "hasannotations": False, "ismultiarch": False, "routedmodeenabled": False, "tags": [],
@@ -1551,7 +1574,7 @@ class CloudWorld:
         offering = self.service_offerings[cluster.service_offering_id]
         network = self.networks[cluster.network_id]
         ip = self.public_ips[cluster.ip_id]
-        zone = self.zone_view()
+        zone = self.zone_view(cluster.zone_id or None)
         view: dict[str, Any] = {
             "id": cluster.id, "name": cluster.name, "description": cluster.description, "created": cluster.created,
             "clustertype": cluster.clustertype, "state": cluster.state, "zoneid": zone["id"], "zonename": zone["name"],
@@ -1619,6 +1642,7 @@ class CloudWorld:
         usage = self.host_usage()
         return {
             "zone": {"id": self.zone_id, "name": self.zone_name},
+            "zones": [{"id": z["id"], "name": z["name"]} for z in self.zones.values()],
             "hosts": [{"id": h.id, "name": h.name, "cpu": h.cpu, "memory": h.memory, "state": h.state,
                        "cpu_used": usage[h.id][0], "memory_used": usage[h.id][1]} for h in self.hosts.values()],
             "clusters": [{

@@ -222,7 +222,7 @@ def list_virtual_machines(call: Call) -> Any:
             continue
         if call.get("hostid") and vm.host_id != call.get("hostid"):
             continue
-        if call.get("zoneid") and call.get("zoneid") != cloud.zone_id:
+        if call.get("zoneid") and call.get("zoneid") != cloud.vm_zone(vm)["id"]:
             continue
         if call.get("serviceofferingid") and vm.service_offering_id != call.get("serviceofferingid"):
             continue
@@ -477,15 +477,18 @@ def list_hosts(call: Call) -> dict[str, Any]:
 
 @handler("listZones")
 def list_zones(call: Call) -> dict[str, Any]:
-    zone = call.cloud.zone_view()
     wanted = set(call.get("ids") or ([call.get("id")] if call.get("id") else []))
-    if wanted and zone["id"] not in wanted:
-        return {}
-    if call.get("name") and call.get("name") != zone["name"]:
-        return {}
-    if not _keyword(zone, call.get("keyword"), "name"):
-        return {}
-    return call.listing([zone])
+    out = []
+    for zone_id in call.cloud.zones:
+        zone = call.cloud.zone_view(zone_id)
+        if wanted and zone["id"] not in wanted:
+            continue
+        if call.get("name") and call.get("name") != zone["name"]:
+            continue
+        if not _keyword(zone, call.get("keyword"), "name"):
+            continue
+        out.append(zone)
+    return call.listing(out)
 
 
 @handler("listNetworks")
@@ -503,7 +506,8 @@ def list_networks(call: Call) -> dict[str, Any]:
         out.append({
             "id": network.id, "name": network.name, "displaytext": network.name, "cidr": network.cidr,
             "gateway": network.gateway, "netmask": "255.255.255.0", "type": "Isolated", "traffictype": "Guest",
-            "state": "Implemented", "zoneid": cloud.zone_id, "zonename": cloud.zone_name,
+            "state": "Implemented", "zoneid": cloud.network_zone(network.id)["id"],
+            "zonename": cloud.network_zone(network.id)["name"],
             **cloud.owner_fields(_network_owner(cloud, network.id)),
             "issystem": False, "isdefault": False, "restartrequired": False, "specifyipranges": False,
             "canusefordeploy": True, "service": [], "tags": cloud.tag_views(network.id),
@@ -537,8 +541,8 @@ def list_public_ip_addresses(call: Call) -> dict[str, Any]:
             continue
         net = cloud.networks[ip.network_id]
         out.append({
-            "id": ip.id, "ipaddress": ip.ipaddress, "allocated": ip.created, "zoneid": cloud.zone_id,
-            "zonename": cloud.zone_name, "issourcenat": ip.issourcenat, "isstaticnat": False, "issystem": False,
+            "id": ip.id, "ipaddress": ip.ipaddress, "allocated": ip.created,
+            "zoneid": cloud.network_zone(net.id)["id"], "zonename": cloud.network_zone(net.id)["name"], "issourcenat": ip.issourcenat, "isstaticnat": False, "issystem": False,
             "state": "Allocated", "purpose": "", "associatednetworkid": net.id, "associatednetworkname": net.name,
             "networkid": net.id, "forvirtualnetwork": True, "hasrules": True, "fordisplay": True,
             **cloud.owner_fields(_network_owner(cloud, net.id)),

@@ -129,7 +129,7 @@ def _unique(names: list[str], where: str) -> None:
 TOP_LEVEL = (
     "time_scale", "seed", "timings", "zone", "account", "hosts", "disk_offerings",
     "service_offerings", "affinity_groups", "clusters", "workloads", "pdbs", "invariants", "scale",
-    "cloud", "created", "kube", "etcd", "domains", "accounts", "projects", "storage_pools",
+    "cloud", "created", "kube", "etcd", "domains", "accounts", "projects", "storage_pools", "zones",
 )
 STORAGE_TYPES = ("shared", "local")
 ROLES = ("admin", "domainadmin", "user")
@@ -156,11 +156,13 @@ def normalize(raw: Any) -> dict[str, Any]:
 
     zone = _mapping(spec.get("zone"), "zone")
     _unknown(zone, ("name", "dynamic_scale"), "zone")
-    out["zone"] = {
-        "name": str(zone.get("name", "zone-1")),
-        # Zone setting enable.dynamic.scale.vm (default false): needed to scale a Running VM.
-        "dynamic_scale": _bool(zone.get("dynamic_scale", False), "zone.dynamic_scale"),
-    }
+    out["zone"] = _zone(zone, "zone", "zone-1")
+    # ``zone`` is the first zone; ``zones`` adds more. Hosts and clusters name theirs (default the first).
+    extra = [_zone(_mapping(z, f"zones[{i}]"), f"zones[{i}]", None) for i, z in enumerate(_list(spec.get("zones"), "zones"))]
+    if extra and extra[0] == out["zone"]:
+        extra = extra[1:]  # a normalised spec again: its ``zones`` starts with ``zone``
+    out["zones"] = [out["zone"]] + extra
+    _unique([z["name"] for z in out["zones"]], "zones")
 
     account = _mapping(spec.get("account"), "account")
     _unknown(account, ("name", "domain", "apikey", "secretkey", "role", "limits"), "account")
@@ -180,7 +182,7 @@ def normalize(raw: Any) -> dict[str, Any]:
     _unknown(scale, ("workers", "control_nodes", "etcd_nodes", "hosts"), "scale")
     out["scale"] = {key: _int(value, f"scale.{key}") for key, value in scale.items()}
 
-    out["hosts"] = _hosts(spec.get("hosts"), out["scale"].get("hosts"))
+    out["hosts"] = _hosts(spec.get("hosts"), out["scale"].get("hosts"), [z["name"] for z in out["zones"]])
     out["storage_pools"] = _storage_pools(spec.get("storage_pools"))
     out["disk_offerings"] = _disk_offerings(spec.get("disk_offerings"))
     out["service_offerings"] = _service_offerings(spec.get("service_offerings"), out["disk_offerings"])
@@ -324,21 +326,35 @@ def _version_at_least(version: str, wanted: tuple[int, int]) -> bool:
     return tuple(parts + [0] * (2 - len(parts))) >= wanted
 
 
-def _hosts(raw: Any, scale_hosts: Optional[int]) -> list[dict[str, Any]]:
+def _zone(entry: dict[str, Any], where: str, default_name: Optional[str]) -> dict[str, Any]:
+    _unknown(entry, ("name", "dynamic_scale"), where)
+    name = entry.get("name", default_name)
+    return {
+        "name": _str(name, f"{where}.name"),
+        # Zone setting enable.dynamic.scale.vm (default false): needed to scale a Running VM.
+        "dynamic_scale": _bool(entry.get("dynamic_scale", False), f"{where}.dynamic_scale"),
+    }
+
+
+def _hosts(raw: Any, scale_hosts: Optional[int], zones: list[str]) -> list[dict[str, Any]]:
     hosts = []
     for i, entry in enumerate(_list(raw, "hosts")):
         where = f"hosts[{i}]"
         entry = _mapping(entry, where)
-        _unknown(entry, ("name", "cpu", "memory", "cpuspeed", "state"), where)
+        _unknown(entry, ("name", "cpu", "memory", "cpuspeed", "state", "zone"), where)
+        zone = str(entry.get("zone", zones[0]))
+        if zone not in zones:
+            raise SpecError(f"{where}.zone: no zone named {zone!r}; add it to zones")
         hosts.append({
             "name": _str(entry.get("name"), f"{where}.name"),
             "cpu": _int(entry.get("cpu", 64), f"{where}.cpu", 1),
             "memory": _int(entry.get("memory", 262144), f"{where}.memory", 1),
             "cpuspeed": _int(entry.get("cpuspeed", 2400), f"{where}.cpuspeed", 1),
             "state": str(entry.get("state", "Up")),
+            "zone": zone,
         })
     if not hosts:
-        hosts = [{"name": "kvm-1", "cpu": 64, "memory": 262144, "cpuspeed": 2400, "state": "Up"}]
+        hosts = [{"name": "kvm-1", "cpu": 64, "memory": 262144, "cpuspeed": 2400, "state": "Up", "zone": zones[0]}]
     if scale_hosts:
         template = hosts[-1]
         while len(hosts) < scale_hosts:
@@ -470,7 +486,7 @@ CLUSTER_FIELDS = (
     "name", "description", "state", "kubernetes_version", "control_nodes", "workers", "etcd_nodes",
     "external_nodes", "offering", "node_offerings", "root_disk_size", "root_disk_offering",
     "dedication_group", "affinity_groups", "keypair", "clustertype", "nodes", "id", "workloads", "pdbs",
-    "api_endpoint", "account", "project", "storage_pool",
+    "api_endpoint", "account", "project", "storage_pool", "zone",
 )
 # Where the kubeconfig's server points: CKS's load balancer (or port forward) in front of every
 # control node, or the first control node itself (a shared network without one: issue 13).
@@ -516,6 +532,10 @@ def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]
     if out["storage_pool"] not in pools:
         raise SpecError(f"{where}.storage_pool: no storage pool named {out['storage_pool']!r}")
     out.pop("domain")
+    zones = [z["name"] for z in spec["zones"]]
+    out["zone"] = str(entry.get("zone", zones[0]))
+    if out["zone"] not in zones:
+        raise SpecError(f"{where}.zone: no zone named {out['zone']!r}; add it to zones")
     if "dedication_group" in entry:
         dedication = entry.get("dedication_group") or None
     else:
