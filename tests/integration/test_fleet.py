@@ -47,7 +47,7 @@ def inventory(sim: SimHandle, names: list[str], path: Path, **hostvars: dict[str
     hosts = {}
     for name in names:
         cluster = sim.cluster(name)
-        hosts[name] = dict({"id": cluster["id"], "cks_cluster_id": cluster["id"]}, **hostvars.get(name, {}))
+        hosts[name] = dict({"cks_id": cluster["id"]}, **hostvars.get(name, {}))
     path.write_text(yaml.safe_dump({"all": {"children": {"cks_clusters": {"hosts": hosts}}}}), encoding="utf-8")
     return path
 
