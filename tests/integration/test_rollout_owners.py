@@ -65,13 +65,15 @@ def test_a_domain_admin_rolls_offering_and_disk_of_another_accounts_cluster(roll
 def test_a_domain_admin_group_change_is_refused_before_the_lock_naming_the_key_that_can(rollout_sim: Any) -> None:
     sim = rollout_sim("tenants.yml")
     since = time.time()
+    # tenants-soft is a domain-level group the domain admin may use; the dedication group CKS put
+    # on every node is alice's, and updateVMAffinityGroup must send it again.
     run = sim.rollout(env=key_env(sim, "ops-key"), rollout_node_offerings={"worker": "cks-large"},
-                      rollout_node_affinity_groups={"worker": ["alice-spread"]})
+                      rollout_node_affinity_groups={"worker": ["tenants-soft"]})
     assert run.rc != 0, run.output
     out = run.stdout
     assert "Refused before the lock (nothing changed)" in out, run.output
-    # The dedication group CKS added must be sent again, and a domain admin may not send it (531).
-    assert "dedicated-alice" in out and "531" in out and "a root admin key" in out, run.output
+    assert "would send affinity group dedicated-alice (CKS's ExplicitDedication group" in out, run.output
+    assert "531" in out and "a root admin key (or a key of account alice) can make this change" in out, run.output
     for worker in workers_of(sim, "alice-k8s"):
         assert worker in out, run.output
     assert touched(sim, since) == []
