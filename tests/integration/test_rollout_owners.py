@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import pytest
+
 from conftest import RolloutSim
 
 pytestmark = pytest.mark.timeout(900)
