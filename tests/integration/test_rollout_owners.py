@@ -152,6 +152,9 @@ def test_a_cpu_limit_refuses_the_rollout_before_the_lock_naming_node_rule_and_ch
     # the first fits, the second would pass the limit and CloudStack would answer 535 once stopped.
     sim = rollout_sim(_alice_limited(8))
     since = time.time()
+    # The dry run says so too.
+    dry = sim.rollout(env=key_env(sim, "ops-key"), args=("--check",), rollout_node_offerings={"worker": "cks-large"})
+    assert dry.rc != 0 and "past its cpu limit" in dry.stdout, dry.output
     run = sim.rollout(env=key_env(sim, "ops-key"), rollout_node_offerings={"worker": "cks-large"})
     assert run.rc != 0, run.output
     second = workers_of(sim, "alice-k8s")[1]
@@ -176,8 +179,7 @@ def test_a_batch_past_the_cpu_limit_stops_before_its_cordon(cycle_sim: Any) -> N
     sim.loader = ClusterLoader(sim.cloud, sim.kube)
     worker = sim.names("worker")[0]
     large = sim.offering_id("cks-large")
-    settings = Settings({"worker": TypeSettings(offering_id=large), "control": TypeSettings(),
-                         "etcd": TypeSettings()})
+    settings = Settings(worker=TypeSettings(offering_id=large))
     since = time.time()
     result = sim.cycle([worker], settings)
     assert result.error is not None and result.error.step == "preflight", result.error
