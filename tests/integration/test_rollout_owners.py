@@ -53,7 +53,8 @@ def mutating(sim: RolloutSim, since: float) -> list[str]:
 
 def test_a_domain_admin_rolls_offering_and_disk_of_another_accounts_cluster(rollout_sim: Any) -> None:
     sim = rollout_sim("tenants.yml")
-    run = sim.rollout(env=key_env(sim, "ops-key"), rollout_node_offerings={"worker": "cks-large"},
+    # A shared 2-core machine under load can take several minutes for this one rollout.
+    run = sim.rollout(env=key_env(sim, "ops-key"), timeout=840, rollout_node_offerings={"worker": "cks-large"},
                       rollout_node_root_disk_sizes={"worker": 30})
     assert run.rc == 0, run.output
     vms = vms_of(sim, "alice-k8s")
