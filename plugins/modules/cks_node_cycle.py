@@ -314,7 +314,11 @@ ended:
   type: float
   sample: 1767000062.5
 preflight:
-  description: What the preflight checked (cluster state, etcd quorum verdict, C(/readyz/etcd) status).
+  description:
+    - What the preflight checked (cluster state, etcd quorum verdict, C(/readyz/etcd) status).
+    - C(stop_refusals) lists the changes CloudStack would refuse only once a VM is stopped (affinity groups the key
+      may not send, the owner's CPU, memory or primary-storage limit, the offering's state or storage fit); any
+      fails the batch here, before a node is cordoned. C(not_checked) says what the key could not read.
   returned: mode=cycle, when the preflight passed
   type: dict
   sample: {cluster_state: Running, ok: true}

@@ -418,6 +418,51 @@ etcd_check_refusal:
   returned: always
   type: str
   sample: null
+would_be_refused:
+  description:
+    - The planned changes CloudStack would refuse only once the node's VM is stopped, one entry per node (the first
+      rule it breaks). Judged on what the key can read - who it is (listAccounts) and its owner's headroom
+      (listAccounts or listProjects); see RV(not_checked).
+    - The rollout role refuses before it takes the lock when any is listed, and nothing is touched.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    node:
+      description: The node.
+      type: str
+    node_type:
+      description: Its node type.
+      type: str
+    rule:
+      description: C(affinity group access), C(affinity group owner), C(resource limit), C(storage fit) or C(offering state).
+      type: str
+    parameter:
+      description: The setting to change (C(node_offerings), C(node_root_disk_sizes), C(node_affinity_groups)).
+      type: str
+    why:
+      description: What CloudStack would refuse, and with which answer.
+      type: str
+    change:
+      description: What to change - another value, a limit to raise, or the key that can make the change.
+      type: str
+    message:
+      description: The node, the setting, why and what to change in one line.
+      type: str
+  sample: []
+refusal_error:
+  description: All of RV(would_be_refused) in one message; null when nothing would be refused.
+  returned: always
+  type: str
+  sample: null
+not_checked:
+  description:
+    - What could not be judged because the key cannot read it (its own account, the owner's limits, the limits of
+      the domains above the owner).
+  returned: always
+  type: list
+  elements: str
+  sample: []
 to_release:
   description: Annotated nodes that are back and no longer out of date - uncordon them, do not restart them.
   returned: always

@@ -72,6 +72,21 @@ class AffinityGroup:
     id: str
     name: str
     type: str
+    # Its owner as listAffinityGroups names it (None where the group was not listed): who may
+    # send it in updateVMAffinityGroup depends on it (AffinityGroupAccessChecker).
+    # Not compared: a group is the same group whoever lists it.
+    account: Optional[str] = field(default=None, compare=False)
+    domain_id: Optional[str] = field(default=None, compare=False)
+    domain_path: Optional[str] = field(default=None, compare=False)
+    project_id: Optional[str] = field(default=None, compare=False)
+    project: Optional[str] = field(default=None, compare=False)
+
+    @property
+    def owner(self) -> str:
+        """The owner in an operator's words: ``account alice`` or ``project platform``."""
+        if self.project_id:
+            return f"project {self.project or self.project_id}"
+        return f"account {self.account}" if self.account else "an owner not listed"
 
     @property
     def is_dedication(self) -> bool:
@@ -91,6 +106,9 @@ class Offering:
     disk_offering_id: Optional[str] = None
     disk_offering_strict: bool = False  # diskofferingstrictness
     customized: bool = False
+    state: str = "Active"
+    storage_type: str = "shared"  # shared | local: where its volumes may live
+    storage_tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,6 +152,7 @@ class Node:
     taint_keys: frozenset[str] = frozenset()
     ip_address: Optional[str] = None
     external: bool = False  # added with addNodesToKubernetesCluster
+    root_storage_type: Optional[str] = None  # shared | local: the ROOT volume's pool (listVolumes storagetype)
 
     @property
     def running(self) -> bool:
@@ -266,7 +285,21 @@ def _offering(raw: Mapping[str, Any]) -> Offering:
         disk_offering_id=_opt_str(raw.get("diskofferingid")),
         disk_offering_strict=_bool(raw.get("diskofferingstrictness")),
         customized=_bool(raw.get("iscustomized")),
+        state=str(raw.get("state") or "Active"),
+        storage_type=str(raw.get("storagetype") or "shared").lower(),
+        storage_tags=_tags(raw.get("storagetags")),
     )
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    return tuple(t.strip() for t in str(value or "").split(",") if t.strip())
+
+
+def _listed_group(raw: Mapping[str, Any]) -> AffinityGroup:
+    return AffinityGroup(id=str(raw["id"]), name=str(raw.get("name", raw["id"])), type=str(raw.get("type", "")),
+                         account=_opt_str(raw.get("account")), domain_id=_opt_str(raw.get("domainid")),
+                         domain_path=_opt_str(raw.get("domainpath")), project_id=_opt_str(raw.get("projectid")),
+                         project=_opt_str(raw.get("project")))
 
 
 def _disk_offering(raw: Mapping[str, Any]) -> DiskOffering:
@@ -356,9 +389,7 @@ def build_view(
     """
     offerings = {str(o["id"]): _offering(o) for o in service_offerings}
     disks = {str(d["id"]): _disk_offering(d) for d in disk_offerings}
-    groups = {str(g["id"]): AffinityGroup(id=str(g["id"]), name=str(g.get("name", g["id"])),
-                                          type=str(g.get("type", "")))
-              for g in affinity_groups}
+    groups = {str(g["id"]): _listed_group(g) for g in affinity_groups}
     full_vms = {str(v["id"]): v for v in vms if v.get("id")}
     roots = _root_volumes(volumes)
     kube = {str((k.get("metadata") or {}).get("name", "")).lower(): k for k in k8s_nodes}
@@ -412,6 +443,7 @@ def build_view(
             taint_keys=kube_node.taint_keys if kube_node else frozenset(),
             ip_address=_default_ip(vm),
             external=_bool(vm.get("isexternalnode")),
+            root_storage_type=_opt_str(root.get("storagetype")) if root else None,
         ))
 
     node_offerings = {t: str(cluster[f"{t}offeringid"]) for t in (CONTROL, WORKER, ETCD)

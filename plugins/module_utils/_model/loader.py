@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Optional, Protocol
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import UUID_PATTERN, ClusterView, build_view
 
 
@@ -89,7 +89,7 @@ class ClusterLoader:
         vm_ids = [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")
                   and (wanted is None or str(vm.get("name", "")).lower() in wanted)]
         vms = self._vms(vm_ids, owner)
-        volumes = self.cloud.list("listVolumes", type="ROOT", listall=True, **owner)
+        volumes = self._owned("listVolumes", owner, type="ROOT", listall=True)
         offerings = self.cloud.list("listServiceOfferings")
         disk_offerings = self.cloud.list("listDiskOfferings")
         group_scope = {"projectid": owner["projectid"]} if "projectid" in owner else {}
@@ -105,16 +105,27 @@ class ClusterLoader:
             return {"account": cluster["account"], "domainid": cluster["domainid"]}
         return {}
 
+    def _owned(self, command: str, owner: Mapping[str, Any], **params: Any) -> list[dict]:
+        """A list call narrowed to the cluster's owner (a root admin would otherwise page through the
+        whole cloud). A key refused the owner's domain (531: cks-sim refuses a plain user any
+        ``domainid``) lists without it: such a key sees only its own account anyway."""
+        try:
+            return self.cloud.list(command, **params, **owner)
+        except CloudStackError as exc:
+            if exc.errorcode != 531 or "domainid" not in owner:
+                raise
+            return self.cloud.list(command, **params)
+
     def _vms(self, vm_ids: list[str], owner: Mapping[str, Any]) -> list[dict]:
         if not vm_ids:
             return []
         chunks = math.ceil(len(vm_ids) / self.VM_IDS_PER_CALL)
         if chunks > self.MAX_VM_ID_CALLS:
             wanted = set(vm_ids)
-            return [vm for vm in self.cloud.list("listVirtualMachines", listall=True, **owner)
+            return [vm for vm in self._owned("listVirtualMachines", owner, listall=True)
                     if str(vm.get("id")) in wanted]
         vms: list[dict] = []
         for start in range(0, len(vm_ids), self.VM_IDS_PER_CALL):
             chunk = vm_ids[start:start + self.VM_IDS_PER_CALL]
-            vms.extend(self.cloud.list("listVirtualMachines", ids=",".join(chunk), listall=True, **owner))
+            vms.extend(self._owned("listVirtualMachines", owner, ids=",".join(chunk), listall=True))
         return vms

@@ -48,6 +48,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_cycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import BatchResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.stop_check import check_before_stop
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ClusterReader, validate
 
 
@@ -184,6 +185,13 @@ class BatchCycle:
         ok, found = batch_is_safe(view, self.names, self.options.max_unavailable)
         problems.extend(found)
         checks: dict[str, Any] = {"cluster_state": view.state}
+        # Before any cordon: what CloudStack would refuse only once a VM is stopped would leave
+        # the node drained and down (the headroom is read again: earlier batches spent some).
+        refusals, notes = check_before_stop(self.cloud, view, self.settings, members)
+        checks["stop_refusals"] = [r.to_dict() for r in refusals]
+        if notes:
+            checks["not_checked"] = notes
+        problems.extend(r.message for r in refusals)
         quorum_members = [n for n in members if n.node_type == ETCD
                           or (n.node_type == CONTROL and not view.external_etcd)]
         healthy_view = not problems

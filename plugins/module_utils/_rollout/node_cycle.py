@@ -71,7 +71,7 @@ class NodeCycle:
         self._last_read: Optional[dict[str, Any]] = None  # the node as last read (by verify, at the latest)
         self._cordon = CordonDecision(False, False, False, None, "not read")
         self._exclusion = ExclusionDecision(False, False, "not read")
-        self._changes = VmChanges(self.cloud, node.vm_id, target=node.vm_name)
+        self._changes = VmChanges(self.cloud, node.vm_id, target=node.vm_name, project_id=view.project_id)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -384,13 +384,14 @@ class NodeCycle:
         return settled("Stopped", how)
 
     def _read_vm(self) -> dict[str, Any]:
-        found = self.cloud.list("listVirtualMachines", id=self.node.vm_id, listall=True)
+        found = self.cloud.list("listVirtualMachines", id=self.node.vm_id, listall=True, **self._changes.scope)
         if not found:
             raise CloudStackError("listVirtualMachines", "the VM is gone", target=self.node.vm_name)
         return found[0]
 
     def _read_root(self) -> Optional[dict[str, Any]]:
-        volumes = self.cloud.list("listVolumes", virtualmachineid=self.node.vm_id, type="ROOT", listall=True)
+        volumes = self.cloud.list("listVolumes", virtualmachineid=self.node.vm_id, type="ROOT", listall=True,
+                                  **self._changes.scope)
         return volumes[0] if volumes else None
 
     def _return(self, uncordon: bool) -> str:

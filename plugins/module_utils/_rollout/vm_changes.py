@@ -35,15 +35,18 @@ ALREADY_RUNNING_CODE = 431
 class VmChanges:
     """The changes of one VM (``vm_id``, named ``target`` in messages)."""
 
-    def __init__(self, cloud: Any, vm_id: str, target: Optional[str] = None) -> None:
+    def __init__(self, cloud: Any, vm_id: str, target: Optional[str] = None,
+                 project_id: Optional[str] = None) -> None:
         self.cloud = cloud
         self.vm_id = vm_id
         self.target = target
+        # A project's VMs and volumes are listed only with their project, even by id.
+        self.scope: dict[str, Any] = {"projectid": project_id} if project_id else {}
 
     # -- reads: what a change would have changed ---------------------------------------------------
 
     def read_vm(self) -> dict[str, Any]:
-        found = self.cloud.list("listVirtualMachines", id=self.vm_id, listall=True)
+        found = self.cloud.list("listVirtualMachines", id=self.vm_id, listall=True, **self.scope)
         if not found:
             raise CloudStackError("listVirtualMachines", "the VM is gone", target=self.target)
         return found[0]
@@ -59,7 +62,7 @@ class VmChanges:
         return groups == {g.lower() for g in group_ids}
 
     def _volume_at_least(self, volume_id: str, size_gb: int) -> bool:
-        found = self.cloud.list("listVolumes", id=volume_id, listall=True)
+        found = self.cloud.list("listVolumes", id=volume_id, listall=True, **self.scope)
         return bool(found) and int(found[0].get("size") or 0) >= int(size_gb) * GIB
 
     # -- the changes ---------------------------------------------------------------------------------

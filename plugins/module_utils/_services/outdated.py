@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import exec_access, quorum_client
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.owners import OwnerReads
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
@@ -36,8 +37,10 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report i
     select_nodes,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest, describe
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, NODE_TYPES, ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS, Settings
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.stop_refusals import refusal_error, stop_refusals
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, NODE_TYPES, ClusterView, Node
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.stop_check import read_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LockInfo, Record
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import effective_settings, lock_dict, stored_max_unavailable
@@ -47,8 +50,13 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
            max_unavailable: Optional[int] = None, select: Optional[str] = None,
            changes: Optional[SettingsRequest] = None, canary: bool = False,
            drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None,
-           etcd_endpoints_given: bool = False, etcd_exec_access: Optional[ExecAccess] = None) -> dict[str, Any]:
-    """Everything cks_node_outdated returns, from what was read. Pure."""
+           etcd_endpoints_given: bool = False, etcd_exec_access: Optional[ExecAccess] = None,
+           owner_reads: Optional[OwnerReads] = None) -> dict[str, Any]:
+    """Everything cks_node_outdated returns, from what was read. Pure.
+
+    ``owner_reads``: who the key is and the owner's headroom (``planned_settings`` and
+    ``planned_nodes`` say for what); without them no change is judged against them.
+    """
     if max_unavailable is not None and (isinstance(max_unavailable, bool) or max_unavailable < 1):
         raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
     stored, recorded = effective_settings(view, record)
@@ -103,7 +111,22 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
     result["etcd_check_refusal"] = etcd_check_refusal(paths, planned, view.external_etcd, etcd_exec_access)
     for t in NODE_TYPES:
         result[OUT_OF_DATE_KEYS[t]] = laid_out[OUT_OF_DATE_KEYS[t]]
+    reads = owner_reads or OwnerReads()
+    refusals = stop_refusals(view, settings, planned_nodes(view, rollout_plan.hosts), reads.caller, reads.headroom)
+    result["would_be_refused"] = [r.to_dict() for r in refusals]
+    result["refusal_error"] = refusal_error(refusals)
+    result["not_checked"] = list(reads.notes)
     return result
+
+
+def planned_settings(view: ClusterView, record: Optional[Record], changes: Optional[SettingsRequest]) -> Settings:
+    """The settings ``report`` plans with."""
+    return requested_settings(view, effective_settings(view, record)[0], changes)
+
+
+def planned_nodes(view: ClusterView, hosts: Any) -> list[Node]:
+    """The plan's nodes in the order it hands them on."""
+    return [n for n in (view.find_node(h) for h in hosts) if n is not None]
 
 
 def stopped_without_release(view: ClusterView, record: Optional[Record],
@@ -183,6 +206,12 @@ def node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mode
     given = client_from_options(params) is not None
     first = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
                    changes=changes, canary=bool(params.get("canary")), drain_check=check, etcd_endpoints_given=given)
+    # Only the reads the planned changes need: a plan with no growth and no group change costs none.
+    reads = read_for(session.cloud, view, planned_settings(view, record, changes), planned_nodes(view, first["hosts"]))
+    if reads.caller is not None or reads.headroom is not None or reads.notes:
+        first = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
+                       changes=changes, canary=bool(params.get("canary")), drain_check=check,
+                       etcd_endpoints_given=given, owner_reads=reads)
     # etcd is asked only when the plan has etcd members to restart: a workers-only plan costs no
     # exec and no access review (the planning call budget of a large cluster).
     if not given and not any(w.get("node_type") == CONTROL for w in first["work"]):
@@ -191,4 +220,4 @@ def node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mode
     return report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
                   changes=changes, canary=bool(params.get("canary")), drain_check=check,
                   etcd_health=read_etcd_health(params, session, view, access),
-                  etcd_endpoints_given=given, etcd_exec_access=access)
+                  etcd_endpoints_given=given, etcd_exec_access=access, owner_reads=reads)
