@@ -330,7 +330,8 @@ class KubeClient(KubeHttp):
             except WatchUnsupported as exc:
                 self.watch_supported = False
                 self.retry_log.retried(f"watch {path}", f"the server does not watch ({exc}); polling instead", 0.0)
-        return wait_for(poll, deadline, interval, what=what)
+        value: T = wait_for(poll, deadline, interval, what=what)  # type: ignore[assignment]
+        return value
 
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
         return self._paged(f"list pods on node {node_name}", "/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}")

@@ -115,7 +115,7 @@ class KubeWatcher:
 
     def _list(self, path: str, query: Mapping[str, str]) -> tuple[State, str]:
         self.log.lists += 1
-        items = []
+        items: list[dict[str, Any]] = []
         token: Optional[str] = None
         version = ""
         while True:
