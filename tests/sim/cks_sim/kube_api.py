@@ -894,6 +894,13 @@ class KubeApp:
             lambda o: labels(o["metadata"].get("labels") or {}) and fields(o), rv, timeout,
             args.get("allowWatchBookmarks") in ("true", "1"), self.sim.clock.real(world.watch_bookmark_seconds),
             drop, expire, environ)
+        if kube_table.wants_table(request.headers.get("Accept", "")):
+            # kubectl get -w asks for Tables: each event's object is a one-row Table (handlers/watch.go
+            # transforms every event object with the same table convertor as a list).
+            include = args.get("includeObject", "Metadata")
+            stream.as_table = lambda obj: kube_table.table(
+                res.plural, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                include_object=include)
         return Response(stream.lines(), status=200, content_type="application/json", direct_passthrough=True)
 
     @staticmethod

@@ -141,6 +141,8 @@ class WatchStream:
         self.start_rv, self.timeout, self.bookmarks, self.bookmark_period = start_rv, timeout, bookmarks, bookmark_period
         self.drop, self.expire, self.environ = drop, expire, environ
         self.sent = 0
+        # Set for a Table watch (kubectl get -w): turns each event's object into its Table.
+        self.as_table: Optional[Callable[[dict[str, Any]], dict[str, Any]]] = None
 
     def _in_scope(self, event: WatchEvent) -> bool:
         return event.plural == self.plural and (self.namespace is None or event.key[0] == self.namespace)
@@ -159,6 +161,9 @@ class WatchStream:
         if before:
             return "DELETED", obj
         return None
+
+    def _shown(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.as_table(obj) if self.as_table is not None else obj
 
     def _bookmark(self, rv: int) -> bytes:
         return event_line("BOOKMARK", {"kind": self.kind, "apiVersion": self.api_version,
@@ -206,7 +211,7 @@ class WatchStream:
                 cut_connection(self.environ)
                 return
             self.sent += 1
-            yield event_line("ADDED", {"kind": self.kind, "apiVersion": self.api_version, **obj})
+            yield event_line("ADDED", self._shown({"kind": self.kind, "apiVersion": self.api_version, **obj}))
         while not cache.closed:
             now = time.monotonic()
             if now >= end:
@@ -226,7 +231,7 @@ class WatchStream:
                     return
                 self.sent += 1
                 etype, obj = converted
-                yield event_line(etype, {"kind": self.kind, "apiVersion": self.api_version, **obj})
+                yield event_line(etype, self._shown({"kind": self.kind, "apiVersion": self.api_version, **obj}))
             if self.drop is not None and self.drop.get("after_seconds") is not None and \
                     time.monotonic() >= started + float(self.drop["after_seconds"]):
                 cut_connection(self.environ)
