@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import EvictionResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import PlaybookRun
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import object_key
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 Answer = Union[Exception, Any]
 
@@ -114,7 +115,30 @@ class FakeKube:
             return patch
         return self.patch_node(name, patch)
 
+    def await_node(self, name: str, check: Callable[[Optional[dict[str, Any]]], Any], deadline: Deadline,
+                   interval: float, what: str) -> Any:
+        """The polling fallback of KubeClient.await_node: a read per round."""
+        return wait_for(lambda: check(self.read_node(name) if name in self.nodes else None), deadline,
+                        min(interval, 0.01), what=what)
+
     # -- pods, budgets, evictions -----------------------------------------------------------------
+
+    def await_pods(self, node_name: str, check: Callable[[dict[str, dict[str, Any]]], Any], deadline: Deadline,
+                   interval: float, what: str) -> Any:
+        """The polling fallback of KubeClient.await_pods: each pod read afresh per round (read_pod's
+        reads_until_gone and recreate apply)."""
+
+        def current() -> dict[str, dict[str, Any]]:
+            found = {}
+            for pod in self.list_pods(node_name):
+                meta = pod["metadata"]
+                now = self.read_pod(meta.get("namespace", ""), meta["name"])
+                if now is not None:
+                    found[object_key(pod)] = now
+            return found
+
+        return wait_for(lambda: check(current()), deadline, min(interval, 0.01), what=what)
+
 
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
         return [p for p in self.pods.values() if (p.get("spec") or {}).get("nodeName", node_name) == node_name]

@@ -40,7 +40,10 @@ def test_429_is_retried_until_allowed() -> None:
 
 
 def test_429_until_the_deadline_names_the_pdb() -> None:
-    kube = FakeKube(pods=[rs_pod("a", {"app": "web"}), rs_pod("b")], eviction_answers={"a": [BLOCKED] * 10_000})
+    # b terminated while a was refused: the one look at the node's pods after the evictions (at
+    # the deadline here) finds it gone.
+    kube = FakeKube(pods=[rs_pod("a", {"app": "web"}), rs_pod("b")], eviction_answers={"a": [BLOCKED] * 10_000},
+                    reads_until_gone=1)
     with pytest.raises(StepFailed) as caught:
         Drainer(kube, FAST).drain("n1", Deadline(0.3))
     error = caught.value

@@ -34,11 +34,13 @@ import shutil
 import tempfile
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, TypeVar, Union
 from urllib.parse import quote
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import KubeHttp, _json_or_none, _Settled, merge_patch_applied, scrub_secrets
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import KubeWatcher, State, WatchUnsupported, object_key
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 try:
     import yaml
@@ -64,6 +66,7 @@ LIST_LIMIT = 500
 MERGE_PATCH = "application/merge-patch+json"
 # Read-modify-write rounds before a node that keeps changing under us is reported.
 CONFLICT_ATTEMPTS = 5
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,9 @@ class KubeClient(KubeHttp):
         super().__init__(api_client, options)
         self._temp_dir = temp_dir
         self._finalizer = weakref.finalize(self, _remove_temp_dir, temp_dir)
+        self.watcher = KubeWatcher(self)
+        # Cleared by the first watch the server refuses: every later wait polls.
+        self.watch_supported = True
 
     # -- connecting ---------------------------------------------------------------------------
 
@@ -298,6 +304,34 @@ class KubeClient(KubeHttp):
                     raise
                 current = None
         return None  # pragma: no cover - the loop returns or raises
+
+    # -- waits: a watch each, polling where the server does not watch ---------------------------
+
+    def await_node(self, name: str, check: Callable[[Optional[dict[str, Any]]], Optional[T]], deadline: Deadline,
+                   interval: float, what: str) -> T:
+        """The first truthy ``check(node)`` (None while there is no such node)."""
+        path = f"/api/v1/nodes/{quote(name, safe='')}"
+        return self._await("/api/v1/nodes", f"metadata.name={name}", lambda state: check(state.get(name)),
+                           lambda: check(self._json(f"read node {name}", "GET", path, missing_is_none=True)),
+                           deadline, interval, what)
+
+    def await_pods(self, node_name: str, check: Callable[[State], Optional[T]], deadline: Deadline, interval: float,
+                   what: str) -> T:
+        """The first truthy ``check(pods)``, ``pods`` being the node's pods by "namespace/name"."""
+        return self._await("/api/v1/pods", f"spec.nodeName={node_name}", check,
+                           lambda: check({object_key(p): p for p in self.list_pods(node_name)}),
+                           deadline, interval, what)
+
+    def _await(self, path: str, selector: str, from_state: Callable[[State], Optional[T]],
+               poll: Callable[[], Optional[T]], deadline: Deadline, interval: float, what: str) -> T:
+        if self.watch_supported:
+            try:
+                return self.watcher.until(path, from_state, deadline, what, field_selector=selector, interval=interval)
+            except WatchUnsupported as exc:
+                self.watch_supported = False
+                self.retry_log.retried(f"watch {path}", f"the server does not watch ({exc}); polling instead", 0.0)
+        value: T = wait_for(poll, deadline, interval, what=what)  # type: ignore[assignment]
+        return value
 
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
         return self._paged(f"list pods on node {node_name}", "/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}")

@@ -44,6 +44,11 @@ class NodesApi(Protocol):
                            node: Optional[KubeObject] = None, attempts: int = ...) -> Optional[KubeObject]:
         ...
 
+    def await_node(self, name: str, check: Callable[[Optional[KubeObject]], Any], deadline: Deadline,
+                   interval: float, what: str) -> Any:
+        """The first truthy ``check(node)``, by watch where the server watches; DeadlineExceeded."""
+        ...
+
 
 class PodsApi(Protocol):
     """The pods, budgets and evictions a drain works with."""
@@ -64,6 +69,11 @@ class PodsApi(Protocol):
         ...
 
     def read_daemonset(self, namespace: str, name: str) -> Optional[KubeObject]:
+        ...
+
+    def await_pods(self, node_name: str, check: Callable[[dict[str, KubeObject]], Any], deadline: Deadline,
+                   interval: float, what: str) -> Any:
+        """The first truthy ``check(pods on the node by "namespace/name")``; DeadlineExceeded."""
         ...
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
@@ -82,6 +82,20 @@ def pod_key(pod: dict[str, Any]) -> str:
 
 def pod_uid(pod: Optional[dict[str, Any]]) -> Optional[str]:
     return (field_of(pod, "metadata") or {}).get("uid")
+
+
+def still_terminating(uid: Optional[str], key: str, pods: Mapping[str, dict[str, Any]], node_down: bool) -> bool:
+    """Whether the pod evicted under ``uid`` is still on its node, from the node's pods by key.
+
+    kubectl's rule: gone once absent or back under another UID (a StatefulSet's pod keeps its
+    name). On a stopped VM no kubelet finishes the deletion, so marked for deletion is gone too:
+    its controller has already replaced it (as Cluster API treats such nodes).
+    """
+    current = pods.get(key)
+    if current is None or pod_uid(current) != uid:
+        return False
+    deleting = field_of(field_of(current, "metadata"), "deletionTimestamp", "deletion_timestamp")
+    return not (node_down and bool(deleting))
 
 
 def controller_of(pod: dict[str, Any]) -> Optional[dict[str, Any]]:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, DeadlineExceeded, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import (
     DrainOptions,
@@ -27,6 +27,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain im
     pdbs_for_pod,
     pod_key,
     pod_uid,
+    still_terminating,
 )
 
 
@@ -105,7 +106,9 @@ class Drainer:
                     return
                 if kind == "evicted":
                     state.last_answer = "eviction accepted, the pod is still terminating"
-                    break
+                    # One watch of the node's pods then waits for all of them (drain's _await_gone).
+                    state.outcome = "terminating"
+                    return
                 state.last_answer = message or f"HTTP {getattr(result, 'status', '?')}"
                 if kind == "blocked":
                     state.blocked_by = getattr(result, "pdb", None) or _pdb_from_message(message) or state.blocked_by
@@ -122,14 +125,6 @@ class Drainer:
                 state.outcome, state.error = "failed", state.last_answer
                 stop.set()
                 return
-            while not stop.is_set():
-                if self._gone(state, node_down):
-                    state.outcome = "gone"
-                    return
-                if deadline.remaining() <= 0:
-                    state.outcome, state.error = "failed", "evicted but still terminating at the deadline"
-                    return
-                stop.wait(min(self.options.poll_interval, max(0.0, deadline.remaining())))
         except CksError as exc:
             state.outcome, state.error = "failed", exc.msg
             stop.set()
@@ -153,12 +148,38 @@ class Drainer:
             thread.start()
         for thread in threads:
             thread.join()
+        if not stop.is_set():
+            self._await_gone(node, [s for s in states if s.outcome == "terminating"], deadline, node_down)
         report.ended = time.time()
         report.evicted = [s.key for s in states if s.outcome == "gone"]
         left = [s for s in states if s.outcome != "gone"]
         if left:
             raise self._failure(node, left, report)
         return report
+
+    def _await_gone(self, node: str, waiting: list[_PodState], deadline: Any, node_down: bool) -> None:
+        """Until every evicted pod is gone by UID: one watch of the node's pods, not a read per pod
+        per poll."""
+        if not waiting:
+            return
+        left = {"states": waiting}
+
+        def all_gone(pods: dict[str, dict[str, Any]]) -> bool:
+            left["states"] = [s for s in waiting if still_terminating(s.uid, s.key, pods, node_down)]
+            return not left["states"]
+
+        try:
+            self.kube.await_pods(node, all_gone, deadline, self.options.poll_interval,
+                                 what=f"the pods evicted from {node} to terminate")
+        except DeadlineExceeded:
+            for state in left["states"]:
+                state.outcome, state.error = "failed", "evicted but still terminating at the deadline"
+        except CksError as exc:
+            for state in left["states"]:
+                state.outcome, state.error = "failed", exc.msg
+        for state in waiting:
+            if state.outcome == "terminating" and state not in left["states"]:
+                state.outcome = "gone"
 
     def _failure(self, node: str, left: list[_PodState], report: DrainReport) -> StepFailed:
         pdbs: list[dict[str, Any]] = []

@@ -307,14 +307,18 @@ class NodeCycle:
         """Ready with a boot ID other than every one seen before the stop: a stale Ready is not enough."""
         last = {"why": ""}
 
-        def back() -> bool:
-            self._last_read = self.kube.read_node(self.node.name)
-            ok, why = node_is_back(self._last_read, self._old_boot_ids)
+        def back(node: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+            if node is None:
+                last["why"] = "the Node is not in the API"
+                return None
+            ok, why = node_is_back(node, self._old_boot_ids)
             last["why"] = why
-            return ok
+            return node if ok else None
 
         try:
-            wait_for(back, self.deadline, self.options.poll_interval, what=f"node {self.node.name} to come back")
+            # A watch: the node's next status post arrives as an event, not at the next poll.
+            self._last_read = self.kube.await_node(self.node.name, back, self.deadline, self.options.poll_interval,
+                                                   what=f"node {self.node.name} to come back")
         except DeadlineExceeded:
             raise StepFailed(self.node.name, "verify", f"not back by the batch deadline: {last['why']}")
         return last["why"]

@@ -129,9 +129,15 @@ class AdminApp:
                 return self._set_config(data)
             if kind == "restart_management_server":
                 return self._restart_management_server(data)
+            if kind == "compact_watch_cache":
+                # etcd compaction plus a watch cache re-list: every older resourceVersion is now too old.
+                worlds = [self.sim.kube[data["cluster"]]] if data.get("cluster") else list(self.sim.kube.values())
+                for world in worlds:
+                    world.watch_cache.compact()
+                return {"compacted_to": {w.cluster_id: w.current_rv() for w in worlds}}
         raise ActionError(
             f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, scan, set_config,"
-            " restart_management_server")
+            " restart_management_server, compact_watch_cache")
 
     def _restart_management_server(self, data: dict[str, Any]) -> dict[str, Any]:
         """The management server dies and comes back: its API port refuses connections for

@@ -98,6 +98,11 @@ FAULT_KINDS = {
     "slow_drain": "pods evicted from node `node` (or any) take `seconds` (simulated) to terminate",
     "never_ready": "node `node` never turns Ready after its next boot",
     "stale_ready": "node `node` keeps its old bootID and Ready=True for `seconds` (simulated) after a start",
+    "watch_drop": "the next `count` watch streams of `resource` (+ `selector`: 'fieldSelector|labelSelector') "
+                  "are cut off without their final chunk, before event `after_events` + 1 or after "
+                  "`after_seconds` (real)",
+    "watch_expired": "the next `count` watches of `resource` (+ `selector`) answer an ERROR event 410 Expired "
+                     "'too old resource version', whatever version they ask for",
     "foreign_cordon": "someone else cordons node `node` now (applied when the fault is added)",
     # etcd
     "etcd_kill": "the etcd member of VM `vm` is killed now (its VM stays Running)",
@@ -277,6 +282,10 @@ class Sim:
             self.etcd.vm_powered_on(vm_name)
 
     def stop(self) -> None:
+        for world in self.kube.values():
+            cache = getattr(world, "watch_cache", None)
+            if cache is not None:
+                cache.close()  # open watch streams end instead of holding their threads
         self.scheduler.stop()
         if self.etcd is not None:
             self.etcd.stop_all()

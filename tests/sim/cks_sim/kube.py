@@ -23,6 +23,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .kube_watch import DEFAULT_BOOKMARK_SECONDS, DEFAULT_CACHE_SIZE, WatchCache
+
 NODE_LEASE_NS = "kube-node-lease"
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -63,14 +65,14 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-_RW = ("create", "delete", "get", "list", "patch", "update")
-_RO = ("get", "list")
+_RW = ("create", "delete", "get", "list", "patch", "update", "watch")
+_RO = ("get", "list", "watch")
 RESOURCES: dict[str, Resource] = {
     r.plural: r
     for r in (
         Resource("namespaces", "Namespace", "", "v1", False, _RO, ("ns",)),
-        Resource("nodes", "Node", "", "v1", False, ("get", "list", "patch", "update"), ("no",), ("status",)),
-        Resource("pods", "Pod", "", "v1", True, ("delete", "get", "list"), ("po",), ("eviction", "exec", "status")),
+        Resource("nodes", "Node", "", "v1", False, ("get", "list", "patch", "update", "watch"), ("no",), ("status",)),
+        Resource("pods", "Pod", "", "v1", True, ("delete", "get", "list", "watch"), ("po",), ("eviction", "exec", "status")),
         Resource("configmaps", "ConfigMap", "", "v1", True, _RW, ("cm",)),
         Resource("events", "Event", "", "v1", True, _RW, ("ev",)),
         Resource("leases", "Lease", "coordination.k8s.io", "v1", True, _RW),
@@ -325,6 +327,10 @@ class KubeWorld:
         self.token = secrets.token_urlsafe(32)
         self.rng = random.Random(f"{sim.spec.get('seed', 0)}/{cluster_id}")
         self._rv = 1000
+        kube_spec = sim.spec.get("kube") or {}
+        self.watch_cache = WatchCache(int(kube_spec.get("watch_cache_size", DEFAULT_CACHE_SIZE)))
+        self.watch_enabled = bool(kube_spec.get("watch", True))
+        self.watch_bookmark_seconds = float(kube_spec.get("watch_bookmark_seconds", DEFAULT_BOOKMARK_SECONDS))
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {r: {} for r in RESOURCES}
         self.nodes: dict[str, NodeState] = {}
         self.workloads: dict[tuple[str, str, str], Workload] = {}
@@ -384,13 +390,20 @@ class KubeWorld:
     def current_rv(self) -> str:
         return str(self._rv)
 
+    def _deleted(self, plural: str, obj: dict[str, Any]) -> None:
+        # The DELETED event carries the object at the deletion's resourceVersion, as etcd3's watcher does.
+        obj["metadata"]["resourceVersion"] = self.next_rv()
+        self.watch_cache.record(obj["metadata"]["resourceVersion"], plural, "DELETED", obj)
+
     def _store(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         if plural == "nodes":
             self._fit_cache.clear()
         meta = obj["metadata"]
         meta["resourceVersion"] = self.next_rv()
         key = (meta.get("namespace", ""), meta["name"])
+        etype = "MODIFIED" if key in self._objects[plural] else "ADDED"
         self._objects[plural][key] = obj
+        self.watch_cache.record(meta["resourceVersion"], plural, etype, obj)
         if plural == "pods":
             self._index_pod(key, obj)
         return obj
@@ -1216,6 +1229,7 @@ class KubeWorld:
                 elif arg.startswith("--listen-client-urls="):
                     command[i] = f"--listen-client-urls=https://127.0.0.1:2379,{url}"
             pod["metadata"]["resourceVersion"] = self.next_rv()
+            self.watch_cache.record(pod["metadata"]["resourceVersion"], "pods", "MODIFIED", pod)
 
     def node_address(self, name: str) -> str:
         return self._node_ip(self.nodes[name])
@@ -1300,7 +1314,7 @@ class KubeWorld:
         owner = self._owner_key(pod)
         del self._objects["pods"][key]
         self._unindex_pod(key)
-        self.next_rv()
+        self._deleted("pods", pod)
         self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
         self.sim.timeline.add(cluster=self.cluster_id, node=pod["spec"].get("nodeName"), event="pod_deleted",
                               pod=f"{key[0]}/{key[1]}", uid=uid)
@@ -1657,7 +1671,7 @@ class KubeWorld:
             return copy.deepcopy(gone if gone is not None else current)
         if not dry_run:
             del self._objects[plural][(namespace if res.namespaced else "", name)]
-            self.next_rv()
+            self._deleted(plural, current)
         return success_status(200, _details(res, name, uid=current["metadata"]["uid"]))
 
     def evict(self, namespace: str, name: str, body: dict[str, Any], dry_run: bool) -> dict[str, Any]:

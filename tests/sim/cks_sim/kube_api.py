@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import kube_exec, kube_table, rbac
+from . import kube_exec, kube_table, kube_watch, rbac
 from .core import drop_connection
 from .kube import RESOURCES, ApiError, KubeWorld, Resource
 from .tls import client_identity, make_tls, read_pem
@@ -586,7 +586,7 @@ class KubeApp:
             elif route.kind == "discovery":
                 response = _json_response(self._discovery(route.document, request))
             else:
-                response = self._resource(world, route, verb, request)
+                response = self._resource(world, route, verb, request, environ)
         except ApiError as err:
             response = _status_response(err)
         return self._finish(log, response)
@@ -783,7 +783,8 @@ class KubeApp:
             raise ApiError(400, f"the object provided is unrecognized (must be of type {res.kind}): couldn't get "
                                 f"version/kind; json parse error: {exc}", "BadRequest") from None
 
-    def _resource(self, world: KubeWorld, route: Route, verb: str, request: Request) -> Response:
+    def _resource(self, world: KubeWorld, route: Route, verb: str, request: Request,
+                  environ: Optional[dict[str, Any]] = None) -> Response:
         res = route.res
         assert res is not None
         if route.subresource == "eviction":
@@ -798,7 +799,7 @@ class KubeApp:
         allowed = set(res.verbs)
         if route.subresource == "status":
             allowed = {"get"}
-        if verb == "list" and route.name is None:
+        if verb in ("list", "watch") and route.name is None:
             pass
         elif verb not in allowed or (verb == "create" and route.name is not None) or (
                 res.namespaced and route.namespace is None and verb != "list"):
@@ -806,6 +807,11 @@ class KubeApp:
         if verb == "list" and "list" not in res.verbs:
             raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
         ns = route.namespace or ""
+        if verb == "watch":
+            if not world.watch_enabled or "watch" not in res.verbs:
+                raise ApiError(405, "the server does not allow this method on the requested resource",
+                               "MethodNotAllowed")
+            return self._watch(world, res, route.namespace, request, environ or {})
         if verb == "list":
             return Response(self._list(world, res, route.namespace, request), status=200,
                             content_type="application/json")
@@ -862,15 +868,93 @@ class KubeApp:
                 raise ApiError(422, "the server rejected our request due to an error in our request", "Invalid")
             return world.update(res.plural, ns, route.name or "", patched, route.subresource)
 
-    def _list(self, world: KubeWorld, res: Resource, namespace: Optional[str], request: Request) -> str:
+    def _watch(self, world: KubeWorld, res: Resource, namespace: Optional[str], request: Request,
+               environ: dict[str, Any]) -> Response:
+        """A watch stream (handlers/watch.go serveWatch): 200, chunked, one JSON event a line."""
         args = request.args
+        labels, fields = self._selectors(res, args)
+        if args.get("resourceVersionMatch"):
+            # ValidateListOptions: resourceVersionMatch on a watch needs sendInitialEvents.
+            raise ApiError(422, 'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                                'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided',
+                           "Invalid")
+        rv = args.get("resourceVersion")
+        if rv not in (None, "") and not rv.isdigit():
+            # storage.APIObjectVersioner.ParseResourceVersion, wrapped by the cacher as a bad request.
+            raise ApiError(400, f'invalid resource version: strconv.ParseUint: parsing "{rv}": invalid syntax',
+                           "BadRequest")
+        timeout_arg = args.get("timeoutSeconds", type=int)
+        timeout = float(timeout_arg) if timeout_arg else kube_watch.default_timeout()
+        selector = args.get("fieldSelector", "") + "|" + args.get("labelSelector", "")
+        match = {"cluster": world.cluster_id, "resource": res.plural, "selector": selector}
+        drop = self.sim.faults.take("watch_drop", **match)
+        expire = self.sim.faults.take("watch_expired", **match) is not None
+        stream = kube_watch.WatchStream(
+            world, res.plural, res.kind, res.api_version, namespace,
+            lambda o: labels(o["metadata"].get("labels") or {}) and fields(o), rv, timeout,
+            args.get("allowWatchBookmarks") in ("true", "1"), self.sim.clock.real(world.watch_bookmark_seconds),
+            drop, expire, environ)
+        if kube_table.wants_table(request.headers.get("Accept", "")):
+            # kubectl get -w asks for Tables: each event's object is a one-row Table (handlers/watch.go
+            # transforms every event object with the same table convertor as a list).
+            include = args.get("includeObject", "Metadata")
+            stream.as_table = lambda obj: kube_table.table(
+                res.plural, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                include_object=include)
+        return Response(stream.lines(), status=200, content_type="application/json", direct_passthrough=True)
+
+    @staticmethod
+    def _selectors(res: Resource, args: Any) -> tuple[Callable[[dict[str, str]], bool], Callable[[dict[str, Any]], bool]]:
         try:
-            labels = label_selector(args.get("labelSelector", ""))
-            fields = field_selector(args.get("fieldSelector", ""), res.plural)
+            return label_selector(args.get("labelSelector", "")), field_selector(args.get("fieldSelector", ""), res.plural)
         except SelectorError as exc:
             raise ApiError(400, f'Unable to find {{"{res.group}" "{res.version}" "{res.plural}"}} that match label '
                                 f'selector "{args.get("labelSelector", "")}", field selector '
                                 f'"{args.get("fieldSelector", "")}": {exc}', "BadRequest") from None
+
+    @staticmethod
+    def _check_list_versions(world: KubeWorld, args: Any) -> None:
+        """ValidateListOptions, then the cacher's resourceVersion rules for a list."""
+        rv, match = args.get("resourceVersion", ""), args.get("resourceVersionMatch", "")
+        invalid = 'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: '
+        if match:
+            if not rv:
+                raise ApiError(422, invalid + "Forbidden: resourceVersionMatch is forbidden unless resourceVersion "
+                                              "is provided", "Invalid")
+            if args.get("continue"):
+                raise ApiError(422, invalid + "Forbidden: resourceVersionMatch is forbidden when continue is "
+                                              "provided", "Invalid")
+            if match not in ("Exact", "NotOlderThan"):
+                raise ApiError(422, invalid + f'Unsupported value: "{match}": supported values: "Exact", '
+                                              f'"NotOlderThan"', "Invalid")
+            if match == "Exact" and rv == "0":
+                raise ApiError(422, invalid + 'Forbidden: resourceVersionMatch "exact" is forbidden for '
+                                              'resourceVersion "0"', "Invalid")
+        if not rv or rv == "0":
+            return
+        if not rv.isdigit():
+            raise ApiError(400, f'invalid resource version: strconv.ParseUint: parsing "{rv}": invalid syntax',
+                           "BadRequest")
+        wanted = int(rv)
+        if wanted > int(world.current_rv()):
+            # cacher waitUntilFreshAndBlock: up to 3 s for the cache to reach it, then 504.
+            waited = time.monotonic() + kube_watch.TOO_LARGE_WAIT
+            while int(world.current_rv()) < wanted and time.monotonic() < waited:
+                time.sleep(kube_watch.WAKE)
+            if int(world.current_rv()) < wanted:
+                raise ApiError(504, f"Too large resource version: {wanted}, current: {world.current_rv()}", "Timeout",
+                               details={"causes": [{"reason": "ResourceVersionTooLarge",
+                                                    "message": "Too large resource version"}],
+                                        "retryAfterSeconds": 1})
+        if match == "Exact" and wanted != int(world.current_rv()):
+            # etcd answers an older exact list from its history until compaction; the sim keeps no
+            # object history, so every older exact list is answered as compacted (README: limits).
+            raise ApiError(410, "The resourceVersion for the provided list is too old.", "Expired")
+
+    def _list(self, world: KubeWorld, res: Resource, namespace: Optional[str], request: Request) -> str:
+        args = request.args
+        labels, fields = self._selectors(res, args)
+        self._check_list_versions(world, args)
         limit = args.get("limit", type=int) or 0
         token = args.get("continue") or ""
         start = _decode_continue(token) if token else None

@@ -142,3 +142,26 @@ def test_exec_etcdctl_in_an_etcd_pod(sim_factory: Any) -> None:
                   "--key=/etc/kubernetes/pki/etcd/server.key", "member", "list", "-w", "json")
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)["members"]) == 3
+
+
+def test_get_watch_prints_a_change_as_it_happens(sim: SimHandle) -> None:
+    """kubectl get -w: a list, then a Table watch (each event a one-row Table, handlers/watch.go
+    transforming event objects with the list's table convertor)."""
+    proc = subprocess.Popen([str(KUBECTL), "--kubeconfig", sim.env["kubeconfig"], "get", "nodes", "-w"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        world = next(iter(sim.sim.kube.values()))
+        name = sorted(world.nodes)[-1]
+        sim.wait_for(lambda: len(lines) >= 1 + len(world.nodes), timeout=60)
+        with sim.sim.lock:
+            world.cordon_out_of_band(name)
+        sim.wait_for(lambda: any(line.split()[:2] == [name, "Ready,SchedulingDisabled"] for line in lines[1:]),
+                     timeout=30)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert lines[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert [line.split()[0] for line in lines[1:]].count(name) == 2
