@@ -30,7 +30,9 @@ options:
     type: str
     required: true
   after:
-    description: The cluster read again after the release, as C(cloudstack.cks.cks_node_outdated) returns it.
+    description:
+      - What is still out of date after the release, as C(cloudstack.cks.cks_node_cycle) with C(mode=release)
+        returns it (its C(after)), in the keys C(cloudstack.cks.cks_node_outdated) returns them.
     type: dict
     required: true
   report_path:
@@ -43,7 +45,7 @@ EXAMPLES = r"""
 - name: Show the outcome
   ansible.builtin.debug:
     msg: >-
-      {{ rollout_report | cloudstack.cks.rollout_outcome(cluster=rollout_cluster, after=rollout_after,
+      {{ rollout_report | cloudstack.cks.rollout_outcome(cluster=rollout_cluster, after=rollout_release.after,
          report_path=rollout_report_path) }}
 """
 
@@ -71,7 +73,7 @@ def _names(entries: Iterable[Any], key: str = "node") -> str:
 
 def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str, Any],
                     report_path: str = "") -> list[str]:
-    """The closing lines of a rollout, from its report and the cluster read after it."""
+    """The closing lines of a rollout, from its report and what the release found still out of date."""
     capacity = {key: _shown(value) for key, value in (report.get("capacity") or {}).items()}
     counted = ("controlnodesoutofdate", "workernodesoutofdate", "etcdnodesoutofdate")
     counts = {key: _shown(after.get(key)) for key in counted}
