@@ -77,6 +77,10 @@ class Catalog:
                 "affinity_groups": [dict(e) for e in self.affinity_groups]}
 
 
+def _names(entry: Mapping[str, Any], cluster: str) -> bool:
+    return cluster in (str(entry.get("id", "")), str(entry.get("name", "")))
+
+
 def _kept(entries: Iterable[Mapping[str, Any]], kind: str) -> tuple[Mapping[str, Any], ...]:
     fields = CATALOG_FIELDS[kind]
     return tuple({k: e[k] for k in fields if k in e} for e in entries)
@@ -104,10 +108,13 @@ class ClusterLoader:
     MAX_CLOUD_CALLS = 10  # 2 to resolve + 4 VM chunks + volumes, offerings, disks, groups
 
     def __init__(self, cloud: CloudLister, kube: Optional[NodeLister] = None,
-                 catalog: Optional[CatalogCache] = None) -> None:
+                 catalog: Optional[CatalogCache] = None, fresh_entry: Optional[Mapping[str, Any]] = None) -> None:
         self.cloud = cloud
         self.kube = kube
         self.catalog = catalog if catalog is not None else CatalogCache()
+        #: The cluster's entry as this run read it a moment ago (to fetch its kubeconfig): the first
+        #: ``load`` takes it instead of listing the cluster again; later loads read it afresh.
+        self._fresh_entry = fresh_entry
 
     def find(self, cluster: str, project_id: Optional[str] = None) -> dict:
         """The listKubernetesClusters entry named by id or by exact name."""
@@ -143,7 +150,10 @@ class ClusterLoader:
     def load(self, cluster: str, project_id: Optional[str] = None,
              detail_for: Optional[Iterable[str]] = None) -> ClusterView:
         """The view of the cluster named by id or exact name (see ``load_cluster`` for ``detail_for``)."""
-        return self.load_cluster(self.find(cluster, project_id), detail_for)
+        entry, self._fresh_entry = self._fresh_entry, None
+        if entry is None or not _names(entry, cluster):
+            entry = self.find(cluster, project_id)
+        return self.load_cluster(entry, detail_for)
 
     def load_cluster(self, cluster: Mapping[str, Any], detail_for: Optional[Iterable[str]] = None) -> ClusterView:
         """The view of an already resolved listKubernetesClusters entry.

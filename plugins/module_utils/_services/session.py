@@ -67,7 +67,8 @@ class ClusterSession:
 
     @property
     def loader(self) -> ClusterLoader:
-        return ClusterLoader(self.cloud, self.kube, self.catalog)
+        kube = self.kube  # first: connecting may read the cluster's entry
+        return ClusterLoader(self.cloud, kube, self.catalog, fresh_entry=self._entry)
 
     def catalog_dict(self) -> Optional[dict[str, Any]]:
         """The catalog this run used, for the next run of the rollout (None if none was read)."""
