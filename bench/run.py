@@ -386,6 +386,8 @@ def render_only(path: str, out: str) -> int:
         c.setdefault("catalog_reads", {cmd: round(per.get(f"cloudstack:{cmd}", 0.0) * rolled)
                                        for cmd in analysis.CATALOG_COMMANDS})
     result["verdicts"] = verdicts(result)
+    # The numbers stay those of the run named in the header; only the verdicts are new.
+    result["verdicts_rendered"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "latest.json"), "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
@@ -412,6 +414,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [f"Benchmarks ({result['when']}, {result['machine']['cpus']} CPUs, load {result['machine']['load_at_start']:.1f}; "
              f"time_scale {ts}: a node's critical path is {result['node_ideal_simulated']:g} simulated s = "
              f"{result['node_ideal_simulated'] * ts:.2f} real s; {result['elapsed']} s in all)", ""]
+    if result.get("verdicts_rendered"):
+        lines += [f"Verdicts recomputed at {result['verdicts_rendered']} (bench/run.py --render) from the measurements "
+                  f"of {result['when']}: the numbers are that run's, not of the code as it is now.", ""]
     v = result["verdicts"]
     if result["rollouts"]:
         lines += ["| rollout | batches | wall s | ideal s | wall / ideal | at time_scale 1 (projected) | overhead s / batch | of it: before, per batch pass, after | "
