@@ -31,7 +31,9 @@ options:
     type: str
     required: true
   after:
-    description: The cluster read again after the release, as C(cloudstack.cks.cks_node_outdated) returns it.
+    description:
+      - What is still out of date after the release, as C(cloudstack.cks.cks_node_cycle) with C(mode=release)
+        returns it (its C(after)), in the keys C(cloudstack.cks.cks_node_outdated) returns them.
     type: dict
     required: true
   report_path:
@@ -44,7 +46,7 @@ EXAMPLES = r"""
 - name: Show the outcome
   ansible.builtin.debug:
     msg: >-
-      {{ rollout_report | cloudstack.cks.rollout_outcome(cluster=rollout_cluster, after=rollout_after,
+      {{ rollout_report | cloudstack.cks.rollout_outcome(cluster=rollout_cluster, after=rollout_release.after,
          report_path=rollout_report_path) }}
 """
 
@@ -83,7 +85,7 @@ def _ended(report: Mapping[str, Any]) -> str:
 
 def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str, Any],
                     report_path: str = "") -> list[str]:
-    """The closing lines of a rollout, from its report and the cluster read after it."""
+    """The closing lines of a rollout, from its report and what the release found still out of date."""
     capacity = {key: _shown(value) for key, value in (report.get("capacity") or {}).items()}
     counted = ("controlnodesoutofdate", "workernodesoutofdate", "etcdnodesoutofdate")
     counts = {key: _shown(after.get(key)) for key in counted}

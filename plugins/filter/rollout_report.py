@@ -33,7 +33,9 @@ options:
     type: dict
     required: true
   after:
-    description: The cluster read again after the release, as C(cloudstack.cks.cks_node_outdated) returns it.
+    description:
+      - What is still out of date after the release, as C(cloudstack.cks.cks_node_cycle) with C(mode=release)
+        returns it (its C(after)), in the keys C(cloudstack.cks.cks_node_outdated) returns them.
     type: dict
     required: true
   run_id:
@@ -81,7 +83,7 @@ EXAMPLES = r"""
 - name: Put the rollout report together
   ansible.builtin.set_fact:
     rollout_report: >-
-      {{ rollout_plan | cloudstack.cks.rollout_report(release=rollout_release.release, after=rollout_after,
+      {{ rollout_plan | cloudstack.cks.rollout_report(release=rollout_release.release, after=rollout_release.after,
          run_id=rollout_run_id, started=rollout_started, ended=now(utc=true, fmt='%Y-%m-%dT%H:%M:%SZ'),
          results=rollout_results, batches=rollout_batches_run, stored=rollout_stored, hooks=rollout_hooks) }}
 """

@@ -42,6 +42,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_auth import VERIFY_ENV, BearerTarget, choose_tls, kube_warnings
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import scrub_secrets
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.quorum import ENDPOINTS, KUBECONFIG, QuorumClient, quorum_path
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 
@@ -89,6 +90,7 @@ def cluster_argument_spec() -> dict[str, dict[str, Any]]:
     return {
         "cluster": {"type": "str", "required": True},
         "project_id": {"type": "str"},
+        "catalog": {"type": "dict"},
     }
 
 
@@ -190,7 +192,7 @@ def cluster_session(module: AnsibleModule) -> ClusterSession:
     cloud = cloudstack_client(module)
     return ClusterSession(cloud, lambda cluster_id: kube_client(module, cloud, cluster_id), str(module.params["cluster"]),
                           module.params.get("project_id"), needs_cluster_id=module.params.get("kubeconfig") is None,
-                          diff=bool(module._diff))
+                          diff=bool(module._diff), catalog=Catalog.from_option(module.params.get("catalog")))
 
 
 def run_service(module: AnsibleModule, service: Callable[[ClusterSession, Mapping[str, Any], bool], Mapping[str, Any]]) -> None:

@@ -515,6 +515,17 @@ release:
           no annotation, taint or outcome touched, as they are that rollout's), and C(outcome) is V(unchanged).
         - V(null) otherwise.
       type: dict
+after:
+  description:
+    - What is still out of date after the release, judged against the stored node settings, with the keys
+      M(cloudstack.cks.cks_node_outdated) returns them - C(out_of_date) (the node names), C(node_types) (per node
+      type, C(nodes) and C(out_of_date)), C(controlnodesoutofdate), C(workernodesoutofdate) and
+      C(etcdnodesoutofdate). The rollout role reports it without reading the cluster again.
+    - V(null) when the cluster could not be read.
+  returned: mode=release
+  type: dict
+  sample: {out_of_date: [], node_types: {control: {nodes: 3, out_of_date: 0}, worker: {nodes: 10, out_of_date: 0},
+           etcd: {nodes: 0, out_of_date: 0}}, controlnodesoutofdate: 0, workernodesoutofdate: 0, etcdnodesoutofdate: 0}
 """
 
 from typing import Any

@@ -519,6 +519,14 @@ lock:
   type: dict
   sample: {"holder": "awx-job-42", "held": true, "acquire_time": "2026-12-02T16:40:00.000000Z",
            "renew_time": "2026-12-02T16:41:00.000000Z", "duration_seconds": 600, "expired": false, "taken_over_from": null}
+catalog:
+  description:
+    - The service offerings, disk offerings and affinity groups this run read (only the fields the collection
+      uses). Give it as O(catalog) to the later runs of the same rollout, which then do not list them again.
+  returned: always
+  type: dict
+  sample: {service_offerings: [{id: 9a1d, name: cks-large, cpunumber: 4, memory: 8192}],
+           disk_offerings: [], affinity_groups: [{id: 77b2, name: cks-anti, type: host anti-affinity}]}
 lock_holder:
   description: Who holds the lock now; null when nobody does (or the holder's lock expired).
   returned: always

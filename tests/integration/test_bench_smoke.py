@@ -65,6 +65,14 @@ def test_calls_and_detection_latency(smoke: dict) -> None:
     assert per_node["cloudstack:queryAsyncJobResult"] >= 2
     assert run["calls"]["cloudstack_per_node"] > 0 and run["calls"]["kubernetes_per_node"] > 0
     assert len(run["list_calls_per_batch"]) == 2 and min(run["list_calls_per_batch"]) > 0
+    # Issue 19: the catalog is listed by the rollout's first module run only, the others are
+    # handed it; evictions and job polls are counted apart from the rest.
+    calls = run["calls"]
+    assert calls["catalog_reads"] == {"listServiceOfferings": 1, "listDiskOfferings": 1, "listAffinityGroups": 1}
+    assert calls["evictions_per_node"] == per_node.get("kubernetes:create pods/eviction", 0)
+    assert calls["kubernetes_per_node_besides_evictions"] == pytest.approx(
+        calls["kubernetes_per_node"] - calls["evictions_per_node"], abs=0.011)
+    assert calls["job_polls_per_node"] == per_node["cloudstack:queryAsyncJobResult"]
     latency = run["detection_latency"]
     for kind in ("stopped", "started", "ready"):
         assert latency[kind]["n"] == 3
@@ -89,6 +97,11 @@ def test_table_and_timeline_written(smoke: dict) -> None:
     out = smoke["dir"]
     table = (out / "latest.md").read_text(encoding="utf-8")
     assert "| rollout | batches |" in table and "| planning (cks_node_outdated) |" in table
+    # Every issue-19 target has a verdict: met, missed by how much (with why), or not measured.
+    rows = smoke["result"]["issue_19"]
+    assert rows and all(r["met"] is not None or r["why"] == "not measured" for r in rows)
+    assert all(r["by"] is None if r["met"] else (r["met"] is None or (r["by"] > 0 and r["why"])) for r in rows)
+    assert "Issue 19 targets:" in table and table.count("| catalog (offerings, disk offerings, groups) reads") == 1
     assert table.strip() in smoke["stdout"]
     tree = ET.parse(out / "timeline.svg")
     rects = tree.getroot().iter(f"{SVG}rect")

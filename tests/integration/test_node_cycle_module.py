@@ -66,6 +66,13 @@ def test_check_mode_then_cycle_then_release(cycle_sim: Callable[..., CycleSim]) 
     assert not released.get("failed"), released.get("msg")
     assert released["release"]["outcome"] == "Running" and released["release"]["lock_released"] is True
     assert RecordStore(sim.kube).read().outcome == "Running"
+    # The release judges the cluster against the stored settings, so the role needs no module run
+    # of its own to say what is left: the cycled worker is up to date, the other workers are not.
+    others = sorted(n for n in sim.names("worker") if n != node)
+    after = released["after"]
+    assert sorted(after["out_of_date"]) == others and node not in after["out_of_date"]
+    assert after["workernodesoutofdate"] == len(others) and after["controlnodesoutofdate"] == 0
+    assert after["node_types"]["worker"] == {"nodes": len(others) + 1, "out_of_date": len(others)}
     again = run_module(MODULE, module_args(sim, mode="release", lock_holder="run-7"))
     assert again["changed"] is False and again["release"]["lock_released"] is False
     assert sim.invariants() == []
@@ -114,3 +121,46 @@ def test_a_control_node_with_etcd_checks_through_the_module(cycle_sim: Callable[
     assert done["preflight"]["readyz_etcd"] == 200
     assert sim.view().node(other).offering_name == "cks-large"
     assert sim.invariants() == []
+
+
+CATALOG_LISTS = ("listServiceOfferings", "listDiskOfferings", "listAffinityGroups")
+
+
+def catalog_lists(sim: CycleSim) -> int:
+    return sum(1 for c in sim.calls() if c.get("command") in CATALOG_LISTS)
+
+
+def test_a_batch_given_the_plans_catalog_lists_no_offerings_or_groups(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    store_settings(sim, Settings(worker=TypeSettings(sim.offering_id("cks-large"), 30, None)))
+    Lock(sim.kube, holder_identity="run-8", duration_seconds=300).acquire()
+    node = sim.names("worker")[0]
+    outdated_args = {k: v for k, v in module_args(sim).items()
+                     if k not in ("poll_interval", "eviction_retry_interval", "delete_emptydir_data", "batch_timeout")}
+    planned = run_module("cks_node_outdated", outdated_args)
+    assert not planned.get("failed"), planned.get("msg")
+    catalog = planned["catalog"]
+    assert "cks-large" in [o["name"] for o in catalog["service_offerings"]]
+    # Only the fields the view reads travel from run to run.
+    assert all(set(o) <= {"id", "name", "cpunumber", "memory", "rootdisksize", "diskofferingid",
+                          "diskofferingstrictness", "iscustomized"} for o in catalog["service_offerings"])
+
+    before = catalog_lists(sim)
+    done = run_module(MODULE, module_args(sim, nodes=[node], lock_holder="run-8", catalog=catalog))
+    assert not done.get("failed"), done.get("msg")
+    assert done["nodes"][0]["outcome"] == "done" and sim.view().node(node).offering_name == "cks-large"
+    released = run_module(MODULE, module_args(sim, mode="release", lock_holder="run-8", catalog=catalog))
+    assert not released.get("failed"), released.get("msg")
+    assert catalog_lists(sim) == before
+    assert sim.invariants() == []
+
+
+def test_a_catalog_that_is_no_catalog_is_refused_before_anything_changes(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml")
+    store_settings(sim, Settings(worker=TypeSettings(sim.offering_id("cks-large"), 30, None)))
+    Lock(sim.kube, holder_identity="run-9", duration_seconds=300).acquire()
+    node = sim.names("worker")[0]
+    failed = run_module(MODULE, module_args(sim, nodes=[node], lock_holder="run-9",
+                                            catalog={"service_offerings": "cks-large"}))
+    assert failed.get("failed") and "catalog" in failed["msg"] and "leave it out" in failed["msg"]
+    assert stops(sim) == [] and not sim.view().node(node).unschedulable

@@ -11,7 +11,7 @@ from factories import ClusterFactory
 from fakes import FakeCloudStack, FakeKube
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog, CatalogCache, ClusterLoader
 
 UUID = "3f2c1a9e-8d7b-4c6a-9e5f-1a2b3c4d5e6f"
 
@@ -156,3 +156,47 @@ def test_without_a_kubernetes_client_nodes_have_no_kubernetes_side() -> None:
     cloud = cloud_for(f, [f.raw_cluster()])
     view = ClusterLoader(cloud).load("demo")
     assert all(not n.k8s_present for n in view.nodes)
+
+
+def test_a_catalog_listed_once_serves_every_later_view_of_the_run() -> None:
+    f = ClusterFactory(control=1, workers=2)
+    cloud = cloud_for(f, [f.raw_cluster()])
+    shared = CatalogCache()
+    first = ClusterLoader(cloud, FakeKube(nodes=f.raw_k8s_nodes), shared).load("demo")
+    second = ClusterLoader(cloud, FakeKube(nodes=f.raw_k8s_nodes), shared).load("demo")
+    assert [c for c in cloud.commands() if c in ("listServiceOfferings", "listDiskOfferings", "listAffinityGroups")] == [
+        "listServiceOfferings", "listDiskOfferings", "listAffinityGroups"]
+    assert [n.offering_name for n in first.nodes] == [n.offering_name for n in second.nodes]
+
+
+def test_a_catalog_handed_over_from_an_earlier_run_lists_nothing_and_keeps_only_what_the_view_reads() -> None:
+    f = ClusterFactory(control=1, workers=2)
+    listed = dict(f.raw_service_offerings()[0], hypervisor="KVM", tags="ssd")
+    handed = Catalog.from_option(Catalog.listed([listed], f.raw_disk_offerings(), f.raw_affinity_groups()).to_dict())
+    assert handed is not None and "tags" not in handed.service_offerings[0]
+    cloud = cloud_for(f, [f.raw_cluster()])
+    ClusterLoader(cloud, FakeKube(nodes=f.raw_k8s_nodes), CatalogCache(handed)).load("demo")
+    assert cloud.commands() == ["listKubernetesClusters", "listVirtualMachines", "listVolumes"]
+
+
+@pytest.mark.parametrize("given", [["so-medium"], {"service_offerings": []},
+                                   {"service_offerings": "x", "disk_offerings": [], "affinity_groups": []},
+                                   {"service_offerings": [{"name": "no id"}], "disk_offerings": [], "affinity_groups": []}])
+def test_a_catalog_option_that_is_no_catalog_is_refused_naming_the_option(given: Any) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        Catalog.from_option(given)
+    assert caught.value.msg.startswith("catalog") and "leave" in caught.value.msg
+
+
+def test_the_first_view_takes_the_entry_the_run_just_read_and_later_ones_read_it_again() -> None:
+    f = ClusterFactory(control=1, workers=2)
+    cloud = cloud_for(f, [f.raw_cluster()])
+    loader = ClusterLoader(cloud, FakeKube(nodes=f.raw_k8s_nodes), fresh_entry=f.raw_cluster())
+    loader.load("demo")
+    assert "listKubernetesClusters" not in cloud.commands()
+    loader.load("demo")
+    assert cloud.commands().count("listKubernetesClusters") == 1
+    # An entry of another cluster is never taken for this one.
+    other = ClusterLoader(cloud, FakeKube(nodes=f.raw_k8s_nodes), fresh_entry=dict(f.raw_cluster(), id="x", name="other"))
+    other.load("demo")
+    assert cloud.commands().count("listKubernetesClusters") == 2

@@ -17,16 +17,35 @@ are rewritten without the request's query string.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Callable, Mapping, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient, parse_retry_after
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack_answers import (
+    FinalAnswer,
+    int_or_none,
+    is_idempotent,
+    is_transient_status,
+    parse_cloudstack_time,
+    reached_server,
+    redact,
+    retry_after,
+    transport_reason,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
+# cs's package init imports aiohttp (for its async client) and pygments (for its command line's
+# colours) whenever they are installed, and kubernetes 37 installs aiohttp. A module run uses
+# neither, and they are about a fifth of its start-up (90 of some 800 modules, python -X
+# importtime): hidden while cs loads, so its own ``except ImportError`` skips them. A process that
+# imported them already keeps them; one that imports them later gets them as usual.
+_NOT_FOR_CS = [name for name in ("aiohttp", "pygments") if name not in sys.modules]
+for _name in _NOT_FOR_CS:
+    sys.modules[_name] = None  # type: ignore[assignment]
 try:
     import cs
     import requests
@@ -36,19 +55,16 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the library
     HAS_CS = False
     CS_IMPORT_ERROR = str(exc)
+finally:
+    for _name in _NOT_FOR_CS:
+        if sys.modules.get(_name) is None:
+            del sys.modules[_name]
 
 PAGE_SIZE = 500
 # BaseListCmd.getPageSize refuses a pagesize above default.page.size (it does not cap it).
 _PAGE_LIMIT = re.compile(r"Page size can't exceed max allowed page size value: (\d+)")
 DEFAULT_POLL_INTERVAL = 0.5
 DEFAULT_RETRIES = 5
-
-# Commands that only read: safe to send again after a transient fault.
-IDEMPOTENT_PREFIXES = ("list", "query", "get")
-
-# CloudStack's own server-side codes (ApiErrorCode): the command ran and failed; sending it
-# again gives the same answer. 511 is the 2FA challenge.
-CLOUDSTACK_SERVER_CODES = frozenset({511, *range(530, 538)})
 
 JOB_PENDING, JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED = 0, 1, 2, 3
 
@@ -63,29 +79,6 @@ JOB_CLASSES = {
 }
 # How much earlier than our clock a management server may date a job it created for us.
 JOB_CLOCK_SKEW = 120.0
-
-_QUERY = re.compile(r"\?[^\s'\"<>)]*")
-
-
-def is_idempotent(command: str) -> bool:
-    return command.startswith(IDEMPOTENT_PREFIXES)
-
-
-def is_transient_status(status: Optional[int]) -> bool:
-    """HTTP answers worth retrying: rate limited, or a proxy / server that is not CloudStack's error."""
-    if status is None:
-        return False
-    return status == 429 or (500 <= status < 600 and status not in CLOUDSTACK_SERVER_CODES)
-
-
-def redact(text: str, *secrets: Optional[str]) -> str:
-    """Drop query strings (they carry apiKey and signature) and any secret from ``text``."""
-    text = _QUERY.sub("?<query removed>", text)
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "<redacted>")
-    return text
-
 
 def _to_bool(value: Any) -> bool:
     if isinstance(value, bool):
@@ -281,7 +274,7 @@ class CloudStackClient:
                         continue
                     seen.add(ident)
                 items.append(item)
-            count = _int_or_none(response.get("count"))
+            count = int_or_none(response.get("count"))
             if not batch:
                 return items
             if count is not None:
@@ -412,7 +405,7 @@ class CloudStackClient:
         def send() -> dict[str, Any]:
             try:
                 return self._send(command, params, deadline)
-            except _Failed as failure:
+            except FinalAnswer as failure:
                 raise CloudStackError(command, failure.errortext, errorcode=failure.errorcode, target=target)
 
         if not is_idempotent(command):
@@ -445,7 +438,7 @@ class CloudStackClient:
             raise CloudStackError(command, fault.message, errorcode=fault.status, target=target)
 
     def _send(self, command: str, params: Mapping[str, Any], deadline: Optional[Deadline]) -> dict[str, Any]:
-        """One HTTP request. Raises ``Transient`` (may retry) or ``_Failed`` (final)."""
+        """One HTTP request. Raises ``Transient`` (may retry) or ``FinalAnswer`` (final)."""
         timeout = self.options.api_timeout
         if deadline is not None:
             # At the deadline one last short request still goes out (wait_for's final check);
@@ -459,95 +452,37 @@ class CloudStackClient:
         except cs.CloudStackApiException as exc:
             status = getattr(exc.response, "status_code", None)
             error = exc.error if isinstance(exc.error, dict) else {}
-            code = _int_or_none(error.get("errorcode")) or status
+            code = int_or_none(error.get("errorcode")) or status
             text = redact(str(error.get("errortext") or (exc.args[0] if exc.args else "error")), secret)
             if is_transient_status(status):
-                raise Transient(f"HTTP {status}: {text}", status=code, retry_after=_retry_after(exc))
-            raise _Failed(text, code)
+                raise Transient(f"HTTP {status}: {text}", status=code, retry_after=retry_after(exc))
+            raise FinalAnswer(text, code)
         except cs.CloudStackException as exc:
             # Not a CloudStack answer (a proxy's HTML page, a truncated body): judge by the status.
             status = getattr(getattr(exc, "response", None), "status_code", None)
             text = redact(" ".join(str(a) for a in exc.args), secret)
             if is_transient_status(status):
-                raise Transient(text, status=status, retry_after=_retry_after(exc))
-            raise _Failed(text, status)
+                raise Transient(text, status=status, retry_after=retry_after(exc))
+            raise FinalAnswer(text, status)
         except requests.exceptions.SSLError as exc:
-            raise _Failed(
-                f"TLS verification of {redact(self.options.api_url)} failed ({_reason(exc, secret)}); "
+            raise FinalAnswer(
+                f"TLS verification of {redact(self.options.api_url)} failed ({transport_reason(exc, secret)}); "
                 f"check api_verify_ssl_cert (CLOUDSTACK_VERIFY) names the CA that signed the "
                 f"server's certificate, or set validate_certs=false only for a test endpoint",
                 None,
             )
         except requests.exceptions.ConnectTimeout as exc:
             raise Transient(f"connecting to {redact(self.options.api_url)} timed out after {timeout}s "
-                            f"({_reason(exc, secret)})", maybe_done=False)
+                            f"({transport_reason(exc, secret)})", maybe_done=False)
         except requests.exceptions.Timeout as exc:
             raise Transient(f"no answer from {redact(self.options.api_url)} within {timeout}s "
-                            f"({_reason(exc, secret)})")
+                            f"({transport_reason(exc, secret)})")
         except requests.exceptions.RequestException as exc:
-            raise Transient(f"connection to {redact(self.options.api_url)} failed ({_reason(exc, secret)})",
-                            maybe_done=not isinstance(exc, requests.exceptions.ConnectionError) or _reached(exc))
+            raise Transient(f"connection to {redact(self.options.api_url)} failed ({transport_reason(exc, secret)})",
+                            maybe_done=not isinstance(exc, requests.exceptions.ConnectionError) or reached_server(exc))
         if not isinstance(response, dict):
-            raise _Failed(f"unexpected response type {type(response).__name__}", None)
+            raise FinalAnswer(f"unexpected response type {type(response).__name__}", None)
         if "errortext" in response and "errorcode" in response:
             # Seen from some proxies and old servers: an error body with HTTP 200.
-            raise _Failed(redact(str(response["errortext"]), secret), _int_or_none(response["errorcode"]))
+            raise FinalAnswer(redact(str(response["errortext"]), secret), int_or_none(response["errorcode"]))
         return response
-
-
-class _Failed(Exception):
-    def __init__(self, errortext: str, errorcode: Optional[int]) -> None:
-        super().__init__(errortext)
-        self.errortext = errortext
-        self.errorcode = errorcode
-
-
-def _retry_after(exc: BaseException) -> Optional[float]:
-    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    return parse_retry_after(headers.get("Retry-After")) if hasattr(headers, "get") else None
-
-
-def _reached(exc: BaseException) -> bool:
-    """False when the connection was refused (nothing was sent); True when it broke later."""
-    inner: Any = exc
-    while inner is not None:
-        if isinstance(inner, (ConnectionRefusedError,)) or type(inner).__name__ == "NewConnectionError":
-            return False
-        nxt = getattr(inner, "reason", None) or (inner.args[0] if getattr(inner, "args", None) else None)
-        inner = nxt if isinstance(nxt, BaseException) and nxt is not inner else None
-    return True
-
-
-def parse_cloudstack_time(value: Any) -> Optional[float]:
-    """Unix time of a CloudStack date (``2026-12-03T12:49:18+0000``), or None."""
-    if not value:
-        return None
-    try:
-        return datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%S%z").timestamp()
-    except ValueError:
-        return None
-
-
-def _int_or_none(value: Any) -> Optional[int]:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _reason(exc: BaseException, secret: Optional[str]) -> str:
-    """The innermost cause of a requests/urllib3 error, as short text without the request URL."""
-    inner: BaseException = exc
-    while True:
-        nxt = getattr(inner, "reason", None)
-        if isinstance(nxt, BaseException) and nxt is not inner:
-            inner = nxt
-            continue
-        if inner.args and isinstance(inner.args[0], BaseException) and inner.args[0] is not inner:
-            inner = inner.args[0]
-            continue
-        break
-    text = str(inner)
-    # urllib3 prefixes its messages with the connection object's repr.
-    text = re.sub(r"<[^>]*>:\s*", "", text)
-    return redact(f"{type(inner).__name__}: {text}" if text else type(inner).__name__, secret)

@@ -180,7 +180,9 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
         held_names = {p.name for p in held}
         names = [p.name for p in planned if p.name not in held_names
                  and (chosen is None or p.name in chosen)]
-        not_selected += [p.name for p in planned if p.name not in held_names and p.name not in names]
+        # A set: tested once per planned node, a list would make planning quadratic in the cluster.
+        rolled = set(names)
+        not_selected += [p.name for p in planned if p.name not in held_names and p.name not in rolled]
         down = {p.name for p in planned if p.vm_state != "Running"}
         for name in names:
             if name in down:

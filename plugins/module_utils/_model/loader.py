@@ -7,9 +7,11 @@ builds its ``ClusterView``."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Protocol
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import UUID_PATTERN, ClusterView, build_view
 
 
@@ -21,6 +23,75 @@ class CloudLister(Protocol):
 class NodeLister(Protocol):
     def list_nodes(self) -> list[dict]:
         """All Kubernetes Node objects as API JSON dicts."""
+
+
+#: What the view takes of each catalog entry (cluster.build_view): the rest of CloudStack's
+#: answer would only make the catalog the role hands from run to run larger.
+CATALOG_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "service_offerings": ("id", "name", "cpunumber", "memory", "rootdisksize", "diskofferingid",
+                          "diskofferingstrictness", "iscustomized"),
+    "disk_offerings": ("id", "name", "disksize", "iscustomized", "disksizestrictness"),
+    "affinity_groups": ("id", "name", "type"),
+}
+CATALOG_OPTION = "catalog"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The cloud's service offerings, disk offerings and affinity groups, as listed once.
+
+    None of them changes with a rollout, so a rollout reads them in its first module run and hands
+    them to the later runs (the ``catalog`` option) instead of listing them in every batch: three
+    list calls less per batch against the management server. An offering deleted meanwhile is
+    then refused by CloudStack at its change; the batch starts that node again before it fails.
+    """
+
+    service_offerings: tuple[Mapping[str, Any], ...]
+    disk_offerings: tuple[Mapping[str, Any], ...]
+    affinity_groups: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def listed(cls, service_offerings: Iterable[Mapping[str, Any]], disk_offerings: Iterable[Mapping[str, Any]],
+               affinity_groups: Iterable[Mapping[str, Any]]) -> Catalog:
+        return cls(_kept(service_offerings, "service_offerings"), _kept(disk_offerings, "disk_offerings"),
+                   _kept(affinity_groups, "affinity_groups"))
+
+    @classmethod
+    def from_option(cls, value: Any) -> Optional[Catalog]:
+        """The catalog an earlier run returned (the module option), or None when not given."""
+        if value is None or value == {}:
+            return None
+        if not isinstance(value, Mapping) or set(value) != set(CATALOG_FIELDS):
+            raise InvalidInput(CATALOG_OPTION, "(given)", "must be the catalog a cloudstack.cks module returned "
+                               f"(a mapping with {', '.join(sorted(CATALOG_FIELDS))}); leave it out to list them again")
+        for key in CATALOG_FIELDS:
+            entries = value[key]
+            if not isinstance(entries, list) or not all(isinstance(e, Mapping) and e.get("id") for e in entries):
+                raise InvalidInput(CATALOG_OPTION, "(given)", f"{key} must be a list of entries with an id, as a "
+                                   "cloudstack.cks module returned it; leave the option out to list them again")
+        return cls.listed(value["service_offerings"], value["disk_offerings"], value["affinity_groups"])
+
+    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
+        return {"service_offerings": [dict(e) for e in self.service_offerings],
+                "disk_offerings": [dict(e) for e in self.disk_offerings],
+                "affinity_groups": [dict(e) for e in self.affinity_groups]}
+
+
+def _names(entry: Mapping[str, Any], cluster: str) -> bool:
+    return cluster in (str(entry.get("id", "")), str(entry.get("name", "")))
+
+
+def _kept(entries: Iterable[Mapping[str, Any]], kind: str) -> tuple[Mapping[str, Any], ...]:
+    fields = CATALOG_FIELDS[kind]
+    return tuple({k: e[k] for k in fields if k in e} for e in entries)
+
+
+class CatalogCache:
+    """The catalog of one module run: given with the run, or listed on first use and kept."""
+
+    def __init__(self, given: Optional[Catalog] = None) -> None:
+        self.value = given
+        self.given = given is not None
 
 
 class ClusterLoader:
@@ -36,9 +107,14 @@ class ClusterLoader:
     MAX_VM_ID_CALLS = 4
     MAX_CLOUD_CALLS = 10  # 2 to resolve + 4 VM chunks + volumes, offerings, disks, groups
 
-    def __init__(self, cloud: CloudLister, kube: Optional[NodeLister] = None) -> None:
+    def __init__(self, cloud: CloudLister, kube: Optional[NodeLister] = None,
+                 catalog: Optional[CatalogCache] = None, fresh_entry: Optional[Mapping[str, Any]] = None) -> None:
         self.cloud = cloud
         self.kube = kube
+        self.catalog = catalog if catalog is not None else CatalogCache()
+        #: The cluster's entry as this run read it a moment ago (to fetch its kubeconfig): the first
+        #: ``load`` takes it instead of listing the cluster again; later loads read it afresh.
+        self._fresh_entry = fresh_entry
 
     def find(self, cluster: str, project_id: Optional[str] = None) -> dict:
         """The listKubernetesClusters entry named by id or by exact name."""
@@ -74,7 +150,10 @@ class ClusterLoader:
     def load(self, cluster: str, project_id: Optional[str] = None,
              detail_for: Optional[Iterable[str]] = None) -> ClusterView:
         """The view of the cluster named by id or exact name (see ``load_cluster`` for ``detail_for``)."""
-        return self.load_cluster(self.find(cluster, project_id), detail_for)
+        entry, self._fresh_entry = self._fresh_entry, None
+        if entry is None or not _names(entry, cluster):
+            entry = self.find(cluster, project_id)
+        return self.load_cluster(entry, detail_for)
 
     def load_cluster(self, cluster: Mapping[str, Any], detail_for: Optional[Iterable[str]] = None) -> ClusterView:
         """The view of an already resolved listKubernetesClusters entry.
@@ -84,18 +163,29 @@ class ClusterLoader:
         is all a batch needs of them, so its reads do not grow with the cluster. Their offering,
         groups and capacity are then unknown (None, empty, 0): plan and count from a full view.
         """
+        with no_cycle_collection():
+            return self._load_cluster(cluster, detail_for)
+
+    def _load_cluster(self, cluster: Mapping[str, Any], detail_for: Optional[Iterable[str]]) -> ClusterView:
         owner = self._owner_scope(cluster)
         wanted = {n.lower() for n in detail_for} if detail_for is not None else None
         vm_ids = [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")
                   and (wanted is None or str(vm.get("name", "")).lower() in wanted)]
         vms = self._vms(vm_ids, owner)
         volumes = self._owned("listVolumes", owner, type="ROOT", listall=True)
-        offerings = self.cloud.list("listServiceOfferings")
-        disk_offerings = self.cloud.list("listDiskOfferings")
-        group_scope = {"projectid": owner["projectid"]} if "projectid" in owner else {}
-        groups = self.cloud.list("listAffinityGroups", listall=True, **group_scope)
+        catalog = self.read_catalog(owner)
         k8s_nodes = self.kube.list_nodes() if self.kube is not None else []
-        return build_view(cluster, vms, volumes, offerings, disk_offerings, groups, k8s_nodes)
+        return build_view(cluster, vms, volumes, catalog.service_offerings, catalog.disk_offerings,
+                          catalog.affinity_groups, k8s_nodes)
+
+    def read_catalog(self, owner: Mapping[str, Any]) -> Catalog:
+        """The catalog this run was given or listed already, else listed now (three calls)."""
+        if self.catalog.value is None:
+            group_scope = {"projectid": owner["projectid"]} if "projectid" in owner else {}
+            self.catalog.value = Catalog.listed(
+                self.cloud.list("listServiceOfferings"), self.cloud.list("listDiskOfferings"),
+                self.cloud.list("listAffinityGroups", listall=True, **group_scope))
+        return self.catalog.value
 
     @staticmethod
     def _owner_scope(cluster: Mapping[str, Any]) -> dict[str, Any]:

@@ -174,6 +174,11 @@ class Release:
         self.lock = lock
         self.project_id = project_id
         self.check_mode = check_mode
+        #: The cluster as the release read it (None until it could be read): the node settings are
+        #: not changed by a release, so the caller judges what is still out of date from it.
+        self.view: Optional[ClusterView] = None
+        #: The record as the release read it before recording the outcome (its stored settings).
+        self.record: Optional[Any] = None
 
     def run(self, last_error: Optional[str] = None, skipped: Optional[Sequence[str] | str] = None,
             rollout_result: Optional[str] = None) -> ReleaseResult:
@@ -181,6 +186,7 @@ class Release:
         result = ReleaseResult(started=time.time(), result=rollout_result or ("failed" if last_error else "done"))
         steps = Persistent(self.seconds, sleep=self._sleep)
         view = steps.run("read the cluster", lambda: self.loader.load(self.cluster, self.project_id))
+        self.view = view
         if view is not None:
             self._put_back_nodes(view, result, steps, last_error, skipped)
         if not self.check_mode and self.lock is not None:
@@ -265,6 +271,7 @@ class Release:
         if store is None:
             return False
         current = store.read()
+        self.record = current
         if current is not None and current.outcome == result.outcome and current.last_error == result.last_error \
                 and current.result == result.result and not current.previous_holder_stopped:
             return False

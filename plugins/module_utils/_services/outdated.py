@@ -21,6 +21,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import exec_access, quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.owners import OwnerReads
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, etcd_check_paths, etcd_check_refusal
@@ -189,6 +190,12 @@ def read_drain_check(kube: PodsApi, options: DrainOptions) -> DrainCheck:
 
 def node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
     """cks_node_outdated: read the cluster, the record and the lock; report (see the module's docs)."""
+    # The plan of a large cluster is as large as the cluster (a record per node, the batches).
+    with no_cycle_collection():
+        return _node_outdated(session, params, check_mode)
+
+
+def _node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
     max_unavailable = params.get("max_unavailable")
     if max_unavailable is not None and max_unavailable < 1:
         raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
@@ -215,9 +222,12 @@ def node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mode
     # etcd is asked only when the plan has etcd members to restart: a workers-only plan costs no
     # exec and no access review (the planning call budget of a large cluster).
     if not given and not any(w.get("node_type") == CONTROL for w in first["work"]):
-        return first
+        return dict(first, catalog=session.catalog_dict())
     access = read_exec_access(params, session, view)
-    return report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
-                  changes=changes, canary=bool(params.get("canary")), drain_check=check,
-                  etcd_health=read_etcd_health(params, session, view, access),
-                  etcd_endpoints_given=given, etcd_exec_access=access, owner_reads=reads)
+    judged = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
+                    changes=changes, canary=bool(params.get("canary")), drain_check=check,
+                    etcd_health=read_etcd_health(params, session, view, access),
+                    etcd_endpoints_given=given, etcd_exec_access=access, owner_reads=reads)
+    # The later runs of a rollout take it over (their catalog option) instead of listing it again.
+    judged["catalog"] = session.catalog_dict()
+    return judged

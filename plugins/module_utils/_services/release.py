@@ -10,9 +10,28 @@ from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, LockInfo
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, LockInfo, Record
+
+
+def after_counts(view: Optional[ClusterView], record: Optional[Record]) -> Optional[dict[str, Any]]:
+    """What is still out of date after the rollout, judged against the stored settings, in the
+    keys cks_node_outdated returns them: the role reads it here instead of in a module run of its
+    own. None when the cluster could not be read."""
+    if view is None:
+        return None
+    judged = report(view, record, None)
+    after: dict[str, Any] = {"out_of_date": judged["out_of_date"],
+                             "node_types": {t: {"nodes": judged["node_types"][t]["nodes"],
+                                                "out_of_date": judged["node_types"][t]["out_of_date"]}
+                                            for t in NODE_TYPES}}
+    for t in NODE_TYPES:
+        after[OUT_OF_DATE_KEYS[t]] = judged[OUT_OF_DATE_KEYS[t]]
+    return after
 
 
 def taken_over(kube: StateApi, holder: Optional[str]) -> Optional[LockInfo]:
@@ -40,7 +59,7 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
         result = ReleaseResult(started=time.time(), outcome="unchanged", ended=time.time(),
                                lock_held_by={"holder": other.holder, "since": other.acquire_time,
                                              "renew_time": other.renew_time})
-        return {"release": result.to_dict(), "changed": False,
+        return {"release": result.to_dict(), "changed": False, "after": _read_after(session),
                 "msg": (f"not released: the rollout {other.holder} holds the lock since {other.acquire_time} "
                         f"(it took over after the lock of {params.get('lock_holder')} expired); its nodes, "
                         "outcome and last error were left as they are")}
@@ -52,4 +71,13 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
                       check_mode=check_mode)
     result = release.run(last_error=params.get("last_error"), skipped=params.get("skipped"),
                          rollout_result=params.get("result"))
-    return {"release": result.to_dict(), "changed": result.changed}
+    record = release.record if release.record is not None or release.view is None else session.store.read()
+    return {"release": result.to_dict(), "changed": result.changed, "after": after_counts(release.view, record)}
+
+
+def _read_after(session: ClusterSession) -> Optional[dict[str, Any]]:
+    # Another rollout's release: the counts are still this run's report's, read as they are now.
+    try:
+        return after_counts(session.view(), session.store.read())
+    except CksError:
+        return None

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog, CatalogCache, ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import DEFAULT_LOCK_SECONDS, Lock, RecordStore
 
 #: ``lock(holder, duration)``: the cluster's rollout lock as that holder would take it.
@@ -33,8 +33,12 @@ class ClusterSession:
 
     def __init__(self, cloud: CloudStackApi, connect_kube: Optional[KubeConnector], cluster: str,
                  project_id: Optional[str] = None, needs_cluster_id: bool = True, kube: Optional[KubernetesApi] = None,
-                 diff: bool = False, entry: Optional[Mapping[str, Any]] = None) -> None:
+                 diff: bool = False, entry: Optional[Mapping[str, Any]] = None,
+                 catalog: Optional[Catalog] = None) -> None:
         self.cloud = cloud
+        #: Every view of this run shares one catalog: given (read by an earlier run of the same
+        #: rollout) or listed on first use.
+        self.catalog = CatalogCache(catalog)
         self.cluster = cluster
         self.project_id = project_id
         self.diff = diff
@@ -66,7 +70,12 @@ class ClusterSession:
 
     @property
     def loader(self) -> ClusterLoader:
-        return ClusterLoader(self.cloud, self.kube)
+        kube = self.kube  # first: connecting may read the cluster's entry
+        return ClusterLoader(self.cloud, kube, self.catalog, fresh_entry=self._entry)
+
+    def catalog_dict(self) -> Optional[dict[str, Any]]:
+        """The catalog this run used, for the next run of the rollout (None if none was read)."""
+        return self.catalog.value.to_dict() if self.catalog.value is not None else None
 
     def view(self) -> ClusterView:
         """The whole cluster as it is now (a few paged list calls)."""
