@@ -218,15 +218,19 @@ class Journal:
             self._items = []
 
 
-def drop_connection(environ: dict[str, Any]) -> None:
-    """Close the client's socket under a WSGI request, as a load balancer dropping it would."""
+def drop_connection(environ: dict[str, Any], close: bool = True) -> None:
+    """Cut the client's socket under a WSGI request, as a load balancer dropping it would.
+
+    ``close=False`` only shuts it down: a stream's later writes then fail with a BrokenPipeError,
+    which werkzeug takes for a dropped connection and does not log as a server error."""
     sock = environ.get("werkzeug.socket")
     if isinstance(sock, socket.socket):
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        sock.close()
+        if close:
+            sock.close()
 
 
 class Sim:

@@ -34,10 +34,11 @@ from __future__ import annotations
 import collections
 import json
 import random
-import socket
 import threading
 import time
 from typing import Any, Callable, Iterator, Optional
+
+from .core import drop_connection
 
 DEFAULT_CACHE_SIZE = 1000
 DEFAULT_BOOKMARK_SECONDS = 60.0
@@ -114,19 +115,6 @@ def event_line(etype: str, obj: Any) -> bytes:
 def status_object(code: int, reason: str, message: str) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
             "reason": reason, "code": code}
-
-
-def cut_connection(environ: dict[str, Any]) -> None:
-    """Shut the socket under the stream without a final chunk, as a proxy idling out does.
-
-    Only shut down, not closed: werkzeug's later writes then fail with a BrokenPipeError,
-    which it treats as a dropped connection and does not log as a server error."""
-    sock = environ.get("werkzeug.socket")
-    if isinstance(sock, socket.socket):
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 class WatchStream:
@@ -208,7 +196,7 @@ class WatchStream:
         next_bookmark = self._next_bookmark(end)
         for obj in initial:
             if self._cut_now():
-                cut_connection(self.environ)
+                drop_connection(self.environ, close=False)
                 return
             self.sent += 1
             yield event_line("ADDED", self._shown({"kind": self.kind, "apiVersion": self.api_version, **obj}))
@@ -227,14 +215,14 @@ class WatchStream:
                 if converted is None:
                     continue
                 if self._cut_now():
-                    cut_connection(self.environ)
+                    drop_connection(self.environ, close=False)
                     return
                 self.sent += 1
                 etype, obj = converted
                 yield event_line(etype, self._shown({"kind": self.kind, "apiVersion": self.api_version, **obj}))
             if self.drop is not None and self.drop.get("after_seconds") is not None and \
                     time.monotonic() >= started + float(self.drop["after_seconds"]):
-                cut_connection(self.environ)
+                drop_connection(self.environ, close=False)
                 return
 
     def _next_bookmark(self, end: float) -> float:
