@@ -270,7 +270,8 @@ def detection_latency(calls: Sequence[dict[str, Any]], timeline: Sequence[dict[s
     """From the simulator's event to the first call that observes it.
 
     Jobs (stop, resize, start): the job's end event -> the next queryAsyncJobResult of that job.
-    Node Ready: the ``ready`` event -> the next read of that node. Pod gone: its ``pod_deleted``
+    Node Ready: the ``ready`` event -> the next read of that node (none when the rollout watched
+    the node come back, as it does wherever the API server serves watches: no sample then). Pod gone: its ``pod_deleted``
     -> the next read of that pod (the drain polls each evicted pod by name).
     """
     calls = sorted(calls, key=lambda c: c["t"])

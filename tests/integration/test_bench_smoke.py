@@ -74,9 +74,12 @@ def test_calls_and_detection_latency(smoke: dict) -> None:
         calls["kubernetes_per_node"] - calls["evictions_per_node"], abs=0.011)
     assert calls["job_polls_per_node"] == per_node["cloudstack:queryAsyncJobResult"]
     latency = run["detection_latency"]
-    for kind in ("stopped", "started", "ready"):
+    for kind in ("stopped", "started"):
         assert latency[kind]["n"] == 3
         assert 0 <= latency[kind]["p50"] <= latency[kind]["max"] < 30
+    # A node's return is watched now (issue 19): the event reaches the rollout on the stream, and
+    # no node read follows it to time; only a rollout that fell back to polling has samples.
+    assert "ready" not in latency or 0 <= latency["ready"]["p50"] <= latency["ready"]["max"] < 30
 
 
 @pytest.mark.timeout(900)

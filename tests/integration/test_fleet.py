@@ -230,7 +230,12 @@ def test_three_slices_at_once_roll_each_cluster_once_and_an_overlap_is_kept_apar
         assert all(stops.get(vm) == 1 for vm in needs[name]), (name, stops)
     overlap_report = json.loads((tmp_path / "report-overlap.json").read_text(encoding="utf-8"))
     entry = overlap_report["clusters"][0]
-    assert entry["outcome"] == "locked", entry
+    # Kept apart by the lock while slice 0 rolls the cluster; or, on a fast machine, planned only
+    # after slice 0 released it, when there is nothing left to roll. Either way each node of it
+    # was stopped once (above): the overlap never rolled it a second time.
+    assert entry["outcome"] in ("locked", "up_to_date"), entry
+    if entry["outcome"] == "locked":
+        assert entry["locked_by"] == "awx-job-100", entry
     assert entry["last_error"] == "skipped: locked by awx-job-100", entry
     assert overlap_job[1].status == "successful"  # a skip is not a failure of that job
     rh.assert_no_invariant_broken(sim)

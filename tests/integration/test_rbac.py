@@ -62,7 +62,7 @@ def test_rollout_with_exactly_the_documented_rbac(rollout_sim: Any) -> None:
     kube_calls = [c for c in sim.calls() if c.get("api") == "kubernetes"]
     restricted = [c for c in kube_calls if c.get("user") == USER]
     # Every kind of access was used with the restricted token, and nothing was refused.
-    assert {c["verb"] for c in restricted} >= {"get", "list", "patch", "create", "update"}
+    assert {c["verb"] for c in restricted} >= {"get", "list", "watch", "patch", "create", "update"}
     # (poddisruptionbudgets: listed only to name the budgets behind a failed drain.)
     assert {c["resource"] for c in restricted} >= {"nodes", "pods", "pods/eviction", "daemonsets", "leases",
                                                    "configmaps"}

@@ -11,6 +11,7 @@ from factories import ClusterFactory
 from fakes import FakeCloudStack, FakeKube
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._model import cluster as cluster_model
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog, CatalogCache, ClusterLoader
 
 UUID = "3f2c1a9e-8d7b-4c6a-9e5f-1a2b3c4d5e6f"
@@ -200,3 +201,20 @@ def test_the_first_view_takes_the_entry_the_run_just_read_and_later_ones_read_it
     other = ClusterLoader(cloud, FakeKube(nodes=f.raw_k8s_nodes), fresh_entry=dict(f.raw_cluster(), id="x", name="other"))
     other.load("demo")
     assert cloud.commands().count("listKubernetesClusters") == 2
+
+
+def test_a_catalog_handed_to_a_later_run_builds_the_same_offerings_and_groups() -> None:
+    # Each entry with every field CloudStack lists that the builders read: a field the catalog drops
+    # would leave the later runs' checks before the stop (owner, state, storage) without it.
+    service = {"id": "so-1", "name": "big", "cpunumber": 4, "memory": 8192, "rootdisksize": 40, "diskofferingid": "do-1",
+               "diskofferingstrictness": True, "iscustomized": False, "state": "Inactive", "storagetype": "local",
+               "storagetags": "ssd,fast", "displaytext": "not read"}
+    disk = {"id": "do-1", "name": "root", "disksize": 40, "iscustomized": True, "disksizestrictness": True}
+    group = {"id": "ag-1", "name": "spread", "type": "host anti-affinity", "account": "alice", "domainid": "d-1",
+             "domainpath": "ROOT/tenants", "projectid": "p-1", "project": "web"}
+    handed = Catalog.from_option(Catalog.listed([service], [disk], [group]).to_dict())
+    assert handed is not None
+    assert cluster_model._offering(handed.service_offerings[0]) == cluster_model._offering(service)
+    assert cluster_model._disk_offering(handed.disk_offerings[0]) == cluster_model._disk_offering(disk)
+    assert cluster_model._listed_group(handed.affinity_groups[0]) == cluster_model._listed_group(group)
+    assert "displaytext" not in handed.service_offerings[0]

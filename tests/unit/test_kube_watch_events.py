@@ -12,6 +12,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch
     Dropped,
     Gone,
     KubeWatcher,
+    WatchUnsupported,
     apply_event,
     object_key,
     stream_seconds,
@@ -134,3 +135,17 @@ def test_a_state_already_done_at_the_list_opens_no_stream() -> None:
     versions = _scripted(watcher, [{"n": {"metadata": {"name": "n"}}}], [])
     assert watcher.until("/api/v1/nodes", _has("n"), Deadline(1), "n")
     assert versions == [] and watcher.log.lists == 1
+
+
+@pytest.mark.parametrize("status", [403, 405, 501])
+def test_a_watch_the_server_or_the_identitys_rbac_refuses_means_poll_instead(status: int) -> None:
+    # 403: RBAC that grants list but not watch (written before the rollout watched) keeps working.
+    with pytest.raises(WatchUnsupported):
+        KubeWatcher._refused("/api/v1/nodes", status, b'{"message": "refused"}')
+
+
+def test_a_watch_refused_otherwise_is_not_taken_for_no_watch_support() -> None:
+    with pytest.raises(Gone):
+        KubeWatcher._refused("/api/v1/nodes", 410, b'{"message": "too old resource version"}')
+    with pytest.raises(Dropped):
+        KubeWatcher._refused("/api/v1/nodes", 503, b"")

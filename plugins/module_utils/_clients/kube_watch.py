@@ -37,8 +37,10 @@ State = dict[str, dict[str, Any]]
 # A server-side timeout per stream: long enough that a wait is one or two streams, short enough
 # that a silently dead connection is noticed (client-go's reflector picks 5-10 minutes).
 STREAM_SECONDS = 290
-# Statuses that mean "this server does not watch here", not "this wait failed".
-UNSUPPORTED_STATUSES = frozenset({400, 404, 405, 406, 501})
+# Statuses that mean "this server does not watch here", not "this wait failed". 403: an identity
+# whose RBAC grants list but not watch (made before the rollout watched, docs/rbac.yml) polls as
+# before instead of failing its batch after the stop.
+UNSUPPORTED_STATUSES = frozenset({400, 403, 404, 405, 406, 501})
 
 
 class WatchUnsupported(Exception):

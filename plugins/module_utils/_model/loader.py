@@ -27,11 +27,13 @@ class NodeLister(Protocol):
 
 #: What the view takes of each catalog entry (cluster.build_view): the rest of CloudStack's
 #: answer would only make the catalog the role hands from run to run larger.
+# Every field the view's builders (_model.cluster) read: what is not kept here is missing from the
+# later runs' view, and a check before the stop that reads it would pass silently.
 CATALOG_FIELDS: Mapping[str, tuple[str, ...]] = {
     "service_offerings": ("id", "name", "cpunumber", "memory", "rootdisksize", "diskofferingid",
-                          "diskofferingstrictness", "iscustomized"),
+                          "diskofferingstrictness", "iscustomized", "state", "storagetype", "storagetags"),
     "disk_offerings": ("id", "name", "disksize", "iscustomized", "disksizestrictness"),
-    "affinity_groups": ("id", "name", "type"),
+    "affinity_groups": ("id", "name", "type", "account", "domainid", "domainpath", "projectid", "project"),
 }
 CATALOG_OPTION = "catalog"
 
