@@ -336,4 +336,3 @@ def test_a_failed_rollout_leads_its_summary_and_status_with_the_failed_batch(rol
     assert line.startswith(f"failed at batch {failed} of 3: node {workers[1]}"), line
     assert f"; cluster health: {run.report['outcome']}" in line, line
     assert sim.invariants() == []
-

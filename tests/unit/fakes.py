@@ -139,7 +139,6 @@ class FakeKube:
 
         return wait_for(lambda: check(current()), deadline, min(interval, 0.01), what=what)
 
-
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
         return [p for p in self.pods.values() if (p.get("spec") or {}).get("nodeName", node_name) == node_name]
 

@@ -80,6 +80,7 @@ JOB_CLASSES = {
 # How much earlier than our clock a management server may date a job it created for us.
 JOB_CLOCK_SKEW = 120.0
 
+
 def _to_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value

@@ -38,10 +38,10 @@ def quorum_path(params: Mapping[str, Any]) -> str:
         return KUBECONFIG
     if params.get("cluster"):
         return CLUSTER
-    raise InvalidInput("etcd_endpoints", [], "nothing to ask etcd through: give etcd_endpoints (etcd's client URLs, "
-                                            "with their certificates), or the cluster (cluster and the CloudStack "
-                                            "options, or a kubeconfig) to run etcdctl in its etcd pods through the "
-                                            "Kubernetes API")
+    raise InvalidInput("etcd_endpoints", [], (
+        "nothing to ask etcd through: give etcd_endpoints (etcd's client URLs, with their certificates), or the "
+        "cluster (cluster and the CloudStack options, or a kubeconfig) to run etcdctl in its etcd pods through the "
+        "Kubernetes API"))
 
 
 def etcd_quorum(client: QuorumClient, params: Mapping[str, Any], path: str) -> dict[str, Any]:

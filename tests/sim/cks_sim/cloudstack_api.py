@@ -542,7 +542,8 @@ def list_public_ip_addresses(call: Call) -> dict[str, Any]:
         net = cloud.networks[ip.network_id]
         out.append({
             "id": ip.id, "ipaddress": ip.ipaddress, "allocated": ip.created,
-            "zoneid": cloud.network_zone(net.id)["id"], "zonename": cloud.network_zone(net.id)["name"], "issourcenat": ip.issourcenat, "isstaticnat": False, "issystem": False,
+            "zoneid": cloud.network_zone(net.id)["id"], "zonename": cloud.network_zone(net.id)["name"],
+            "issourcenat": ip.issourcenat, "isstaticnat": False, "issystem": False,
             "state": "Allocated", "purpose": "", "associatednetworkid": net.id, "associatednetworkname": net.name,
             "networkid": net.id, "forvirtualnetwork": True, "hasrules": True, "fordisplay": True,
             **cloud.owner_fields(_network_owner(cloud, net.id)),

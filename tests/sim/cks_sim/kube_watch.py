@@ -185,11 +185,10 @@ class WatchStream:
             while int(self.world.current_rv()) < rv and time.monotonic() < waited:
                 time.sleep(WAKE)
             if int(self.world.current_rv()) < rv:
-                yield event_line("ERROR", {**status_object(504, "Timeout", f"Too large resource version: {rv}, "
-                                                                         f"current: {self.world.current_rv()}"),
-                                           "details": {"causes": [{"reason": "ResourceVersionTooLarge",
-                                                                   "message": "Too large resource version"}],
-                                                       "retryAfterSeconds": 1}})
+                message = f"Too large resource version: {rv}, current: {self.world.current_rv()}"
+                details = {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                           "retryAfterSeconds": 1}
+                yield event_line("ERROR", {**status_object(504, "Timeout", message), "details": details})
                 return
         started = time.monotonic()
         end = started + self.timeout
