@@ -4,12 +4,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-from typing import Any
-
-from ansible.plugins.callback import CallbackBase
-
 DOCUMENTATION = r"""
 name: rollout_failures
 type: aggregate
@@ -31,6 +25,12 @@ options:
 requirements:
   - enabled in C(callbacks_enabled)
 """
+
+import json
+import os
+from typing import Any
+
+from ansible.plugins.callback import CallbackBase
 
 KEPT_KEYS = ("msg", "holder")
 

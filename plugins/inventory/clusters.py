@@ -25,7 +25,7 @@ description:
     hold the line C(plugin) set to V(cloudstack.cks.clusters).
   - No secret is put into the inventory, its cache or its warnings - not the API secret, not a kubeconfig.
 author:
-  - cloudstack.cks contributors
+  - cloudstack.cks contributors (@cloudstack-cks)
 requirements:
   - cs >= 5.0
   - kubernetes >= 35.0.0 (only for O(out_of_date))

@@ -63,7 +63,8 @@ def run_fleet(sim: SimHandle, inv: Path, variables: dict[str, Any], work: Path, 
     vars_path.write_text(json.dumps(dict(variables, fleet_report_path=str(report_path))), encoding="utf-8")
     env = rh.playbook_env(sim, str(work))
     proc = subprocess.run([ANSIBLE_PLAYBOOK, "cloudstack.cks.fleet", "-i", str(inv), "-e", f"@{vars_path}",
-                           "--forks", str(forks)], env=env, cwd=str(work), capture_output=True, text=True, timeout=1500)
+                           "--forks", str(forks)], env=env, cwd=str(work), capture_output=True, text=True, timeout=1500,
+                          check=False)
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
     return proc.returncode, proc.stdout + proc.stderr, report
 
@@ -90,9 +91,10 @@ def most_clusters_in_flight(items: list[dict[str, Any]], cluster_ids: set[str]) 
         if item.get("cluster") in cluster_ids:
             span = spans.setdefault(item["cluster"], [item["t"], item["t"]])
             span[0], span[1] = min(span[0], item["t"]), max(span[1], item["t"])
-    edges = sorted([(s, 1) for s, _ in spans.values()] + [(e, -1) for _, e in spans.values()], key=lambda x: (x[0], x[1]))
+    edges = sorted([(start, 1) for start, _end in spans.values()] + [(end, -1) for _start, end in spans.values()],
+                   key=lambda x: (x[0], x[1]))
     most = now = 0
-    for _, step in edges:
+    for _t, step in edges:
         now += step
         most = max(most, now)
     return most

@@ -164,14 +164,17 @@ GPL_IGNORE = "validate-modules:missing-gplv3-license"
 
 @pytest.mark.parametrize("ignore_file", sorted(p.name for p in (ROOT / "tests" / "sanity").glob("ignore-*.txt")))
 def test_sanity_ignores_are_only_the_license_exemption_for_each_module(ignore_file: str) -> None:
-    # The collection is Apache-2.0; validate-modules asks every module for a GPLv3 header. That is
-    # the one ignore ansible-lint's production profile permits here, and it is the only one used.
+    # The collection is Apache-2.0; validate-modules asks every module (and every inventory and
+    # callback plugin, which it checks too) for a GPLv3 header. That is the one ignore ansible-lint's
+    # production profile permits here, and it is the only one used.
     entries = {}
     for line in (ROOT / "tests" / "sanity" / ignore_file).read_text(encoding="utf-8").splitlines():
         path, test = line.split("#", 1)[0].split()
         entries[path] = test
     assert set(entries.values()) == {GPL_IGNORE}
     expected = {f"plugins/modules/{name}.py" for name in module_names() | set(group_members())}
+    expected |= {f"plugins/{kind}/{path.name}" for kind in ("inventory", "callback")
+                 for path in (ROOT / "plugins" / kind).glob("*.py")}
     assert set(entries) == expected
 
 

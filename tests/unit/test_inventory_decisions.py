@@ -42,7 +42,7 @@ def test_a_clashing_name_qualifies_every_cluster_that_has_it_by_its_owner():
 
 
 def test_the_same_account_name_in_two_domains_falls_back_to_the_id():
-    names, _ = host_names([_cluster("1", "prod", "acme"), _cluster("2", "prod", "acme")])
+    names, _warnings = host_names([_cluster("1", "prod", "acme"), _cluster("2", "prod", "acme")])
     assert names == {"1": "prod@1", "2": "prod@2"}
 
 

@@ -47,7 +47,6 @@ class NodesApi(Protocol):
     def await_node(self, name: str, check: Callable[[Optional[KubeObject]], Any], deadline: Deadline,
                    interval: float, what: str) -> Any:
         """The first truthy ``check(node)``, by watch where the server watches; DeadlineExceeded."""
-        ...
 
 
 class PodsApi(Protocol):
@@ -74,7 +73,6 @@ class PodsApi(Protocol):
     def await_pods(self, node_name: str, check: Callable[[dict[str, KubeObject]], Any], deadline: Deadline,
                    interval: float, what: str) -> Any:
         """The first truthy ``check(pods on the node by "namespace/name")``; DeadlineExceeded."""
-        ...
 
 
 class StateApi(Protocol):

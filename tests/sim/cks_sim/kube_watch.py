@@ -71,7 +71,7 @@ class WatchCache:
         """Called under sim.lock at every stored change, with the object as it now is."""
         meta = obj["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
-        text = json.dumps({k: v for k, v in obj.items()})
+        text = json.dumps(dict(obj.items()))
         prev = self._last.get((plural, key))
         if etype == "DELETED":
             self._last.pop((plural, key), None)
