@@ -134,19 +134,18 @@ groups:
   needs_rollout: (cks_out_of_date_total | default(0)) > 0
 out_of_date: true
 
----
-# east.cks.yml - only the running clusters of one zone, with their nodes, cached for an hour
-plugin: cloudstack.cks.clusters
-filters:
-  - cks_zone == 'zone-east'
-  - cks_state == 'Running'
-nodes: true
-compose:
-  ansible_connection: "'local'"
-cache: true
-cache_plugin: ansible.builtin.jsonfile
-cache_connection: /var/cache/ansible/cks
-cache_timeout: 3600
+# A second file, east.cks.yml - only the running clusters of one zone, with their nodes, cached for an hour
+# plugin: cloudstack.cks.clusters
+# filters:
+#   - cks_zone == 'zone-east'
+#   - cks_state == 'Running'
+# nodes: true
+# compose:
+#   ansible_connection: "'local'"
+# cache: true
+# cache_plugin: ansible.builtin.jsonfile
+# cache_connection: /var/cache/ansible/cks
+# cache_timeout: 3600
 """
 
 RETURN = r"""
