@@ -58,7 +58,9 @@ class PlaybookRunner:
         timed_out = False
         with open(log_path, "w", encoding="utf-8") as log:
             env = dict(self.environment(), CKS_ROLLOUT_FAILURES_PATH=failures_path)
-            proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+            # Not AnsibleModule.run_command: the run's output must go to its log file as it comes (a
+            # rollout runs for an hour), in a session of its own, and be stopped at the fleet's timeout.
+            proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,  # pylint: disable=ansible-bad-function
                                     stdin=subprocess.DEVNULL, start_new_session=True)
             try:
                 rc = proc.wait(timeout=timeout)
