@@ -60,6 +60,10 @@ _HEALTH_CHECKS = {
     "healthz": ["ping", "log", "etcd", "poststarthook/generic-apiserver-start-informers"],
 }
 
+# strconv.ParseBool, as the apiserver reads a boolean query parameter: the python-legacy client
+# (kubernetes 35) sends watch=True.
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
 
 # ---------------------------------------------------------------------------------------------
 # Patches (pure functions)
@@ -459,7 +463,7 @@ def _verb(method: str, route: Route, args: Any) -> str:
         return "get"
     if method == "GET":
         if route.name is None:
-            return "watch" if args.get("watch") in ("true", "1") else "list"
+            return "watch" if args.get("watch") in GO_TRUE else "list"
         return "get"
     return {"POST": "create", "PUT": "update", "PATCH": "patch",
             "DELETE": "delete" if route.name else "deletecollection"}.get(method, method.lower())
@@ -892,7 +896,7 @@ class KubeApp:
         stream = kube_watch.WatchStream(
             world, res.plural, res.kind, res.api_version, namespace,
             lambda o: labels(o["metadata"].get("labels") or {}) and fields(o), rv, timeout,
-            args.get("allowWatchBookmarks") in ("true", "1"), self.sim.clock.real(world.watch_bookmark_seconds),
+            args.get("allowWatchBookmarks") in GO_TRUE, self.sim.clock.real(world.watch_bookmark_seconds),
             drop, expire, environ)
         if kube_table.wants_table(request.headers.get("Accept", "")):
             # kubectl get -w asks for Tables: each event's object is a one-row Table (handlers/watch.go

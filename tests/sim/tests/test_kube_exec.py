@@ -347,6 +347,9 @@ def test_stdin_is_piped_and_closed_with_the_v5_close_signal(shared: SimHandle) -
     resp = stream(core.connect_get_namespaced_pod_exec, pod, "kube-system",
                   command=["etcdctl", *CERTS, "put", "cks-sim/stdin"], stderr=True, stdin=True, stdout=True,
                   tty=False, _preload_content=False)
+    if not hasattr(resp, "subprotocol"):
+        resp.close()
+        pytest.skip("this kubernetes client offers no v5.channel.k8s.io (the oldest allowed, 35, speaks v4 only)")
     assert resp.subprotocol == "v5.channel.k8s.io"  # the client offers v5 first, the server takes it
     resp.write_stdin("piped")
     resp.close_channel(0)
