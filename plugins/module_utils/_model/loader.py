@@ -25,10 +25,9 @@ class NodeLister(Protocol):
         """All Kubernetes Node objects as API JSON dicts."""
 
 
-#: What the view takes of each catalog entry (cluster.build_view): the rest of CloudStack's
-#: answer would only make the catalog the role hands from run to run larger.
-# Every field the view's builders (_model.cluster) read: what is not kept here is missing from the
-# later runs' view, and a check before the stop that reads it would pass silently.
+#: Every field the view's builders (_model.cluster) read of a catalog entry. The rest of CloudStack's
+#: answer would only make the catalog the role hands from run to run larger; a field left out here
+#: is missing from the later runs' view, and a check before the stop that reads it passes silently.
 CATALOG_FIELDS: Mapping[str, tuple[str, ...]] = {
     "service_offerings": ("id", "name", "cpunumber", "memory", "rootdisksize", "diskofferingid",
                           "diskofferingstrictness", "iscustomized", "state", "storagetype", "storagetags"),
