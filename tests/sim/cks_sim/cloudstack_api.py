@@ -748,7 +748,9 @@ def query_async_job_result(call: Call) -> dict[str, Any]:
 
 @handler("listAsyncJobs")
 def list_async_jobs(call: Call) -> dict[str, Any]:
-    allowed = call.cloud.list_scope(call.values)
+    # ListAsyncJobsCmd extends BaseListAccountResourcesCmd, not the project variant: a projectid is
+    # no parameter of it and is ignored; a job belongs to the account that started it.
+    allowed = call.cloud.list_scope({k: v for k, v in call.values.items() if k != "projectid"})
     jobs = sorted((j for j in call.cloud.jobs.values() if allowed(j.caller_id or call.cloud.directory.primary.id)),
                   key=lambda j: j.created, reverse=True)
     views = [call.cloud.job_view(j) for j in jobs]

@@ -236,8 +236,12 @@ class Directory:
             domain = self.domains.get(domain_id)
             if domain is None:
                 raise OwnerError(431, f"Unable to find domain by id {domain_id}", 4350)
-            if caller.role != "admin" and not (caller.role == "domainadmin" and self.in_subtree(domain_id, caller.domain_id)):
-                raise OwnerError(531, f"{caller.ref()} does not have permission to access domain id={domain.id}",
+            # DomainChecker.checkAccess(Account, Domain): a user may name its own domain, an admin its subtree.
+            allowed = (caller.role == "admin"
+                       or (caller.role == "user" and domain_id == caller.domain_id)
+                       or (caller.role == "domainadmin" and self.in_subtree(domain_id, caller.domain_id)))
+            if not allowed:
+                raise OwnerError(531, f"Account {caller.name} does not have permission to operate within domain id={domain.id}",
                                  CS_PERMISSION_DENIED)
         permitted: Optional[set[str]] = None
         if account_name is not None:

@@ -110,6 +110,33 @@ def test_a_user_sees_and_touches_only_its_own_resources(tenants):
     assert bob.listAsyncJobs() == {}  # listAsyncJobs is scoped like every list
 
 
+def test_a_user_may_name_its_own_domain_but_no_other(tenants):
+    """DomainChecker.checkAccess(Account, Domain), called by buildACLSearchParameters for a domainid:
+    a normal user passes for its own domain only; the text names the account and the domain's uuid."""
+    alice = _key(tenants, "alice")
+    own = next(k["domainid"] for k in tenants.env["keys"] if k["account"] == "alice")
+    root_domain = next(k["domainid"] for k in tenants.env["keys"] if k["account"] == "admin")
+    assert own != root_domain
+    assert alice.listVirtualMachines(domainid=own)["count"] == 3
+    with pytest.raises(CloudStackApiException) as caught:
+        alice.listVirtualMachines(domainid=root_domain)
+    assert caught.value.error["errorcode"] == 531
+    assert caught.value.error["errortext"] == (
+        f"Account alice does not have permission to operate within domain id={root_domain}")
+
+
+def test_list_async_jobs_takes_no_projectid_and_lists_the_jobs_the_caller_started(tenants):
+    """ListAsyncJobsCmd extends BaseListAccountResourcesCmd: projectid is no parameter of it (ignored),
+    and a job on a project's VM belongs to the account that started it."""
+    alice = _key(tenants, "alice")
+    project_id = _project_id(tenants)
+    vm = alice.listVirtualMachines(projectid=project_id)["virtualmachine"][0]
+    alice.stopVirtualMachine(id=vm["id"], fetch_result=True)
+    for answer in (alice.listAsyncJobs(), alice.listAsyncJobs(projectid=project_id)):
+        assert [j["jobinstanceid"] for j in answer["asyncjobs"]] == [vm["id"]]
+        assert answer["asyncjobs"][0]["account"] == "alice"
+
+
 def test_project_members_reach_project_resources_with_projectid(tenants):
     alice, bob = _key(tenants, "alice"), _key(tenants, "bob")
     project_id = _project_id(tenants)
