@@ -36,6 +36,9 @@ def refuses(url: str) -> bool:
             return False
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        # A connection that met the listening socket as it closed: not yet an answer, ask again.
+        return False
 
 
 def two_clusters(**second: Any) -> dict[str, Any]:
