@@ -36,3 +36,47 @@ def test_an_etcd_member_renamed_by_hand_is_matched_to_its_node_by_peer_address_a
     assert sorted(rolled) == sorted(etcd_nodes), rolled
     sim.assert_converged()
     assert sim.invariants() == []
+
+
+# -- 9. a wrongly typed variable fails naming it and the type expected -----------------------------
+
+@pytest.fixture(scope="module")
+def typed_sim(module_rollout_sim: Any) -> Any:
+    return module_rollout_sim("faults_small.yml", etcd=False)
+
+
+@pytest.mark.parametrize("variables, expected", [
+    ({"rollout_max_unavailable": "two"}, ["rollout_max_unavailable='two': must be an int"]),
+    ({"rollout_canary": "maybe"}, ["rollout_canary='maybe': must be a bool (true or false)"]),
+    ({"rollout_batch_timeout": "soon", "rollout_pause_seconds": 1.5},
+     ["rollout_batch_timeout='soon': must be a float", "rollout_pause_seconds=1.5: must be an int"]),
+    ({"rollout_node_offerings": 5}, ["rollout_node_offerings=5: must be a mapping of node type", "got a number"]),
+])
+def test_a_wrongly_typed_variable_names_itself_and_the_type_and_changes_nothing(
+        typed_sim: Any, variables: dict[str, Any], expected: list[str]) -> None:
+    sim = typed_sim
+    before = {k: v for k, v in sim.state().items() if k not in ("time", "faults")}
+    since = sim.admin("GET", "/state")["time"]
+
+    run = sim.rollout(**variables)
+
+    assert run.rc != 0, run.output
+    for text in expected:
+        assert text in run.stdout, run.output
+    # Not the role's whole argument spec: no other variable's description, no spec dump.
+    assert "argument_spec_data" not in run.output and "Seconds one batch may take" not in run.output, run.output
+    assert "_AnsibleTagged" not in run.output
+    calls = sim.admin("GET", f"/calls?since={since}")
+    calls = calls.get("calls", calls) if isinstance(calls, dict) else calls
+    assert [c for c in calls if c.get("api") == "cloudstack"] == [], calls  # refused before any call
+    assert {k: v for k, v in sim.state().items() if k not in ("time", "faults")} == before
+    assert sim.invariants() == []
+
+
+def test_a_secret_of_the_wrong_type_is_never_shown() -> None:
+    from ansible_collections.cloudstack.cks.plugins.filter.variable_types import options_of, type_errors
+
+    options = dict(options_of("plan"))
+    options["rollout_api_secret"] = dict(options["rollout_api_secret"], type="int")  # a type a text secret fails
+    errors = type_errors({"rollout_api_secret": "s3cr3t-value"}, options)
+    assert errors == ["rollout_api_secret=(hidden): must be an int (a whole number such as 2)"]
