@@ -54,7 +54,7 @@ EXAMPLE = '{"worker": "cks-large"}'
 
 def _kind(value: Any) -> str:
     # Ansible 2.19 wraps values in tagged subclasses (_AnsibleTaggedInt): name the plain type the operator wrote.
-    for plain, word in ((bool, "a bool"), (int, "a number"), (float, "a number"), (list, "a list")):
+    for plain, word in ((bool, "a bool"), (int, "a number"), (float, "a number"), (list, "a list"), (str, "text")):
         if isinstance(value, plain):
             return word
     return type(value).__name__
