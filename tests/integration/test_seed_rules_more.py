@@ -80,3 +80,33 @@ def test_a_secret_of_the_wrong_type_is_never_shown() -> None:
     options["rollout_api_secret"] = dict(options["rollout_api_secret"], type="int")  # a type a text secret fails
     errors = type_errors({"rollout_api_secret": "s3cr3t-value"}, options)
     assert errors == ["rollout_api_secret=(hidden): must be an int (a whole number such as 2)"]
+
+
+# -- 10. a direct cks_node_cycle call clamps max_unavailable as the role does ------------------------
+
+def test_a_direct_cycle_of_every_worker_is_clamped_to_workers_minus_one_and_refused_before_the_drain(
+        cycle_sim: Any) -> None:
+    from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+    from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, Record, RecordStore
+
+    from helpers import run_module
+
+    sim = cycle_sim("small.yml")
+    workers = sim.names("worker")
+    assert len(workers) >= 2, workers
+    RecordStore(sim.kube).write(Record(settings=Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None))
+                                       .to_dict()), None)
+    Lock(sim.kube, holder_identity="run-c", duration_seconds=300).acquire()
+    args = {"api_url": sim.env["cloudstack_endpoint"], "api_key": sim.env["cloudstack_key"],
+            "api_secret": sim.env["cloudstack_secret"], "kubeconfig": sim.env["kubeconfig"],
+            "cluster": sim.env["cluster_name"], "poll_interval": 0.05, "batch_timeout": 120,
+            "nodes": workers, "max_unavailable": len(workers) + 3, "lock_holder": "run-c"}
+
+    result = run_module("cks_node_cycle", args)
+
+    # The role would plan min(max_unavailable, workers - 1): every worker at once is refused.
+    assert result.get("failed") is True, result
+    assert f"{len(workers)} workers at once" in result["msg"] and f"at most {len(workers) - 1}" in result["msg"], result["msg"]
+    assert [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"] == []
+    assert not any(sim.view().node(w).unschedulable for w in workers)
+    assert sim.invariants() == []
