@@ -110,3 +110,21 @@ def test_a_direct_cycle_of_every_worker_is_clamped_to_workers_minus_one_and_refu
     assert [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"] == []
     assert not any(sim.view().node(w).unschedulable for w in workers)
     assert sim.invariants() == []
+
+
+# -- 10. an empty boot ID is never written as the annotation ---------------------------------------
+
+def test_a_worker_reporting_no_boot_id_is_rolled_and_left_schedulable(rollout_sim: Any) -> None:
+    sim = rollout_sim("rollout_small.yml")
+    worker = sim.names("worker")[0]
+    sim.admin("POST", "/actions", {"action": "set_boot_id", "node": worker, "boot_id": ""})
+    assert sim.kube.read_node(worker)["status"]["nodeInfo"]["bootID"] == ""
+
+    run = sim.rollout(rollout_node_offerings={"worker": "cks-large"})
+
+    assert run.rc == 0, run.output
+    assert worker in [n for b in run.report["batches"] for n in b["nodes"]]
+    node = sim.kube.read_node(worker)
+    assert node["status"]["nodeInfo"]["bootID"] != ""  # booted again
+    assert not node["spec"].get("unschedulable"), node["spec"]
+    sim.assert_converged()
