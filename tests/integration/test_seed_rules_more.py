@@ -86,10 +86,10 @@ def test_a_secret_of_the_wrong_type_is_never_shown() -> None:
 
 def test_a_direct_cycle_of_every_worker_is_clamped_to_workers_minus_one_and_refused_before_the_drain(
         cycle_sim: Any) -> None:
+    from helpers import run_module
+
     from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
     from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, Record, RecordStore
-
-    from helpers import run_module
 
     sim = cycle_sim("small.yml")
     workers = sim.names("worker")

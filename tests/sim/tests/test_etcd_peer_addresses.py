@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-
 from cks_sim.spec import SpecError, normalize
 from simkit import small_spec
 
