@@ -52,6 +52,14 @@ from ansible.errors import AnsibleFilterError
 EXAMPLE = '{"worker": "cks-large"}'
 
 
+def _kind(value: Any) -> str:
+    # Ansible 2.19 wraps values in tagged subclasses (_AnsibleTaggedInt): name the plain type the operator wrote.
+    for plain, word in ((bool, "a bool"), (int, "a number"), (float, "a number"), (list, "a list"), (str, "text")):
+        if isinstance(value, plain):
+            return word
+    return type(value).__name__
+
+
 def node_settings(value: Any, name: str) -> dict[str, Any]:
     """The mapping ``value`` is, or whose JSON or YAML text it is; {} for blank text or null."""
     given = value
@@ -67,7 +75,7 @@ def node_settings(value: Any, name: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise AnsibleFilterError(f"{name}={given!r}: must be a mapping of node type (control, worker, etcd) to its "
                                  f"setting, e.g. {EXAMPLE}, or that mapping as JSON or YAML text; "
-                                 f"got {type(value).__name__}")
+                                 f"got {_kind(value)}")
     return dict(value)
 
 

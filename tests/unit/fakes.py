@@ -287,7 +287,8 @@ class FakeQuorumClient:
         self.verdict = verdict
         self.asked: list[tuple[list[str], bool]] = []
 
-    def check(self, going_down: Sequence[str] = (), require_ready: bool = True) -> Any:
+    def check(self, going_down: Sequence[str] = (), require_ready: bool = True,
+              addresses: Optional[Mapping[str, Optional[str]]] = None) -> Any:
         self.asked.append((list(going_down), require_ready))
         return _answer(self.verdict)
 

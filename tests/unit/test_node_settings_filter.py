@@ -34,7 +34,7 @@ def test_blank_is_no_setting(given: Any) -> None:
     assert node_settings(given, NAME) == {}
 
 
-@pytest.mark.parametrize("given, kind", [("cks-large", "str"), ("[cks-large]", "list"), (["a"], "list"), (3, "int")])
+@pytest.mark.parametrize("given, kind", [("cks-large", "text"), ("[cks-large]", "a list"), (["a"], "a list"), (3, "a number"), (True, "a bool")])
 def test_anything_but_a_mapping_is_refused_naming_the_variable(given: Any, kind: str) -> None:
     with pytest.raises(AnsibleFilterError) as raised:
         node_settings(given, NAME)

@@ -206,7 +206,8 @@ class EtcdClient:
                 errors.append(f"{member.label}: read HTTP {answer.status}: {shorten(data or '')}")
         return False, "; ".join(errors) or "no healthy voting member to read from"
 
-    def check(self, going_down: Sequence[str] = (), require_ready: bool = True) -> QuorumVerdict:
+    def check(self, going_down: Sequence[str] = (), require_ready: bool = True,
+              addresses: Optional[Mapping[str, Optional[str]]] = None) -> QuorumVerdict:
         members = self.member_list()
         # One probe per member at once: the wall time is one timeout, not one per member.
         with ThreadPoolExecutor(max_workers=min(8, len(members))) as pool:
@@ -216,7 +217,7 @@ class EtcdClient:
         if require_ready:
             ready, ready_reason = self.quorum_read(probed)
         return quorum_verdict(probed, going_down, ready=ready, ready_reason=ready_reason,
-                              require_ready=require_ready)
+                              require_ready=require_ready, addresses=addresses)
 
 
 def client_from_options(params: Mapping[str, Any]) -> Optional[EtcdClient]:

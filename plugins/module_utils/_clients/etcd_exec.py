@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pod_exec import PodExec
@@ -168,13 +168,15 @@ class EtcdExecClient:
                 reasons.append(exc.msg if exc.msg.startswith(name) else f"{name}: {exc.msg}")
         raise EtcdError("no etcd pod could be asked through the Kubernetes API: " + "; ".join(reasons))
 
-    def check(self, going_down: Sequence[str] = (), require_ready: bool = True) -> QuorumVerdict:
+    def check(self, going_down: Sequence[str] = (), require_ready: bool = True,
+              addresses: Optional[Mapping[str, Optional[str]]] = None) -> QuorumVerdict:
         members, pod = self.members(avoid=going_down)
         voters = [m for m in members if not m.learner]
         # endpoint health is a linearizable read per member: any healthy voter proves a quorum read.
         ready: Optional[bool] = any(m.healthy for m in voters) if require_ready else None
         reason = "" if ready else "no voting member answered a quorum read"
-        verdict = quorum_verdict(members, going_down, ready=ready, ready_reason=reason, require_ready=require_ready)
+        verdict = quorum_verdict(members, going_down, ready=ready, ready_reason=reason, require_ready=require_ready,
+                                 addresses=addresses)
         return replace(verdict, message=f"{verdict.message} (etcdctl in {pod})")
 
 

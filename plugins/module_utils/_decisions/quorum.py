@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_members import match_members
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, WORKER, ClusterView
 
 
@@ -183,21 +184,21 @@ def judge_health(path: str, status: int, body: bytes) -> tuple[bool, str]:
 
 
 def quorum_verdict(members: Sequence[Member], going_down: Sequence[str] = (), ready: Optional[bool] = None,
-                   ready_reason: str = "", require_ready: bool = True) -> QuorumVerdict:
-    """Decide by the rule of the module docstring. ``going_down`` are member names.
+                   ready_reason: str = "", require_ready: bool = True,
+                   addresses: Optional[Mapping[str, Optional[str]]] = None) -> QuorumVerdict:
+    """Decide by the rule of the module docstring. ``going_down`` are member or node names,
+    matched by ``etcd_members.match_members`` (``addresses``: node name to its IP address).
 
     A name that is not a member is refused rather than ignored: a typo must not turn
     "can m2 go down?" into "is etcd healthy?".
     """
     names = {m.name for m in members if m.name}
-    # Node names are lowercase, while CKS names an external etcd member with the cluster name's
-    # case (getEtcdNodeNameForCluster does not lowercase): match without case, speak the member's.
-    by_lower = {name.lower(): name for name in names}
-    unknown = [n for n in going_down if n.lower() not in by_lower]
-    if unknown:
-        raise InvalidInput("going_down", unknown,
-                           f"not etcd member name(s); the members are {', '.join(sorted(names)) or 'none'}")
-    leaving = tuple(dict.fromkeys(by_lower[n.lower()] for n in going_down))  # keep order, drop repeats
+    match = match_members(members, list(going_down), addresses)
+    if match.unknown:
+        raise InvalidInput("going_down", list(match.unknown),
+                           f"not etcd member name(s) ({'; '.join(f'{n}: {why}' for n, why in match.unknown.items())}); "
+                           f"the members are {', '.join(sorted(names)) or 'none'}")
+    leaving = tuple(dict.fromkeys(match.members[n] for n in going_down))  # keep order, drop repeats
     voters = [m for m in members if not m.learner]
     if not voters:
         raise EtcdError("etcd lists no voting members (only learners)")

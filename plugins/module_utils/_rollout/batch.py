@@ -202,7 +202,8 @@ class BatchCycle:
                 problems.append(f"{where}: an etcd member, and no etcd check is configured "
                                 "(etcd_endpoints) to prove the others keep a quorum")
             else:
-                healthy, message = self.etcd_check(without=going)
+                healthy, message = self.etcd_check(without=going,
+                                                   addresses={n.name: n.ip_address for n in quorum_members})
                 checks["etcd_quorum"] = message
                 if not healthy:
                     problems.append(f"etcd would lose its quorum without {', '.join(going)}: {message}")

@@ -5,34 +5,36 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_members import match_members
 
 #: ``etcd_check(without=[members], healthy=[members]) -> (ok, message)``: etcd keeps a quorum of
 #: healthy voting members without ``without``, every member in ``healthy`` is healthy, and etcd
-#: answers a quorum read. Member names are node names.
+#: answers a quorum read. The names are node names, matched to members by name without case or,
+#: through ``addresses`` (node name to IP address), by the members' peer URLs.
 EtcdCheck = Callable[..., "tuple[bool, str]"]
 
 
 def etcd_check_from(client: Any) -> EtcdCheck:
     """An ``EtcdCheck`` over ``etcd.EtcdClient``: its quorum verdict, plus named members healthy."""
 
-    def check(without: Sequence[str] = (), healthy: Sequence[str] = ()) -> tuple[bool, str]:
+    def check(without: Sequence[str] = (), healthy: Sequence[str] = (),
+              addresses: Optional[Mapping[str, Optional[str]]] = None) -> tuple[bool, str]:
         try:
-            verdict = client.check(going_down=list(without))
+            verdict = client.check(going_down=list(without), addresses=addresses)
         except CksError as exc:
             # Unreachable or a name etcd does not know: not proven safe (verify polls again).
             return False, exc.msg
         if not verdict.safe:
             return False, verdict.message
-        # Without case: node names are lowercase, external etcd members keep the cluster's case.
-        members = {m.name.lower(): m for m in verdict.members}
-        missing = [name for name in healthy if name.lower() not in members]
-        sick = [f"{name} ({members[name.lower()].reason or 'unhealthy'})" for name in healthy
-                if name.lower() in members and not members[name.lower()].healthy]
-        if missing:
-            return False, f"not an etcd member: {', '.join(missing)}; {verdict.message}"
+        match = match_members(verdict.members, list(healthy), addresses)
+        members = {m.name: m for m in verdict.members if m.name}
+        sick = [f"{name} ({members[member].reason or 'unhealthy'})" for name, member in match.members.items()
+                if not members[member].healthy]
+        if match.unknown:
+            return False, f"not an etcd member: {', '.join(match.unknown)}; {verdict.message}"
         if sick:
             return False, f"member not healthy yet: {', '.join(sick)}; {verdict.message}"
         return True, verdict.message

@@ -340,7 +340,7 @@ class NodeCycle:
         last = {"why": ""}
 
         def etcd_back() -> bool:
-            ok, why = check(healthy=[self.node.name])
+            ok, why = check(healthy=[self.node.name], addresses={self.node.name: self.node.ip_address})
             last["why"] = why
             return ok
 

@@ -12,7 +12,7 @@ nothing to ask, and the refusal names what to give.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Optional, Protocol, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import QuorumVerdict
@@ -26,7 +26,8 @@ CLUSTER = "cluster"
 class QuorumClient(Protocol):
     """``etcd.EtcdClient`` (the endpoints) and ``etcd_exec.EtcdExecClient`` (pods/exec) alike."""
 
-    def check(self, going_down: Sequence[str] = (), require_ready: bool = True) -> QuorumVerdict:
+    def check(self, going_down: Sequence[str] = (), require_ready: bool = True,
+              addresses: Optional[Mapping[str, Optional[str]]] = None) -> QuorumVerdict:
         ...
 
 

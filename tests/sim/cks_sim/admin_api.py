@@ -122,6 +122,16 @@ class AdminApp:
                 vm = cloud.find_vm(str(data.get("vm", "")))
                 cloud.set_vm_state(vm, str(data.get("state", "")))
                 return {"vm": vm.name, "state": vm.state}
+            if kind == "set_boot_id":
+                # The kubelet reports cadvisor's MachineInfo.BootID (kubelet nodestatus.MachineInfo setter),
+                # which is "" where /proc/sys/kernel/random/boot_id cannot be read.
+                cluster = self._cluster(data.get("cluster"))
+                name = str(data.get("node", "")).lower()
+                world = self.sim.kube[cluster.id]
+                if name not in world.nodes:
+                    raise ActionError(f"no node {name!r} in cluster {cluster.name}")
+                world.set_boot_id(name, str(data.get("boot_id", "")))
+                return {"node": name, "boot_id": world.nodes[name].boot_id}
             if kind == "scan":
                 cloud.scan_once()
                 return {"clusters": {c.id: c.state for c in cloud.clusters.values()}}
@@ -136,7 +146,7 @@ class AdminApp:
                     world.watch_cache.compact()
                 return {"compacted_to": {w.cluster_id: w.current_rv() for w in worlds}}
         raise ActionError(
-            f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, scan, set_config,"
+            f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, set_boot_id, scan, set_config,"
             " restart_management_server, compact_watch_cache")
 
     def _restart_management_server(self, data: dict[str, Any]) -> dict[str, Any]:

@@ -159,6 +159,7 @@ class VM:
     node_type: Optional[str] = None
     is_etcd: bool = False
     is_external: bool = False
+    etcd_member_name: Optional[str] = None  # the member's --name when it is not the VM's
     host_id: Optional[str] = None
     last_host_id: Optional[str] = None
     stopped_at: float = 0.0  # monotonic time the VM last reached Stopped
@@ -424,7 +425,8 @@ class CloudWorld:
             self._version(f"{major}.{minor}.{int(patch) + 1}")
         default_offering = self.offering_by_name(c["offering"])
         type_offerings = {t: self.offering_by_name(n) for t, n in c["node_offerings"].items()}
-        network = Network(self.ids.uuid(), f"{c['name']}-network", f"10.1.{index}.0/24", f"10.1.{index}.1", cluster_id)
+        cidr = c.get("guest_cidr") or f"10.1.{index}.0/24"
+        network = Network(self.ids.uuid(), f"{c['name']}-network", cidr, f"{cidr.rsplit('.', 1)[0]}.1", cluster_id)
         self.networks[network.id] = network
         ip = PublicIp(self.ids.uuid(), f"203.0.113.{10 + index}", network.id, True, self._stamp())
         self.public_ips[ip.id] = ip
@@ -464,6 +466,7 @@ class CloudWorld:
             vm = self._new_vm(name, offering, groups, network, cluster, node_type, external,
                               override.get("root_disk_size", c["root_disk_size"]), c["root_disk_offering"],
                               pool_id=next(p.id for p in self.storage_pools.values() if p.name == c["storage_pool"]))
+            vm.etcd_member_name = override.get("etcd_member_name")
             cluster.cpunumber += offering.cpu
             cluster.memory += offering.memory
             state = override.get("state", "Running")

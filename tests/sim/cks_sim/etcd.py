@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import base64
 import datetime
+import ipaddress
 import os
 import random
 import shutil
@@ -126,6 +127,13 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def _listen_host(address: Optional[str]) -> str:
+    try:
+        return address if address and ipaddress.ip_address(address).is_loopback else "127.0.0.1"
+    except ValueError:
+        return "127.0.0.1"
+
+
 # --- the members ---------------------------------------------------------------------------
 
 @dataclass
@@ -190,7 +198,10 @@ class EtcdManager:
 
     # --- building a cluster ---
 
-    def add_cluster(self, cluster_id: str, members: list[str], mode: str) -> None:
+    def add_cluster(self, cluster_id: str, members: list[str], mode: str,
+                    member_names: Optional[dict[str, str]] = None, addresses: Optional[dict[str, str]] = None) -> None:
+        """``members``: VM names; ``member_names``: a member's --name where it is not its VM's;
+        ``addresses``: each VM's IP address (a loopback one is where an external member listens)."""
         if mode not in MODES:
             raise ValueError(f"etcd mode {mode!r}: expected one of {', '.join(MODES)}")
         if not members:
@@ -206,7 +217,7 @@ class EtcdManager:
         # A port taken between choosing it and etcd binding it makes a member exit at once;
         # start over with new ports rather than fail the whole sim.
         for _attempt in range(3):
-            cluster = self._build_cluster(cluster_id, members, mode)
+            cluster = self._build_cluster(cluster_id, members, mode, member_names or {}, addresses or {})
             for member in cluster.members:
                 self._spawn(cluster, member)
             error = self._wait_healthy(cluster, START_TIMEOUT)
@@ -223,7 +234,8 @@ class EtcdManager:
             shutil.rmtree(os.path.join(self.state_dir, cluster_id), ignore_errors=True)
         raise RuntimeError(f"etcd of cluster {cluster_id} did not become healthy: {last_error}")
 
-    def _build_cluster(self, cluster_id: str, vm_names: list[str], mode: str) -> _Cluster:
+    def _build_cluster(self, cluster_id: str, vm_names: list[str], mode: str,
+                       member_names: dict[str, str], addresses: dict[str, str]) -> _Cluster:
         base = os.path.join(self.state_dir, cluster_id)
         shutil.rmtree(base, ignore_errors=True)
         os.makedirs(base)
@@ -242,14 +254,18 @@ class EtcdManager:
             # node's member after its hostname, getEtcdNodeNameForCluster() + "-<i>-<hex>", which keeps
             # the cluster name's case (KubernetesClusterActionWorker.getEtcdNodeNameForCluster does not
             # lowercase, unlike getKubernetesClusterNodeNamePrefix).
-            name = vm_name if mode == "external" else vm_name.lower()
+            name = member_names.get(vm_name) or (vm_name if mode == "external" else vm_name.lower())
             client_port, peer_port = ports[per_member * i], ports[per_member * i + 1]
+            # CKS gives an external member http://<guest IP>:2380 and :2379
+            # (KubernetesClusterStartWorker.getInitialEtcdClusterDetails, getEtcdEndpointList); the
+            # sim can only listen on its own addresses, so a VM on a loopback network gets its IP.
+            host = _listen_host(addresses.get(vm_name)) if mode == "external" else "127.0.0.1"
             member = _Member(
                 cluster_id=cluster_id, name=name, vm_name=vm_name,
                 data_dir=os.path.join(base, name, "data"),
                 log_path=os.path.join(base, name, "etcd.log"),
-                client_url=f"{scheme}://127.0.0.1:{client_port}",
-                peer_url=f"{scheme}://127.0.0.1:{peer_port}",
+                client_url=f"{scheme}://{host}:{client_port}",
+                peer_url=f"{scheme}://{host}:{peer_port}",
             )
             os.makedirs(os.path.dirname(member.data_dir), exist_ok=True)
             if mode == "stacked":

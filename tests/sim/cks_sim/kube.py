@@ -678,6 +678,12 @@ class KubeWorld:
         else:
             node["spec"].pop("taints", None)
 
+    def set_boot_id(self, name: str, boot_id: str) -> None:
+        """The boot ID the kubelet reports until the node's next boot (then a new one, as always)."""
+        self.nodes[name].boot_id = boot_id
+        self._raw("nodes", "", name)["status"]["nodeInfo"]["bootID"] = boot_id
+        self._touch_node(name)
+
     def _touch_node(self, name: str) -> dict[str, Any]:
         node = self._raw("nodes", "", name)
         self._reconcile_taints(node)

@@ -232,7 +232,10 @@ class SimServer:
             sim.etcd = etcd_mod.EtcdManager(sim, self.state_dir, self.tls)
             for cluster in sim.cloud.clusters.values():
                 members, mode = sim.cloud.etcd_members(cluster)
-                sim.etcd.add_cluster(cluster.id, members, mode)
+                vms = [sim.cloud.vm_by_name[name] for name in members]
+                sim.etcd.add_cluster(cluster.id, members, mode,
+                                     member_names={vm.name: vm.etcd_member_name for vm in vms if vm.etcd_member_name},
+                                     addresses={vm.name: vm.ipaddress for vm in vms})
                 if mode == "stacked" and hasattr(sim.kube[cluster.id], "use_etcd_client_urls"):
                     urls = {m["name"]: m["client_url"] for m in sim.etcd.endpoints(cluster.id)["members"]}
                     with sim.lock:

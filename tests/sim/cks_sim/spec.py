@@ -8,6 +8,7 @@ worlds read it without guessing. Anything wrong raises ``SpecError`` naming the 
 from __future__ import annotations
 
 import copy
+import ipaddress
 import random
 import re
 import uuid
@@ -486,7 +487,7 @@ CLUSTER_FIELDS = (
     "name", "description", "state", "kubernetes_version", "control_nodes", "workers", "etcd_nodes",
     "external_nodes", "offering", "node_offerings", "root_disk_size", "root_disk_offering",
     "dedication_group", "affinity_groups", "keypair", "clustertype", "nodes", "id", "workloads", "pdbs",
-    "api_endpoint", "account", "project", "storage_pool", "zone",
+    "api_endpoint", "account", "project", "storage_pool", "zone", "guest_cidr",
 )
 # Where the kubeconfig's server points: CKS's load balancer (or port forward) in front of every
 # control node, or the first control node itself (a shared network without one: issue 13).
@@ -562,7 +563,20 @@ def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]
     out["api_endpoint"] = str(entry.get("api_endpoint", "load_balancer"))
     if out["api_endpoint"] not in API_ENDPOINTS:
         raise SpecError(f"{where}.api_endpoint must be one of {', '.join(API_ENDPOINTS)}")
+    out["guest_cidr"] = _guest_cidr(entry.get("guest_cidr", f"10.1.{index}.0/24"), f"{where}.guest_cidr")
     return out
+
+
+def _guest_cidr(value: Any, where: str) -> str:
+    """The cluster network's /24. A loopback one (127.x.y.0/24) is the sim's own: its external etcd
+    members then listen on their VM's address, so peer URLs carry the node's IP as on CKS."""
+    try:
+        network = ipaddress.ip_network(str(value))
+    except ValueError:
+        raise SpecError(f"{where}: {value!r} is not an IPv4 network like 10.1.0.0/24")
+    if network.version != 4 or network.prefixlen != 24:
+        raise SpecError(f"{where}: {value!r} must be an IPv4 /24")
+    return str(network)
 
 
 def _default_dedication(spec: dict[str, Any], cluster: dict[str, Any]) -> Optional[str]:
@@ -591,7 +605,7 @@ def _node_overrides(raw: Any, where: str, cluster: dict[str, Any], offering: Any
     for i, entry in enumerate(_list(raw, f"{where}.nodes")):
         here = f"{where}.nodes[{i}]"
         entry = _mapping(entry, here)
-        _unknown(entry, ("type", "index", "offering", "root_disk_size", "state", "affinity_groups"), here)
+        _unknown(entry, ("type", "index", "offering", "root_disk_size", "state", "affinity_groups", "etcd_member_name"), here)
         node_type = entry.get("type")
         if node_type not in NODE_TYPES:
             raise SpecError(f"{here}.type must be one of {', '.join(NODE_TYPES)}")
@@ -613,6 +627,11 @@ def _node_overrides(raw: Any, where: str, cluster: dict[str, Any], offering: Any
                 if name not in groups:
                     raise SpecError(f"{here}.affinity_groups: no affinity group named {name!r}")
             override["affinity_groups"] = names
+        if "etcd_member_name" in entry:
+            # A member replaced by hand with another --name: its name no longer is its node's.
+            if node_type != "etcd":
+                raise SpecError(f"{here}.etcd_member_name: only an external etcd node's member can be named apart")
+            override["etcd_member_name"] = _str(entry["etcd_member_name"], f"{here}.etcd_member_name")
         out.append(override)
     return out
 
