@@ -79,6 +79,26 @@ def etcd_servers(apiserver_pod: Optional[dict[str, Any]]) -> list[str]:
     return []
 
 
+def answer_in_log(question: str, log: str) -> Any:
+    """etcdctl's JSON answer in a container log, None without one.
+
+    A container's log is its stdout and stderr together, so etcdctl's own warnings (zap's JSON
+    lines, "Error: unhealthy cluster") sit beside the answer: the answer is the line of the shape
+    the question gives, a list for ``endpoint health``/``status``, an object with a header for
+    ``member list``.
+    """
+    for line in reversed(log.splitlines()):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if question == "member-list" and isinstance(data, dict) and "header" in data:
+            return data
+        if question != "member-list" and isinstance(data, list):
+            return data
+    return None
+
+
 @dataclass(frozen=True)
 class CheckPod:
     """What a check pod needs: the node it runs on, the image there, and the endpoints."""
@@ -208,10 +228,7 @@ class EtcdPodClient:
     def _json(question: str, answer: tuple[int, str], where: str) -> Any:
         code, log = answer
         accepted = (0, _UNHEALTHY_CLUSTER) if question == "endpoint-health" else (0,)
-        try:
-            data = json.loads(log) if log.strip() else None
-        except ValueError:
-            data = None
+        data = answer_in_log(question, log)
         if code not in accepted or data is None:
             raise EtcdError(f"{where}: etcdctl {question.replace('-', ' ')} exited {code}: {shorten(log.strip() or 'no output')}")
         return data
