@@ -243,3 +243,21 @@ def test_with_exactly_the_pod_verbs_the_plan_asks_etcd_through_the_pod(
     assert plan["etcd_check_refusal"] is None
     assert plan["etcd_checks"]["etcd"] == f"a short-lived pod on {sim.names('control')[0]} through the Kubernetes API"
     assert plan["etcd"]["asked"] and plan["etcd"]["down"] == []
+
+
+# --- the whole rollout playbook, no etcd variables ------------------------------------------------
+
+
+def test_an_external_etcd_rollout_with_no_etcd_variables_converges(rollout_sim: Callable[..., Any]) -> None:
+    sim = rollout_sim(SPEC)
+    run = sim.rollout(drop_vars=("rollout_etcd_endpoints", "rollout_etcd_ca_cert", "rollout_etcd_client_cert",
+                                 "rollout_etcd_client_key"),
+                      rollout_node_offerings={"etcd": "cks-large"})
+    assert run.rc == 0, run.output
+    sim.assert_converged()
+    assert all(n.offering_name == "cks-large" for n in sim.view().nodes_of("etcd"))
+    # Every check ran as a pod, and none is left behind.
+    assert check_pods(sim.kube) == []
+    kinds = [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("resource") == "pods"
+             and c.get("namespace") == "kube-system" and c.get("verb") in ("create", "delete")]
+    assert kinds and len([c for c in kinds if c["verb"] == "create"]) == len([c for c in kinds if c["verb"] == "delete"])
