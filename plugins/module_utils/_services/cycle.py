@@ -131,9 +131,11 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
         raise StepFailed(", ".join(nodes) or "-", "preflight",
                          "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
                          cancelled=True)
+    # Read before the loader is made, so that the batch's loader reuses the entry read here.
+    external = external_etcd(session)
     batch = BatchCycle(cloud, kube, session.loader, str(params["cluster"]), settings, nodes,
                        options=cycle_options(params, check_mode, max_unavailable_of(params, record)),
-                       etcd_check=etcd_check_for(params, kube, external_etcd=external_etcd(session)),
+                       etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
                        lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
     result = batch.run()
