@@ -206,8 +206,10 @@ options:
     elements: str
     default: []
 notes:
-  - O(etcd_endpoints) are needed for a batch of a control node with stacked etcd or of an external etcd node (the
-    quorum preflight and the member's verify); other batches use them only to validate.
+  - A batch of a control node with stacked etcd or of an external etcd node checks etcd (the quorum preflight and
+    the member's verify) through O(etcd_endpoints) when given; else through the Kubernetes API, etcdctl in the etcd
+    pods over pods/exec (stacked) or in a short-lived pod on a control node (external etcd nodes, deleted after
+    each check). Other batches use O(etcd_endpoints) only to validate.
   - Nodes are restarted, not changed live - an offering change, a larger root disk (grown by cloud-init at boot)
     and new affinity groups all take effect the same way on every hypervisor.
   - While a node VM is stopped, CKS's state scanner moves the cluster to V(Alert); it returns to V(Running) by

@@ -406,8 +406,10 @@ etcd:
 etcd_checks:
   description:
     - Per node type, how a rollout would check etcd - V(exec through the Kubernetes API) (stacked etcd, the key may
-      exec into every etcd pod, asked with a SelfSubjectAccessReview), V(the given etcd_endpoints),
-      V(not needed) (workers; control nodes beside external etcd) or V(cannot be checked).
+      exec into every etcd pod, asked with a SelfSubjectAccessReview), V(a short-lived pod on <control node> through
+      the Kubernetes API) (external etcd nodes, the key may create and delete pods and get pods/log in kube-system),
+      V(the given etcd_endpoints), V(not needed) (workers; control nodes beside external etcd) or
+      V(cannot be checked).
   returned: always
   type: dict
   sample: {"control": "exec through the Kubernetes API", "etcd": "not needed", "worker": "not needed"}

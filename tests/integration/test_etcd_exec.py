@@ -18,7 +18,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import EtcdExecClient, quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import CANNOT, ENDPOINTS, EXEC, NOT_NEEDED
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ENDPOINTS, EXEC, NOT_NEEDED
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
@@ -202,15 +202,15 @@ def test_a_killed_member_is_planned_first_through_exec(cycle_sim: Callable[..., 
     assert plan["hosts"][0] == controls[2]
 
 
-def test_external_etcd_nodes_need_the_given_endpoints(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_external_etcd_nodes_take_the_given_endpoints_over_the_check_pod(cycle_sim: Callable[..., CycleSim]) -> None:
     """CKS 4.22 starts external etcd as a systemd unit on plain HTTP (etcd-node.yml: --listen-client-urls
-    http://<node ip>:2379): no pod to exec into, so the endpoints are the path; without them the
-    rollout is refused before the lock, and with them every check runs over plain HTTP."""
+    http://<node ip>:2379): no pod to exec into. Without endpoints a short-lived pod on a control
+    node asks it (tests/integration/test_etcd_pod.py); given endpoints win, over plain HTTP."""
     sim = cycle_sim("external-etcd.yml")
     etcd_out_of_date = {"node_offerings": {"etcd": "cks-large"}}
-    refused = plan_of(sim, **etcd_out_of_date)
-    assert refused["etcd_checks"] == {"control": NOT_NEEDED, "etcd": CANNOT, "worker": NOT_NEEDED}
-    assert "give etcd_endpoints (rollout_etcd_endpoints), http://<etcd node address>:2379" in refused["etcd_check_refusal"]
+    by_pod = plan_of(sim, **etcd_out_of_date)
+    assert by_pod["etcd_checks"]["control"] == NOT_NEEDED and by_pod["etcd_check_refusal"] is None
+    assert by_pod["etcd_checks"]["etcd"].startswith("a short-lived pod on ")
     # A workers-only plan on the same cluster needs no etcd check at all.
     workers = plan_of(sim, node_offerings={"worker": "cks-large"})
     assert workers["etcd_check_refusal"] is None and workers["hosts"]

@@ -7,7 +7,9 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_pat
     ENDPOINTS,
     EXEC,
     NOT_NEEDED,
+    POD,
     ExecAccess,
+    PodAccess,
     etcd_check_paths,
     etcd_check_refusal,
 )
@@ -31,9 +33,22 @@ def test_given_endpoints_take_precedence_over_exec() -> None:
     assert etcd_check_paths(True, True, None) == {"etcd": ENDPOINTS, "control": NOT_NEEDED, "worker": NOT_NEEDED}
 
 
-def test_external_etcd_nodes_need_endpoints() -> None:
-    paths = etcd_check_paths(True, False, None)
-    assert paths == {"etcd": CANNOT, "control": NOT_NEEDED, "worker": NOT_NEEDED}
-    refusal = etcd_check_refusal(paths, ["etcd"], True, None)
-    assert refusal is not None and "http://<etcd node address>:2379" in refusal
-    assert etcd_check_refusal(paths, ["control", "worker"], True, None) is None
+def test_external_etcd_nodes_are_checked_by_a_pod_on_a_control_node() -> None:
+    paths = etcd_check_paths(True, False, None, PodAccess(True, node="ext-control-1"))
+    assert paths == {"etcd": "a short-lived pod on ext-control-1 through the Kubernetes API",
+                     "control": NOT_NEEDED, "worker": NOT_NEEDED}
+    assert etcd_check_paths(True, False, None)["etcd"] == POD.format(node="a control node")  # not asked
+    assert etcd_check_refusal(paths, ["etcd", "control", "worker"], True, None) is None
+
+
+def test_external_etcd_without_pod_access_is_refused_with_the_verbs_and_the_endpoints_option() -> None:
+    denied = PodAccess(False, ("create pods", "get pods/log"))
+    paths = etcd_check_paths(True, False, None, denied)
+    assert paths["etcd"] == CANNOT
+    refusal = etcd_check_refusal(paths, ["etcd"], True, None, denied)
+    assert refusal is not None and "may not create pods, get pods/log in kube-system" in refusal
+    assert "docs/rbac.yml" in refusal and "http://<etcd node address>:2379" in refusal
+    assert etcd_check_refusal(paths, ["control", "worker"], True, None, denied) is None
+    no_node = PodAccess(False, (), "no control node can run the etcd check pod")
+    refusal = etcd_check_refusal(etcd_check_paths(True, False, None, no_node), ["etcd"], True, None, no_node)
+    assert refusal is not None and "no control node can run the etcd check pod" in refusal

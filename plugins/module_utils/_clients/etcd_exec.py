@@ -124,31 +124,11 @@ class EtcdExecClient:
             answer = self._etcdctl(pod, "endpoint", "status", "--cluster")
         except EtcdError:
             return {}  # endpoint status exits non-zero when one member is down: health tells which
-        return {str(s.get("Endpoint", "")).rstrip("/"): s.get("Status") or {}
-                for s in answer if isinstance(s, dict)} if isinstance(answer, list) else {}
+        return statuses_by_endpoint(answer)
 
     @staticmethod
     def _judge(member: Member, health: Any, status: dict[str, dict[str, Any]]) -> Member:
-        if not member.client_urls:
-            return member.with_health(False, "never started (no client URL)" if not member.started
-                                      else "advertises no client URL")
-        urls = {u.rstrip("/") for u in member.client_urls}
-        answers = [h for h in (health if isinstance(health, list) else [])
-                   if isinstance(h, dict) and str(h.get("endpoint", "")).rstrip("/") in urls]
-        if not answers:
-            return member.with_health(False, "etcdctl endpoint health gave no answer for its client URLs")
-        if not any(h.get("health") is True for h in answers):
-            errors = [str(h.get("error") or "unhealthy") for h in answers]
-            return member.with_health(False, f"etcdctl endpoint health: {shorten('; '.join(errors))}")
-        for url in urls:
-            state = status.get(url)
-            if state is None:
-                continue
-            if state.get("errors"):
-                return member.with_health(False, f"etcdctl endpoint status: {shorten('; '.join(map(str, state['errors'])))}")
-            if not state.get("leader"):
-                return member.with_health(False, "etcdctl endpoint status: no leader")
-        return member.with_health(True, "")
+        return judge_member(member, health, status)
 
     # --- the check ---
 
@@ -178,6 +158,37 @@ class EtcdExecClient:
         verdict = quorum_verdict(members, going_down, ready=ready, ready_reason=reason, require_ready=require_ready,
                                  addresses=addresses)
         return replace(verdict, message=f"{verdict.message} (etcdctl in {pod})")
+
+
+def statuses_by_endpoint(answer: Any) -> dict[str, dict[str, Any]]:
+    """``etcdctl endpoint status -w json`` by endpoint URL (without a trailing slash)."""
+    return {str(s.get("Endpoint", "")).rstrip("/"): s.get("Status") or {}
+            for s in answer if isinstance(s, dict)} if isinstance(answer, list) else {}
+
+
+def judge_member(member: Member, health: Any, status: dict[str, dict[str, Any]]) -> Member:
+    """A member with the health etcdctl's answers give it: ``endpoint health`` for one of its client
+    URLs healthy, and no errors (an alarm) nor a missing leader in its ``endpoint status``."""
+    if not member.client_urls:
+        return member.with_health(False, "never started (no client URL)" if not member.started
+                                  else "advertises no client URL")
+    urls = {u.rstrip("/") for u in member.client_urls}
+    answers = [h for h in (health if isinstance(health, list) else [])
+               if isinstance(h, dict) and str(h.get("endpoint", "")).rstrip("/") in urls]
+    if not answers:
+        return member.with_health(False, "etcdctl endpoint health gave no answer for its client URLs")
+    if not any(h.get("health") is True for h in answers):
+        errors = [str(h.get("error") or "unhealthy") for h in answers]
+        return member.with_health(False, f"etcdctl endpoint health: {shorten('; '.join(errors))}")
+    for url in urls:
+        state = status.get(url)
+        if state is None:
+            continue
+        if state.get("errors"):
+            return member.with_health(False, f"etcdctl endpoint status: {shorten('; '.join(map(str, state['errors'])))}")
+        if not state.get("leader"):
+            return member.with_health(False, "etcdctl endpoint status: no leader")
+    return member.with_health(True, "")
 
 
 def quorum_client(params: Any, kube: Any = None) -> Any:

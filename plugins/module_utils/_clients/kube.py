@@ -37,7 +37,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, TypeVar, Union
 from urllib.parse import quote
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import KubeHttp, _json_or_none, _Settled, merge_patch_applied, scrub_secrets
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import (
+    KubeHttp,
+    _json_or_none,
+    _Settled,
+    _status_error,
+    merge_patch_applied,
+    scrub_secrets,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import KubeWatcher, State, WatchUnsupported, object_key
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
@@ -379,6 +386,38 @@ class KubeClient(KubeHttp):
         status, text = answer
         data = _json_or_none(text)
         return eviction_result(status, data if isinstance(data, dict) else {})
+
+    # -- short-lived pods (the external etcd check, etcd_pod.py) -----------------------------------
+
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        # No settle: a generateName create whose answer was lost cannot be found again by name,
+        # and a second pod is worse than a failed check (the caller deletes what it knows of).
+        return self._json(f"create pod in {namespace}", "POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/pods",
+                          body=body)
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        """Delete at once (no grace: a pod on a node that is down would wait for its kubelet); False if gone."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+        answer = self._json(f"delete pod {namespace}/{name}", "DELETE",
+                            f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}",
+                            body=body, missing_is_none=True)
+        return answer is not None
+
+    def read_pod_log(self, namespace: str, name: str, container: str) -> str:
+        action = f"read the log of {namespace}/{name} container {container}"
+        status, text = self.raw_get(f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/log",
+                                    {"container": container})
+        if status != 200:
+            data = _json_or_none(text)
+            raise _status_error(action, status, data if isinstance(data, dict) else {"message": text[:300]})
+        return text
+
+    def await_pod(self, namespace: str, name: str, check: Callable[[Optional[dict[str, Any]]], Optional[T]],
+                  deadline: Deadline, interval: float, what: str) -> T:
+        """The first truthy ``check(pod)`` (None once there is no such pod)."""
+        return self._await(f"/api/v1/namespaces/{quote(namespace, safe='')}/pods", f"metadata.name={name}",
+                           lambda state: check(state.get(f"{namespace}/{name}")),
+                           lambda: check(self.read_pod(namespace, name)), deadline, interval, what)
 
     def list_pdbs(self) -> list[dict[str, Any]]:
         return self._paged("list pod disruption budgets", "/apis/policy/v1/poddisruptionbudgets")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import quorum_client
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
@@ -41,10 +41,19 @@ def settings_from(given: Optional[dict[str, Any]], record: Any) -> Settings:
     return Settings.from_dict(record.settings)
 
 
-def etcd_check_for(params: Mapping[str, Any], kube: Any = None) -> Optional[EtcdCheck]:
-    """The explicit etcd endpoints when given, else etcdctl in the etcd pods through ``kube``."""
-    client = quorum_client(params, kube)
+def etcd_check_for(params: Mapping[str, Any], kube: Any = None, external_etcd: bool = False) -> Optional[EtcdCheck]:
+    """The explicit etcd endpoints when given, else etcdctl through ``kube``: in the etcd pods
+    (stacked), or in a short-lived pod on a control node (external etcd nodes)."""
+    client = quorum_client(params, kube, external_etcd=external_etcd)
     return etcd_check_from(client) if client is not None else None
+
+
+def external_etcd(session: ClusterSession) -> bool:
+    """Whether the cluster has external etcd nodes, as its CloudStack entry says (read once per session)."""
+    try:
+        return int(session.entry().get("etcdnodes") or 0) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 def max_unavailable_of(params: Mapping[str, Any], record: Any) -> int:
@@ -122,9 +131,11 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
         raise StepFailed(", ".join(nodes) or "-", "preflight",
                          "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
                          cancelled=True)
+    # Read before the loader is made, so that the batch's loader reuses the entry read here.
+    external = external_etcd(session)
     batch = BatchCycle(cloud, kube, session.loader, str(params["cluster"]), settings, nodes,
                        options=cycle_options(params, check_mode, max_unavailable_of(params, record)),
-                       etcd_check=etcd_check_for(params, kube),
+                       etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
                        lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
     result = batch.run()

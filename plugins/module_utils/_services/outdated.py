@@ -18,13 +18,14 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import exec_access, quorum_client
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import exec_access
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import pod_access, quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.owners import OwnerReads
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, etcd_check_paths, etcd_check_refusal
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, PodAccess, etcd_check_paths, etcd_check_refusal
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.order import plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report import (
@@ -40,7 +41,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report i
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest, describe
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS, Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.stop_refusals import refusal_error, stop_refusals
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, NODE_TYPES, ClusterView, Node
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, NODE_TYPES, ClusterView, Node
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.stop_check import read_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LockInfo, Record
@@ -52,7 +53,7 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
            changes: Optional[SettingsRequest] = None, canary: bool = False,
            drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None,
            etcd_endpoints_given: bool = False, etcd_exec_access: Optional[ExecAccess] = None,
-           owner_reads: Optional[OwnerReads] = None) -> dict[str, Any]:
+           owner_reads: Optional[OwnerReads] = None, etcd_pod_access: Optional[PodAccess] = None) -> dict[str, Any]:
     """Everything cks_node_outdated returns, from what was read. Pure.
 
     ``owner_reads``: who the key is and the owner's headroom (``planned_settings`` and
@@ -105,11 +106,12 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
         result["drain_blockers"] = plan_drain_blockers(view, rollout_plan, drain_check)
     if etcd_health is not None:
         result["etcd"] = etcd_health.to_dict()
-    paths = etcd_check_paths(view.external_etcd, etcd_endpoints_given, etcd_exec_access)
+    paths = etcd_check_paths(view.external_etcd, etcd_endpoints_given, etcd_exec_access, etcd_pod_access)
     by_name = {n.name: n.node_type for n in rollout_plan.nodes}
     planned = sorted({by_name[h] for h in rollout_plan.hosts if h in by_name})
     result["etcd_checks"] = paths
-    result["etcd_check_refusal"] = etcd_check_refusal(paths, planned, view.external_etcd, etcd_exec_access)
+    result["etcd_check_refusal"] = etcd_check_refusal(paths, planned, view.external_etcd, etcd_exec_access,
+                                                      etcd_pod_access)
     for t in NODE_TYPES:
         result[OUT_OF_DATE_KEYS[t]] = laid_out[OUT_OF_DATE_KEYS[t]]
     reads = owner_reads or OwnerReads()
@@ -156,16 +158,30 @@ def read_exec_access(params: Mapping[str, Any], session: ClusterSession, view: C
     return exec_access(session.kube)
 
 
+def read_pod_access(params: Mapping[str, Any], session: ClusterSession, view: ClusterView) -> Optional[PodAccess]:
+    """Whether the key may run the check pod, asked only where that is the path (external etcd
+    nodes, no ``etcd_endpoints``): learned here, before the lock, not at batch 1."""
+    if client_from_options(params) is not None or not view.external_etcd or not view.nodes_of(ETCD):
+        return None
+    return pod_access(session.kube)
+
+
 def read_etcd_health(params: Mapping[str, Any], session: Optional[ClusterSession] = None,
-                     view: Optional[ClusterView] = None, access: Optional[ExecAccess] = None) -> Optional[EtcdHealth]:
+                     view: Optional[ClusterView] = None, access: Optional[ExecAccess] = None,
+                     pod: Optional[PodAccess] = None) -> Optional[EtcdHealth]:
     """etcd's member health, through the explicit ``etcd_endpoints`` when given, else etcdctl in the
-    etcd pods (stacked etcd, where the key may exec). A plan is still made when etcd cannot be
-    asked: the batches' own preflight judges the quorum before anything goes down. Options etcd
-    could never be asked with (an endpoint that is no URL) are refused."""
+    etcd pods (stacked etcd, where the key may exec) or in a check pod (external etcd, where the key
+    may run it). A plan is still made when etcd cannot be asked: the batches' own preflight judges
+    the quorum before anything goes down. Options etcd could never be asked with (an endpoint that
+    is no URL) are refused."""
     stacked = session is not None and view is not None and not view.external_etcd and bool(view.nodes_of(CONTROL))
+    external = session is not None and view is not None and view.external_etcd and bool(view.nodes_of(ETCD))
     if access is not None and not access.allowed and client_from_options(params) is None:
         return EtcdHealth(error=f"may not exec into {', '.join(access.denied_pods) or 'the etcd pods'}")
-    client = quorum_client(params, session.kube if stacked and session is not None else None)
+    if pod is not None and not pod.allowed and client_from_options(params) is None:
+        return EtcdHealth(error=f"may not run the etcd check pod: {', '.join(pod.denied) or pod.reason}")
+    client = quorum_client(params, session.kube if (stacked or external) and session is not None else None,
+                           external_etcd=external)
     if client is None:
         return None
     try:
@@ -221,13 +237,14 @@ def _node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mod
                        etcd_endpoints_given=given, owner_reads=reads)
     # etcd is asked only when the plan has etcd members to restart: a workers-only plan costs no
     # exec and no access review (the planning call budget of a large cluster).
-    if not given and not any(w.get("node_type") == CONTROL for w in first["work"]):
+    if not given and not any(w.get("node_type") in (CONTROL, ETCD) for w in first["work"]):
         return dict(first, catalog=session.catalog_dict())
     access = read_exec_access(params, session, view)
+    pod = read_pod_access(params, session, view)
     judged = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
                     changes=changes, canary=bool(params.get("canary")), drain_check=check,
-                    etcd_health=read_etcd_health(params, session, view, access),
-                    etcd_endpoints_given=given, etcd_exec_access=access, owner_reads=reads)
+                    etcd_health=read_etcd_health(params, session, view, access, pod),
+                    etcd_endpoints_given=given, etcd_exec_access=access, owner_reads=reads, etcd_pod_access=pod)
     # The later runs of a rollout take it over (their catalog option) instead of listing it again.
     judged["catalog"] = session.catalog_dict()
     return judged

@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from . import kube_run
 from .kube_watch import DEFAULT_BOOKMARK_SECONDS, DEFAULT_CACHE_SIZE, WatchCache
 
 NODE_LEASE_NS = "kube-node-lease"
@@ -72,7 +73,8 @@ RESOURCES: dict[str, Resource] = {
     for r in (
         Resource("namespaces", "Namespace", "", "v1", False, _RO, ("ns",)),
         Resource("nodes", "Node", "", "v1", False, ("get", "list", "patch", "update", "watch"), ("no",), ("status",)),
-        Resource("pods", "Pod", "", "v1", True, ("delete", "get", "list", "watch"), ("po",), ("eviction", "exec", "status")),
+        Resource("pods", "Pod", "", "v1", True, ("create", "delete", "get", "list", "watch"), ("po",),
+                 ("eviction", "exec", "log", "status")),
         Resource("configmaps", "ConfigMap", "", "v1", True, _RW, ("cm",)),
         Resource("events", "Event", "", "v1", True, _RW, ("ev",)),
         Resource("leases", "Lease", "coordination.k8s.io", "v1", True, _RW),
@@ -336,6 +338,10 @@ class KubeWorld:
         self.workloads: dict[tuple[str, str, str], Workload] = {}
         self._pod_timers: dict[tuple[str, str], int] = {}
         self._awaiting_kubelet: set[tuple[str, str]] = set()  # terminating pods on a dead node
+        # Pods created through the API: the kubelet runs their containers (kube_run.py).
+        self._api_pods: set[str] = set()
+        self.runs = kube_run.PodRuns(sim.lock)
+        self.etcd_servers = "https://127.0.0.1:2379"  # kubeadm's for stacked etcd
         # Indices over pods (a 1,000-node cluster has thousands): node and controller of each.
         self._pod_index: dict[tuple[str, str], tuple[Optional[str], Optional[tuple[str, str, str]]]] = {}
         self._pods_by_node: dict[str, set[tuple[str, str]]] = {}
@@ -572,6 +578,7 @@ class KubeWorld:
                 "allocatable": {},
                 "conditions": [],
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "images": kube_run.node_images(self.version),
                 "nodeInfo": {
                     "architecture": "amd64",
                     "bootID": state.boot_id,
@@ -1093,11 +1100,117 @@ class KubeWorld:
         if pod is None or pod["metadata"]["uid"] != uid or "deletionTimestamp" in pod["metadata"]:
             return
         node = pod["spec"].get("nodeName")
-        if not node or not self.nodes[node].kubelet_posting:
+        if not node or node not in self.nodes or not self.nodes[node].kubelet_posting:
+            return
+        if uid in self._api_pods:
+            self._kubelet_runs(pod)
             return
         self._mark_pod_running(pod)
         self._store("pods", pod)
         self._after_change()
+
+    # ----- pods created through the API (kube_run.py) ------------------------------------------
+
+    def _create_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
+        kube_run.apply_defaults(pod)
+        tolerations = pod["spec"].setdefault("tolerations", [])
+        # The DefaultTolerationSeconds admission plugin, on in every API server by default.
+        for key in (NOT_READY_TAINT, UNREACHABLE_TAINT):
+            if not any(t.get("key") == key and t.get("effect") in (None, "", "NoExecute") for t in tolerations):
+                tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+        self._store("pods", pod)
+        self._api_pods.add(pod["metadata"]["uid"])
+        node = pod["spec"].get("nodeName")
+        if node is None:
+            self._place(pod, None)
+        elif node in self.nodes:
+            # No scheduler: the named node's kubelet sees the pod, if it runs.
+            state = self.nodes[node]
+            pod["status"].update({"hostIP": self._node_ip(state), "hostIPs": [{"ip": self._node_ip(state)}]})
+            self._store("pods", pod)
+            if state.kubelet_posting:
+                self._schedule_start(pod)
+        return copy.deepcopy(pod)
+
+    def _kubelet_runs(self, pod: dict[str, Any]) -> None:
+        """The kubelet's sync of an API-created pod: admit, ensure images, run the containers."""
+        status = pod["status"]
+        if status["phase"] in ("Succeeded", "Failed") or status.get("containerStatuses") and any(
+                "running" in cs["state"] for cs in status["containerStatuses"]):
+            return  # ended, or running already: a new boot does not run a one-shot pod again
+        node = self._raw("nodes", "", pod["spec"]["nodeName"])
+        stamp = now_time()
+        status.setdefault("startTime", stamp)
+        refusal = kube_run.admission_refusal(pod, node)
+        if refusal is not None:
+            status.update({"phase": "Failed", "reason": refusal[0], "message": refusal[1]})
+            self._store("pods", pod)
+            return
+        containers = pod["spec"]["containers"]
+        missing = [kube_run.image_refusal(c, node) for c in containers]
+        status["conditions"] = [_condition("PodScheduled", "True"), _condition("Initialized", "True"),
+                                _condition("PodReadyToStartContainers", "True")]
+        if any(missing):
+            status["containerStatuses"] = [
+                kube_run.waiting_status(c, *m) if m else kube_run.waiting_status(c, "ContainerCreating")
+                for c, m in zip(containers, missing, strict=True)]
+            self._store("pods", pod)
+            return
+        status["phase"] = "Running"
+        status["containerStatuses"] = [dict(kube_run.waiting_status(c, "ContainerCreating"),
+                                            started=True, state={"running": {"startedAt": stamp}})
+                                       for c in containers]
+        self._store("pods", pod)
+        key, uid = (pod["metadata"]["namespace"], pod["metadata"]["name"]), pod["metadata"]["uid"]
+        self.runs.start(uid, containers, lambda results: self._runs_finished(key, uid, stamp, results), now_time)
+
+    def _runs_finished(self, key: tuple[str, str], uid: str, started: str, results: list[tuple[int, str]]) -> None:
+        pod = self._objects["pods"].get(key)
+        if pod is None or pod["metadata"]["uid"] != uid:
+            return  # deleted while it ran
+        finished = now_time()
+        containers = pod["spec"]["containers"]
+        statuses = [kube_run.terminated_status(c, code, started, finished, error)
+                    for c, (code, error) in zip(containers, results, strict=True)]
+        failed = any(code != 0 for code, _error in results)
+        policy = pod["spec"].get("restartPolicy")
+        status = pod["status"]
+        if policy == "Always" or (policy == "OnFailure" and failed):
+            # The kubelet would start them again after a back-off; the sim lets them wait there.
+            for cs in statuses:
+                if policy == "Always" or cs["state"]["terminated"]["exitCode"] != 0:
+                    cs["lastState"], cs["restartCount"] = cs["state"], 1
+                    cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+            status["containerStatuses"] = statuses
+        else:
+            status["containerStatuses"] = statuses
+            status["phase"] = "Failed" if failed else "Succeeded"
+            status["conditions"] = [_condition("PodScheduled", "True"), _condition("Initialized", "True"),
+                                    _condition("PodReadyToStartContainers", "False"),
+                                    _condition("Ready", "False", "PodCompleted"),
+                                    _condition("ContainersReady", "False", "PodCompleted")]
+        self._store("pods", pod)
+
+    def container_log(self, namespace: str, name: str, container: str) -> Optional[str]:
+        """What the kubelet kept of a container's output; None when it has not run."""
+        pod = self._raw("pods", namespace, name)
+        if pod is None:
+            return None
+        return self.runs.logs.get(pod["metadata"]["uid"], {}).get(container)
+
+    def use_external_etcd_servers(self, urls: list[str]) -> None:
+        """kubeadm's --etcd-servers for external etcd (CKS's k8s-control-node.yml writes
+        http://<etcd node ip>:2379 for each): here the members' real client URLs, which are also
+        what they advertise, as on a real cluster."""
+        self.etcd_servers = ",".join(urls)
+        for pod in self.select("pods", "kube-system"):
+            if (pod["metadata"].get("labels") or {}).get("component") != "kube-apiserver":
+                continue
+            command = pod["spec"]["containers"][0].setdefault("command", [])
+            for i, arg in enumerate(command):
+                if arg.startswith("--etcd-servers="):
+                    command[i] = f"--etcd-servers={self.etcd_servers}"
+            self._store("pods", pod)
 
     def _pod_ip(self, pod: dict[str, Any]) -> str:
         node = pod["spec"]["nodeName"]
@@ -1184,6 +1297,17 @@ class KubeWorld:
             spec = self._pod_spec(wl)
             if comp == "etcd":
                 self._kubeadm_etcd_container(spec, node, f"https://{self._node_ip(state)}:2379")
+            if comp == "kube-apiserver":
+                # kubeadm's manifest (cmd/kubeadm/app/phases/controlplane/manifests.go,
+                # getAPIServerCommand): the flags that say where etcd is.
+                spec["containers"][0]["command"] = [
+                    "kube-apiserver", f"--advertise-address={self._node_ip(state)}",
+                    f"--etcd-servers={self.etcd_servers}", "--secure-port=6443"]
+                if self.stacked_etcd:
+                    spec["containers"][0]["command"][3:3] = [
+                        "--etcd-cafile=/etc/kubernetes/pki/etcd/ca.crt",
+                        "--etcd-certfile=/etc/kubernetes/pki/apiserver-etcd-client.crt",
+                        "--etcd-keyfile=/etc/kubernetes/pki/apiserver-etcd-client.key"]
             spec.update({"hostNetwork": True, "priority": 2000001000,
                          "priorityClassName": "system-node-critical",
                          "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})
@@ -1286,6 +1410,10 @@ class KubeWorld:
         if not node or pod["status"]["phase"] in ("Pending",) and not pod["status"].get("containerStatuses"):
             self._remove_pod(key, pod["metadata"]["uid"])
             return
+        if pod["status"]["phase"] in ("Succeeded", "Failed"):
+            # CheckGracefulDelete (pkg/registry/core/pod/strategy.go): a terminal pod goes at once.
+            self._remove_pod(key, pod["metadata"]["uid"])
+            return
         pod["metadata"]["deletionTimestamp"] = time_after(grace)
         pod["metadata"]["deletionGracePeriodSeconds"] = grace
         self._store("pods", pod)
@@ -1320,6 +1448,8 @@ class KubeWorld:
         owner = self._owner_key(pod)
         del self._objects["pods"][key]
         self._unindex_pod(key)
+        self._api_pods.discard(uid)
+        self.runs.forget(uid)
         self._deleted("pods", pod)
         self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
         self.sim.timeline.add(cluster=self.cluster_id, node=pod["spec"].get("nodeName"), event="pod_deleted",
@@ -1471,6 +1601,12 @@ class KubeWorld:
         return self._raw("namespaces", "", ns) is not None
 
     def _validate(self, res: Resource, obj: dict[str, Any]) -> None:
+        if res.plural == "pods":
+            causes = kube_run.validation_causes(obj)
+            if causes:
+                name = obj["metadata"]["name"]
+                raise ApiError(422, kube_run.invalid_message(name, causes), "Invalid", _details(
+                    res, name, causes=[{"reason": r, "message": d, "field": f} for f, r, d in causes]))
         if res.plural == "leases":
             spec = obj.get("spec") or {}
             for field_name in ("acquireTime", "renewTime"):
@@ -1536,6 +1672,8 @@ class KubeWorld:
         meta.update({"uid": self.new_uid(), "creationTimestamp": now_time()})
         for drop in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation", "managedFields", "selfLink"):
             meta.pop(drop, None)
+        if plural == "pods":
+            return self._create_pod(obj)
         self._store(plural, obj)
         return copy.deepcopy(obj)
 

@@ -361,6 +361,9 @@ def _resource_list(group_version: str) -> dict[str, Any]:
             if sub == "exec":
                 resources.append({"name": f"{res.plural}/exec", "singularName": "", "namespaced": True,
                                   "kind": "PodExecOptions", "verbs": ["create", "get"]})
+            elif sub == "log":
+                resources.append({"name": f"{res.plural}/log", "singularName": "", "namespaced": True,
+                                  "kind": "Pod", "verbs": ["get"]})
             elif sub == "eviction":
                 resources.append({"name": f"{res.plural}/eviction", "singularName": "", "namespaced": True,
                                   "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
@@ -577,6 +580,8 @@ class KubeApp:
         try:
             if route.subresource == "exec":
                 response = self._exec(world, route, verb, request, environ, log)
+            elif route.subresource == "log":
+                response = self._log(world, route, verb, request)
             elif route.res is not None and route.res.plural == "selfsubjectaccessreviews":
                 response = self._access_review(route, verb, request, user)
             elif route.kind == "health":
@@ -630,6 +635,29 @@ class KubeApp:
             raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
         assert route.res is not None
         return _json_response(rbac.access_review(user, self._body(request, route.res)), 201)
+
+    # --- pods/log (kube_run.py) ---
+
+    def _log(self, world: KubeWorld, route: Route, verb: str, request: Request) -> Response:
+        """GET pods/{name}/log: the container check (``validateContainer``), then the kubelet."""
+        if verb != "get":
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        namespace, name = route.namespace or "", route.name or ""
+        with self.sim.lock:
+            pod = world.get("pods", namespace, name)
+            container = log_container(pod, request.args.get("container") or None)
+            node = pod["spec"].get("nodeName")
+            if not node:
+                return _text_response("")  # LogLocation: no node, no location, an empty stream
+            state = world.nodes.get(node)
+            node_ip = world.node_address(node) if state is not None else ""
+            if state is None or not state.vm_running or not state.kubelet_posting:
+                raise kubelet_log_unreachable(pod, container, node_ip, refused=state is not None and state.vm_running)
+            waiting = waiting_to_start(pod, container)
+            if waiting is not None:
+                raise waiting
+            text = world.container_log(namespace, name, container)
+        return _text_response(text or "")
 
     # --- pods/exec (kube_exec.py) ---
 
@@ -1049,3 +1077,42 @@ def kubeconfig(sim: Any, cluster_id: str, server_url: str) -> dict:
         "contexts": [{"name": context, "context": {"cluster": world.name, "user": "kubernetes-admin"}}],
         "current-context": context,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# pods/log answers (the Kubernetes sources are in cks_sim/kube_run.py's docstring)
+
+
+def log_container(pod: dict[str, Any], container: Optional[str]) -> str:
+    """The container a log request names (``validateContainer``), or the API server's 400."""
+    name = pod["metadata"]["name"]
+    names = [c["name"] for c in pod["spec"].get("containers") or []]
+    if not container:
+        if len(names) != 1:
+            raise ApiError(400, f"a container name must be specified for pod {name}, choose one of: "
+                                f"[{' '.join(names)}]", "BadRequest")
+        return names[0]
+    if container not in names:
+        raise ApiError(400, f"container {container} is not valid for pod {name}", "BadRequest")
+    return container
+
+
+def waiting_to_start(pod: dict[str, Any], container: str) -> Optional[ApiError]:
+    """The kubelet's answer for a container that has not run yet, None when it has."""
+    for status in pod["status"].get("containerStatuses") or []:
+        if status["name"] == container:
+            waiting = status["state"].get("waiting")
+            if waiting is None:
+                return None
+            return ApiError(400, f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to start: '
+                                 f'{waiting.get("reason", "ContainerCreating")}', "BadRequest")
+    return ApiError(400, f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to start: '
+                         "ContainerCreating", "BadRequest")
+
+
+def kubelet_log_unreachable(pod: dict[str, Any], container: str, node_ip: str, refused: bool) -> ApiError:
+    # The API server's LocationStreamer fails on the dial to the kubelet's containerLogs endpoint.
+    why = "connection refused" if refused else "no route to host"
+    meta = pod["metadata"]
+    return ApiError(500, f'Get "https://{node_ip}:10250/containerLogs/{meta["namespace"]}/{meta["name"]}/{container}": '
+                         f"dial tcp {node_ip}:10250: connect: {why}", "")

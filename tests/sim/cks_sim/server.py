@@ -240,6 +240,10 @@ class SimServer:
                     urls = {m["name"]: m["client_url"] for m in sim.etcd.endpoints(cluster.id)["members"]}
                     with sim.lock:
                         sim.kube[cluster.id].use_etcd_client_urls(urls)
+                if mode == "external" and hasattr(sim.kube[cluster.id], "use_external_etcd_servers"):
+                    servers = [m["client_url"] for m in sim.etcd.endpoints(cluster.id)["members"]]
+                    with sim.lock:
+                        sim.kube[cluster.id].use_external_etcd_servers(servers)
                 for name in members:
                     if sim.cloud.vm_by_name[name].state != "Running":
                         sim.etcd.vm_powered_off(name)
