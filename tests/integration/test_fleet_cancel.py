@@ -65,7 +65,7 @@ def lock_holders(sim: SimHandle) -> dict[str, Any]:
     for name in NAMES:
         with sim.kube_client(name) as kube:
             lease = kube.get_lease(*rh.RECORD)
-        holders[name] = ((lease or {}).get("spec") or {}).get("holderIdentity")
+        holders[name] = ((lease or {}).get("spec") or {}).get("holderIdentity") or None
     return holders
 
 
