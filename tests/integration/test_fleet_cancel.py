@@ -29,7 +29,7 @@ from typing import Any, Iterator
 import pytest
 import rollout_helpers as rh
 from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, SimHandle, running_sim
-from test_fleet import AWX_PROJECT, FAST, NEW_OFFERING, fleet_vars, inventory, stops_per_node, unschedulable, workers
+from test_fleet import AWX_PROJECT, NEW_OFFERING, fleet_vars, inventory, stops_per_node, unschedulable, workers
 
 pytestmark = pytest.mark.timeout(1500)
 
