@@ -130,6 +130,28 @@ def roll_alone(spec: dict[str, Any], work: str, cluster: str) -> dict[str, Any]:
     return {"rc": rc, "wall": round(wall, 1), "cpu": round(cpu, 1), "cluster": cluster}
 
 
+def saved_markdown(out: str) -> list[str]:
+    """The last saved fleet result (fleet.json), for bench/run.py's report (empty before the first run)."""
+    path = os.path.join(out, "fleet.json")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        result = json.load(fh)
+    fleet, alone = result["fleet"], result["slowest_alone"]
+    counts = ", ".join(f"{n} {name}" for name, n in (fleet.get("counts") or {}).items() if n)
+    return [
+        f"| fleet ({result['clusters']} clusters of {result['workers_per_cluster']} workers, fleet_parallel "
+        f"{result['fleet_parallel']}, time scale {result['time_scale']}) | wall s | controller CPU s | outcomes |",
+        "| --- | ---: | ---: | --- |",
+        f"| the fleet | {fleet['wall']} | {fleet['cpu']} | {counts or '-'} |",
+        f"| its slowest cluster ({alone['cluster']}) rolled alone | {alone['wall']} | {alone['cpu']} | rc {alone['rc']} |",
+        "",
+        f"Fleet / slowest alone: {result['ratio']} (target ≤ {result['target']}: {result['verdict']}); "
+        f"{result['cpu_count']} CPUs, load average after {result['load_average_after'][0]:.2f}.",
+        "(from `bench/fleet.py`; run it again to refresh)", "",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="3 clusters of 1 worker at time scale 0.02")

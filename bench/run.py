@@ -26,6 +26,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import analysis  # noqa: E402
+import fleet as fleet_bench  # noqa: E402
 import inventory as inventory_bench  # noqa: E402
 import timeline as timeline_svg  # noqa: E402
 from planning import planning_scale  # noqa: E402
@@ -468,6 +469,7 @@ def markdown(result: dict[str, Any]) -> str:
                   f"100->1,000): {_yes(v.get('plan_linear'))}"
                   + (f" (marginal {marginal[0]} then {marginal[1]} ms per node)." if marginal else "."), ""]
     lines += inventory_bench.saved_markdown(os.path.join(HERE, "results"))
+    lines += fleet_bench.saved_markdown(os.path.join(HERE, "results"))
     lines += issue_19_lines(result.get("issue_19") or [])
     return "\n".join(lines) + "\n"
 

@@ -17,7 +17,7 @@ description:
   - Used by the C(cloudstack.cks.fleet) playbook after the last cluster. Takes the results that
     C(cloudstack.cks.cks_fleet_rollout) returned, one per cluster, and returns the fleet report - per cluster the
     outcome, the nodes restarted, the last error, the lock holder when it was locked, the time it took and where
-    its own rollout report and log are - with the count of each outcome and the lines to show.
+    its own rollout report and log are, and in a dry run its C(plan) - with the count of each outcome and the lines to show.
 options:
   _input:
     description: The results of C(cloudstack.cks.cks_fleet_rollout), one per cluster.

@@ -19,13 +19,22 @@ description:
     V(failed), V(locked) (another rollout, for example a second job slice handed the same cluster, holds its lock;
     nothing was changed) and V(not_started).'
   - The module itself does not fail when the rollout does (the fleet goes on); its return value C(rollout_failed) says so.
+  - In check mode (C(--check), or the fleet's C(fleet_dry_run)) the cluster's run is the rollout's own dry run, which
+    takes no lock, stores nothing and touches no node; the outcome is V(would_roll) or V(up_to_date) and RV(plan) says
+    what would be rolled.
+  - 'When the fleet''s job is cancelled while the rollout runs - SIGTERM or SIGINT (an AWX cancel, Ctrl-C), or the
+    C(ansible-playbook) above this module killed (ansible-runner sends its process group SIGKILL on a cancel) - the
+    rollout is asked to stop as C(cloudstack.cks.cancel) asks, for this fleet run''s lock holder only: the batch in
+    progress finishes, the release runs. If it has not ended O(cancel_timeout) seconds later it is stopped (SIGTERM to
+    its process group, SIGKILL a minute later). Its outcome is then V(cancelled), and the fleet report is written
+    from the outcomes in O(fleet_dir), since the fleet''s last play does not run. Run the fleet again to resume.'
   - Each cluster's folder in O(fleet_dir) keeps the run's log (the C(json) callback's output) and its rollout report.
     The variables are written there for the run only (mode 0600) and removed when it ends.
 author:
   - cloudstack.cks contributors (@cloudstack-cks)
 attributes:
   check_mode:
-    support: none
+    support: full
     description: A dry run of a fleet is the rollout's own dry run, per cluster (C(cloudstack.cks.rollout) with C(--check)).
   diff_mode:
     support: none
@@ -73,6 +82,16 @@ options:
     description: Seconds the rollout may run before it is stopped (SIGTERM) and counted as failed; V(0) means no limit.
     type: int
     default: 0
+  cancel_timeout:
+    description: Seconds a rollout may go on after the fleet's job was cancelled before it is stopped.
+    type: int
+    default: 600
+  cancel_playbook:
+    description: The cancel playbook (the collection's C(playbooks/cancel.yml)); by default the one next to O(playbook).
+    type: path
+  fleet_report_path:
+    description: Where the fleet report is written when the fleet's job was cancelled; by default C(fleet-report.json) in O(fleet_dir).
+    type: path
   cwd:
     description: The folder the rollout runs in (relative hook paths are taken from it); by default the folder C(ansible-playbook) runs in.
     type: path
@@ -150,6 +169,13 @@ log_path:
   description: The rollout run's output (JSON), if it ran.
   type: str
   returned: always
+plan:
+  description:
+    - In check mode, what the dry run planned - C(out_of_date) (per node type, how many nodes are out of date) and
+      C(batches) (in order, each with its C(node_type) and C(nodes)); V(null) otherwise.
+  type: dict
+  returned: always
+  sample: {"out_of_date": {"control": 0, "etcd": 0, "worker": 2}, "batches": [{"node_type": "worker", "nodes": ["w1"]}]}
 rollout_failed:
   description: Whether the cluster's rollout failed (outcome V(failed)).
   type: bool
@@ -180,19 +206,22 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "rollout_vars": {"type": "dict", "default": {}, "no_log": False},
         "max_failed": {"type": "int", "default": 0},
         "timeout": {"type": "int", "default": 0},
+        "cancel_timeout": {"type": "int", "default": 600},
+        "cancel_playbook": {"type": "path"},
+        "fleet_report_path": {"type": "path"},
         "cwd": {"type": "path"},
     }
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=False)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     # Only the secrets: hiding every value of the dict would also mask "1" or "true" all through the output.
     for secret in SECRET_VARS:
         value = (module.params["rollout_vars"] or {}).get(secret)
         if isinstance(value, str) and value:
             module.no_log_values.add(value)
     runner = PlaybookRunner(module.params["python"] or sys.executable, module.params["collections_path"])
-    run(module, lambda: roll_cluster(module.params, runner))
+    run(module, lambda: roll_cluster(dict(module.params, check_mode=module.check_mode), runner))
 
 
 if __name__ == "__main__":

@@ -136,6 +136,7 @@ options:
     description:
       - With O(rollout=true), who takes the lock - the id of the run that does the rollout. Required with O(rollout=true).
       - A rollout holding the lock under this same id is not refused (the lock is renewed).
+      - With O(cancel_rollout=true), cancel only the rollout of this holder; a lock held by anyone else is left alone.
     type: str
   lock_duration:
     description:

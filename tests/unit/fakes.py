@@ -295,22 +295,32 @@ class FakeQuorumClient:
 
 class FakePlaybookRunner:
     """Stands in for ``PlaybookRunner``: records each run, and plays one cluster's rollout by writing what
-    the real run leaves behind (its report, its failed tasks) as ``script(variables)`` says."""
+    the real run leaves behind (its report, its failed tasks) as ``script(variables)`` says.
 
-    def __init__(self, script: Callable[[dict[str, Any]], tuple[int, Optional[dict[str, Any]], list[dict[str, Any]]]]) -> None:
+    A script may return a fourth item: more of what the callback keeps (``plan``, ``cancel``), and
+    ``cancelled_by`` / ``stopped`` to play a fleet job cancelled during the run (the cancel is then asked
+    once, through ``cancel.request``, as the real runner does)."""
+
+    def __init__(self, script: Callable[[dict[str, Any]], tuple[Any, ...]]) -> None:
         self.script = script
         self.runs: list[dict[str, Any]] = []
 
     def run(self, playbook: str, vars_path: str, log_path: str, failures_path: str, cwd: str,
-            timeout: Optional[float] = None, extra_args: Sequence[str] = ()) -> Any:
+            timeout: Optional[float] = None, extra_args: Sequence[str] = (), cancel: Any = None) -> Any:
         with open(vars_path, encoding="utf-8") as fh:
             variables = json.load(fh)
-        self.runs.append({"playbook": playbook, "vars": variables, "mode": os.stat(vars_path).st_mode & 0o777, "cwd": cwd,
-                          "timeout": timeout})
-        rc, report, failures = self.script(variables)
+        record = {"playbook": playbook, "vars": variables, "mode": os.stat(vars_path).st_mode & 0o777, "cwd": cwd,
+                  "timeout": timeout, "extra_args": list(extra_args)}
+        self.runs.append(record)
+        rc, report, failures, *more = self.script(variables)
+        extra = dict(more[0]) if more else {}
+        cancelled_by = extra.pop("cancelled_by", None)
+        stopped = bool(extra.pop("stopped", False))
+        if cancelled_by and cancel is not None:
+            record["cancel_taken"] = cancel.request()
         if report is not None:
             with open(variables["rollout_report_path"], "w", encoding="utf-8") as fh:
                 json.dump(report, fh)
         with open(log_path, "w", encoding="utf-8") as fh:
             fh.write("PLAY RECAP\n")
-        return PlaybookRun(rc, {"failures": failures})
+        return PlaybookRun(rc, dict(extra, failures=failures), cancelled_by=cancelled_by, stopped=stopped)

@@ -8,7 +8,17 @@ from typing import Any
 import pytest
 
 from ansible_collections.cloudstack.cks.plugins.filter.fleet_report import FilterModule, fleet_report
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import OUTCOMES, cluster_outcome, start_refusal
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import fleet as decisions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import (
+    OUTCOMES,
+    ClusterOutcome,
+    cancel_taken,
+    cancelled_outcome,
+    cluster_outcome,
+    fleet_summary,
+    plan_line,
+    start_refusal,
+)
 
 LOCK_REFUSAL = {"failures": [{"host": "localhost", "task": "Store the node settings and take the rollout lock", "failed": True,
                               "holder": "awx-job-41", "msg": "a rollout holds the lock kube-system/cloudstack-cks-rollout ..."}]}
@@ -90,3 +100,41 @@ def test_the_fleet_report_counts_each_outcome_and_lists_the_clusters_by_name() -
 def test_the_fleet_report_refuses_anything_but_a_list_of_results() -> None:
     with pytest.raises(Exception, match="list of cks_fleet_rollout results"):
         fleet_report({"cluster": "c1"}, run_id="fleet-1")  # type: ignore[arg-type]
+
+
+PLAN = {"out_of_date": {"control": 0, "etcd": 0, "worker": 3},
+        "batches": [{"node_type": "worker", "nodes": ["w1"]}, {"node_type": "worker", "nodes": ["w2", "w3"]}]}
+
+
+def test_a_dry_run_with_batches_would_roll_and_one_without_is_up_to_date() -> None:
+    outcome = cluster_outcome("c1", 0, {"failures": [], "plan": PLAN}, None, dry_run=True)
+    assert (outcome.outcome, outcome.plan, outcome.still_out_of_date) == ("would_roll", PLAN, 3)
+    empty = {"out_of_date": {"worker": 0}, "batches": []}
+    assert cluster_outcome("c1", 0, {"plan": empty}, None, dry_run=True).outcome == "up_to_date"
+    # A dry run that failed (a refusal before the lock) is a failure, plan or not.
+    refused = cluster_outcome("c1", 2, {"plan": PLAN, "failures": [{"failed": True, "msg": "Refused before the lock"}]}, None,
+                              dry_run=True)
+    assert refused.outcome == "failed" and refused.last_error == "Refused before the lock"
+
+
+def test_the_plan_line_names_the_out_of_date_counts_and_each_batch() -> None:
+    assert plan_line(PLAN) == "out of date: worker 3; 2 batch(es): worker [w1]; worker [w2, w3]"
+    report = decisions.fleet_report([{"cluster": "c1", "outcome": "would_roll", "plan": PLAN}], "fleet-1", None, None)
+    assert report["counts"]["would_roll"] == 1 and report["clusters"][0]["plan"] == PLAN
+    assert fleet_summary(report)[1] == "c1: would_roll, out of date: worker 3; 2 batch(es): worker [w1]; worker [w2, w3]"
+
+
+def test_a_cancel_keeps_a_rollout_that_ended_well_and_marks_the_others_cancelled() -> None:
+    rolled = ClusterOutcome("c1", "rolled", ["w1"])
+    assert cancelled_outcome(rolled, "SIGTERM", stopped=False, cancel_timeout=600) is rolled
+    stopped = cancelled_outcome(rolled, "SIGTERM", stopped=True, cancel_timeout=600)
+    assert stopped.outcome == "cancelled" and "fleet_cancel_timeout=600 s and was stopped" in stopped.last_error
+    failed = ClusterOutcome("c2", "failed", [], "the rollout was cancelled (the record's cancel flag is set)")
+    ended = cancelled_outcome(failed, "controller gone", stopped=False, cancel_timeout=600)
+    assert ended.outcome == "cancelled" and ended.last_error.startswith("the fleet's job was cancelled (controller gone)")
+
+
+def test_a_cancel_is_taken_only_when_the_cancel_run_set_the_flag() -> None:
+    assert cancel_taken({"cancel": {"cancel_requested": True}})
+    assert not cancel_taken({"cancel": {"cancel_requested": False, "msg": "nothing to cancel"}})
+    assert not cancel_taken({"failures": []})

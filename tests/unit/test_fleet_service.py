@@ -76,3 +76,43 @@ def test_a_missing_fleet_folder_or_playbook_is_refused(tmp_path: Path) -> None:
         roll_cluster(params(tmp_path, "c1", fleet_dir=str(tmp_path / "nope")), FakePlaybookRunner(rolled))  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="playbook"):
         roll_cluster(params(tmp_path, "c1", playbook=str(tmp_path / "nope.yml")), FakePlaybookRunner(rolled))  # type: ignore[arg-type]
+
+
+def dry_run(variables: dict[str, Any]) -> tuple[Any, ...]:
+    plan = {"out_of_date": {"control": 0, "etcd": 0, "worker": 2},
+            "batches": [{"node_type": "worker", "nodes": ["w1"]}, {"node_type": "worker", "nodes": ["w2"]}]}
+    return 0, None, [], {"plan": plan}
+
+
+def test_in_check_mode_the_run_is_the_rollouts_dry_run_and_the_outcome_carries_its_plan(tmp_path: Path) -> None:
+    runner = FakePlaybookRunner(dry_run)
+    result = roll_cluster(params(tmp_path, "c1", check_mode=True), runner)  # type: ignore[arg-type]
+    assert runner.runs[0]["extra_args"] == ["--check"]
+    assert result["outcome"] == "would_roll" and not result["changed"] and not result["rollout_failed"]
+    assert result["plan"]["out_of_date"]["worker"] == 2 and len(result["plan"]["batches"]) == 2
+    assert result["still_out_of_date"] == 2
+    # Outside check mode the same run is not given --check.
+    roll_cluster(params(tmp_path, "c2"), runner)  # type: ignore[arg-type]
+    assert runner.runs[1]["extra_args"] == []
+
+
+def cancelled_during_the_run(variables: dict[str, Any]) -> tuple[Any, ...]:
+    if "rollout_cancel_holder" in variables:  # the cancel.yml run
+        return 0, None, [], {"cancel": {"cancel_requested": True, "msg": "the rollout of awx-job-7 stops before its next batch"}}
+    return 2, {"nodes": [{"name": "w1", "outcome": "done"}], "cancelled": True, "outcome": "Running",
+               "last_error": "cancelled before batch 2 of 3"}, [{"failed": True, "msg": "cancelled"}], {"cancelled_by": "SIGTERM"}
+
+
+def test_a_cancelled_job_asks_the_rollout_to_stop_for_its_own_lock_and_writes_the_fleet_report(tmp_path: Path) -> None:
+    runner = FakePlaybookRunner(cancelled_during_the_run)
+    result = roll_cluster(params(tmp_path, "c1"), runner)  # type: ignore[arg-type]
+    cancel_run = runner.runs[1]
+    assert cancel_run["playbook"] == str(tmp_path / "cancel.yml")
+    assert cancel_run["vars"]["rollout_cancel_holder"] == "awx-job-7" and cancel_run["vars"]["rollout_cluster"] == "id-c1"
+    assert cancel_run["mode"] == 0o600 and not (tmp_path / "c1" / "cancel-vars.json").exists()
+    assert runner.runs[0]["cancel_taken"] is True
+    assert result["outcome"] == "cancelled" and result["nodes_restarted"] == ["w1"]
+    assert "cancelled (SIGTERM)" in result["last_error"] and "released" in result["last_error"]
+    report = json.loads((tmp_path / "fleet-report.json").read_text(encoding="utf-8"))
+    assert report["cancelled"] and report["counts"]["cancelled"] == 1 and report["clusters"][0]["cluster"] == "c1"
+    assert "s3cret" not in json.dumps(report)

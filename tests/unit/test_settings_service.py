@@ -220,6 +220,17 @@ def test_cancel_only_while_a_rollout_holds_the_lock() -> None:
     assert service(kube).run(request(cancel_rollout=True))["changed"] is False
 
 
+def test_a_cancel_for_one_holder_leaves_another_holders_rollout_alone() -> None:
+    kube = ObjectStore()
+    records.Lock(kube, holder_identity="awx-job-100").acquire()
+    result = service(kube).run(request(cancel_rollout=True, lock_holder="awx-job-200"))
+    assert result["changed"] is False and result["cancel_requested"] is False
+    assert "held by awx-job-100, not by awx-job-200" in result["msg"]
+    assert stored(kube) is None
+    result = service(kube).run(request(cancel_rollout=True, lock_holder="awx-job-100"))
+    assert result["changed"] and stored(kube).cancel is True
+
+
 def test_max_unavailable_with_rollout_false_is_refused_and_nothing_is_stored() -> None:
     kube = ObjectStore()
     with pytest.raises(InvalidInput, match="max_unavailable=3: is used only with rollout=true"):

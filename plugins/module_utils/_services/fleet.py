@@ -8,6 +8,12 @@ once the run ends: they may hold the API secret), the run's log, its rollout rep
 outcome. The outcomes of the other clusters, read from their folders, tell whether the fleet
 already saw ``max_failed`` failures; the check is made when this cluster's turn comes (throttle
 lets it start), so a cluster failing meanwhile is counted.
+
+In check mode each cluster's run is the rollout's own dry run (``--check``: no lock, nothing
+stored), and its outcome carries the plan. When the fleet's job is cancelled while a run goes on,
+the run is asked to stop as cancel.yml asks, for this fleet run's lock holder only; once every
+cancelled cluster ended, the fleet report is written from the outcomes in the run's folder, as the
+fleet's last play (which a cancelled job never reaches) would have written it.
 """
 
 from __future__ import annotations
@@ -19,11 +25,21 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Mapping, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import PlaybookRunner
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import CancelPolicy, PlaybookRunner
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import ClusterOutcome, cluster_outcome, start_refusal
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import (
+    ClusterOutcome,
+    cancel_taken,
+    cancelled_outcome,
+    cluster_outcome,
+    fleet_report,
+    fleet_summary,
+    start_refusal,
+)
 
 OUTCOME_FILE = "outcome.json"
+#: Seconds a rollout may go on after the fleet's job was cancelled (its batch finishing) before it is stopped.
+DEFAULT_CANCEL_TIMEOUT = 600.0
 #: Set by the fleet for each cluster; given in rollout_vars they would break the bookkeeping.
 FLEET_OWNED_VARS = ("rollout_cluster", "rollout_report_path", "rollout_run_id")
 
@@ -61,6 +77,14 @@ class FleetRunFolder:
             if found.get("outcome") == "failed":
                 failed.append(str(found.get("cluster")))
         return failed
+
+    def outcomes(self) -> list[dict[str, Any]]:
+        found = []
+        for entry in sorted(os.listdir(self.path)):
+            outcome = read_report(os.path.join(self.path, entry, OUTCOME_FILE))
+            if outcome is not None:
+                found.append(outcome)
+        return found
 
     def write_outcome(self, cluster: str, result: Mapping[str, Any]) -> None:
         folder = self.cluster_folder(cluster)
@@ -112,17 +136,51 @@ def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str,
         if os.path.exists(stale):
             os.unlink(stale)
     write_private(vars_path, variables)
+    dry_run = bool(params.get("check_mode"))
+    cancel = CancelPolicy(lambda: ask_cancel(runner, params, given, cluster, folder), float(params.get("cancel_timeout") or DEFAULT_CANCEL_TIMEOUT))
     try:
         run = runner.run(params["playbook"], vars_path, log_path, failures_path, cwd=params["cwd"] or os.getcwd(),
-                         timeout=float(params["timeout"]) or None)
+                         timeout=float(params["timeout"]) or None, extra_args=("--check",) if dry_run else (), cancel=cancel)
     finally:
         os.unlink(vars_path)
-    outcome = cluster_outcome(name, run.rc, run.output, read_report(report_path))
+    outcome = cluster_outcome(name, run.rc, run.output, read_report(report_path), dry_run=dry_run)
     if run.timed_out:
         outcome.outcome = "failed"
         outcome.last_error = (f"the rollout of {name} ran past timeout={params['timeout']} s and was stopped; "
                               f"run the fleet again to resume it ({outcome.last_error or 'no error recorded'})")
-    return finish(fleet, outcome, cluster, started, begun, report_path if os.path.exists(report_path) else None, log_path)
+    if run.cancelled_by:
+        outcome = cancelled_outcome(outcome, run.cancelled_by, run.stopped, cancel.timeout)
+    result = finish(fleet, outcome, cluster, started, begun, report_path if os.path.exists(report_path) else None, log_path)
+    if run.cancelled_by:
+        write_fleet_report(fleet, params)
+    return result
+
+
+def ask_cancel(runner: PlaybookRunner, params: Mapping[str, Any], given: Mapping[str, Any], cluster: str, folder: str) -> bool:
+    """Run cancel.yml for this cluster, for this fleet run's lock only; whether the cancel flag was set."""
+    vars_path = os.path.join(folder, "cancel-vars.json")
+    failures_path = os.path.join(folder, "cancel.json")
+    write_private(vars_path, dict(given, rollout_cluster=cluster, rollout_cancel_holder=params["run_id"]))
+    try:
+        run = runner.run(params.get("cancel_playbook") or os.path.join(os.path.dirname(params["playbook"]), "cancel.yml"),
+                         vars_path, os.path.join(folder, "cancel.log"), failures_path, cwd=params["cwd"] or os.getcwd(),
+                         timeout=120.0)
+    finally:
+        os.unlink(vars_path)
+    return cancel_taken(run.output)
+
+
+def write_fleet_report(fleet: FleetRunFolder, params: Mapping[str, Any]) -> None:
+    """The fleet report from the outcomes written so far (each cancelled cluster writes it again as it ends)."""
+    report = fleet_report(fleet.outcomes(), str(params["run_id"]), None, utc_now())
+    report["summary"] = fleet_summary(report)
+    report["cancelled"] = True
+    path = params.get("fleet_report_path") or os.path.join(fleet.path, "fleet-report.json")
+    partial = f"{path}.{os.getpid()}.part"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=2)
+    os.replace(partial, path)
 
 
 def finish(fleet: FleetRunFolder, outcome: ClusterOutcome, cluster_id: str, started: str, begun: float, report_path: Optional[str],

@@ -183,6 +183,11 @@ class NodeSettingsService:
         if not running or info is None:
             result["msg"] = "no rollout holds the lock of this cluster: nothing to cancel"
             return result
+        if request.lock_holder and info.holder != request.lock_holder:
+            # A fleet cancelling its own clusters must not stop another job's rollout of one of them
+            # (a second slice handed the same cluster): that rollout is not the one being cancelled.
+            result["msg"] = f"the lock is held by {info.holder}, not by {request.lock_holder}: its rollout is not cancelled"
+            return result
         if already:
             result["msg"] = f"a cancel is already asked of the rollout of {info.holder}"
             return result
