@@ -20,6 +20,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import PlaybookRun
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import object_key
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodList
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 Answer = Union[Exception, Any]
@@ -116,7 +117,7 @@ class FakeKube:
         return self.patch_node(name, patch)
 
     def await_node(self, name: str, check: Callable[[Optional[dict[str, Any]]], Any], deadline: Deadline,
-                   interval: float, what: str) -> Any:
+                   interval: float, what: str, since: Optional[Mapping[str, Any]] = None) -> Any:
         """The polling fallback of KubeClient.await_node: a read per round."""
         return wait_for(lambda: check(self.read_node(name) if name in self.nodes else None), deadline,
                         min(interval, 0.01), what=what)
@@ -124,7 +125,7 @@ class FakeKube:
     # -- pods, budgets, evictions -----------------------------------------------------------------
 
     def await_pods(self, node_name: str, check: Callable[[dict[str, dict[str, Any]]], Any], deadline: Deadline,
-                   interval: float, what: str) -> Any:
+                   interval: float, what: str, since: Optional[PodList] = None) -> Any:
         """The polling fallback of KubeClient.await_pods: each pod read afresh per round (read_pod's
         reads_until_gone and recreate apply)."""
 
@@ -141,6 +142,9 @@ class FakeKube:
 
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
         return [p for p in self.pods.values() if (p.get("spec") or {}).get("nodeName", node_name) == node_name]
+
+    def list_pods_at(self, node_name: str) -> PodList:
+        return PodList(self.list_pods(node_name), "")
 
     def list_all_pods(self) -> list[dict[str, Any]]:
         return list(self.pods.values())
@@ -272,6 +276,9 @@ class FakeLock:
         if not self.held:
             raise LockHeld("the rollout lock is held by run-other")
         self.renewed += 1
+
+    def renew_if_due(self) -> None:
+        self.renew()
 
     def release(self) -> bool:
         was, self.held = self.held, False

@@ -47,6 +47,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http 
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import KubeWatcher, State, WatchUnsupported, object_key
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodList
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 try:
@@ -252,7 +253,8 @@ class KubeClient(KubeHttp):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _paged(self, action: str, path: str, **query: str) -> list[dict[str, Any]]:
+    def _paged(self, action: str, path: str, versions: Optional[list[str]] = None, **query: str) -> list[dict[str, Any]]:
+        """Every item, page by page; ``versions`` gets the first page's resourceVersion (the list's)."""
         items: list[dict[str, Any]] = []
         token: Optional[str] = None
         while True:
@@ -261,6 +263,8 @@ class KubeClient(KubeHttp):
                 page_query["continue"] = token
             page = self._json(action, "GET", path, query=page_query)
             items.extend(page.get("items") or [])
+            if versions is not None and not versions:
+                versions.append(str((page.get("metadata") or {}).get("resourceVersion") or ""))
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
@@ -315,25 +319,38 @@ class KubeClient(KubeHttp):
     # -- waits: a watch each, polling where the server does not watch ---------------------------
 
     def await_node(self, name: str, check: Callable[[Optional[dict[str, Any]]], Optional[T]], deadline: Deadline,
-                   interval: float, what: str) -> T:
-        """The first truthy ``check(node)`` (None while there is no such node)."""
+                   interval: float, what: str, since: Optional[Mapping[str, Any]] = None) -> T:
+        """The first truthy ``check(node)`` (None while there is no such node).
+
+        ``since``: the node as a write of this run answered: the watch follows from its
+        resourceVersion, so the wait costs no list (every change after that write is an event).
+        """
         path = f"/api/v1/nodes/{quote(name, safe='')}"
+        start = None
+        if since is not None:
+            start = ({name: dict(since)}, str((since.get("metadata") or {}).get("resourceVersion") or ""))
         return self._await("/api/v1/nodes", f"metadata.name={name}", lambda state: check(state.get(name)),
                            lambda: check(self._json(f"read node {name}", "GET", path, missing_is_none=True)),
-                           deadline, interval, what)
+                           deadline, interval, what, start)
 
     def await_pods(self, node_name: str, check: Callable[[State], Optional[T]], deadline: Deadline, interval: float,
-                   what: str) -> T:
-        """The first truthy ``check(pods)``, ``pods`` being the node's pods by "namespace/name"."""
+                   what: str, since: Optional[PodList] = None) -> T:
+        """The first truthy ``check(pods)``, ``pods`` being the node's pods by "namespace/name".
+
+        ``since``: the drain's own list of the node's pods: the watch follows from its version.
+        """
+        start = ({object_key(p): p for p in since.items}, since.version) if since is not None else None
         return self._await("/api/v1/pods", f"spec.nodeName={node_name}", check,
                            lambda: check({object_key(p): p for p in self.list_pods(node_name)}),
-                           deadline, interval, what)
+                           deadline, interval, what, start)
 
     def _await(self, path: str, selector: str, from_state: Callable[[State], Optional[T]],
-               poll: Callable[[], Optional[T]], deadline: Deadline, interval: float, what: str) -> T:
+               poll: Callable[[], Optional[T]], deadline: Deadline, interval: float, what: str,
+               start: Optional[tuple[State, str]] = None) -> T:
         if self.watch_supported:
             try:
-                return self.watcher.until(path, from_state, deadline, what, field_selector=selector, interval=interval)
+                return self.watcher.until(path, from_state, deadline, what, field_selector=selector, interval=interval,
+                                          start=start)
             except WatchUnsupported as exc:
                 self.watch_supported = False
                 self.retry_log.retried(f"watch {path}", f"the server does not watch ({exc}); polling instead", 0.0)
@@ -341,7 +358,14 @@ class KubeClient(KubeHttp):
         return value
 
     def list_pods(self, node_name: str) -> list[dict[str, Any]]:
-        return self._paged(f"list pods on node {node_name}", "/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}")
+        return self.list_pods_at(node_name).items
+
+    def list_pods_at(self, node_name: str) -> PodList:
+        """The node's pods and the resourceVersion of the list (a watch can follow from it)."""
+        versions: list[str] = []
+        items = self._paged(f"list pods on node {node_name}", "/api/v1/pods", versions,
+                            fieldSelector=f"spec.nodeName={node_name}")
+        return PodList(items, versions[0] if versions else "")
 
     def list_labelled_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         return self._paged(f"list pods {selector}", f"/api/v1/namespaces/{quote(namespace, safe='')}/pods", labelSelector=selector)

@@ -101,12 +101,22 @@ class KubeWatcher:
         self.log = WatchLog()
 
     def until(self, path: str, done: Callable[[State], Optional[T]], deadline: Deadline, what: str,
-              field_selector: Optional[str] = None, interval: float = 0.5) -> T:
+              field_selector: Optional[str] = None, interval: float = 0.5,
+              start: Optional[tuple[State, str]] = None) -> T:
         """The first truthy ``done(state)``; ``state`` maps "namespace/name" to the objects the
-        list and watch of ``path`` (with ``field_selector``) currently show."""
+        list and watch of ``path`` (with ``field_selector``) currently show.
+
+        ``start``: a state and the resourceVersion it was read at (a list or a write the caller
+        made already): the watch follows from there instead of listing again. After a 410 it lists.
+        """
         query = {"fieldSelector": field_selector} if field_selector else {}
+        # At the deadline a watch cannot run: one list still tells how things stand now.
+        known = start if start is not None and start[1] and not deadline.expired() else None
         while True:
-            state, version = self._list(path, query)
+            if known is not None:
+                (state, version), known = (dict(known[0]), known[1]), None
+            else:
+                state, version = self._list(path, query)
             value = done(state)
             if value:
                 return value

@@ -6,11 +6,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Protocol
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 KubeObject = dict[str, Any]
+
+
+class PodList(NamedTuple):
+    """A list of pods with the resourceVersion it was read at: a watch follows on from it."""
+
+    items: list[KubeObject]
+    version: str
 
 
 class CloudStackApi(Protocol):
@@ -45,14 +52,18 @@ class NodesApi(Protocol):
         ...
 
     def await_node(self, name: str, check: Callable[[Optional[KubeObject]], Any], deadline: Deadline,
-                   interval: float, what: str) -> Any:
-        """The first truthy ``check(node)``, by watch where the server watches; DeadlineExceeded."""
+                   interval: float, what: str, since: Optional[Mapping[str, Any]] = None) -> Any:
+        """The first truthy ``check(node)``, by watch where the server watches; DeadlineExceeded.
+        ``since``: the node as a write answered, for the watch to follow on from."""
 
 
 class PodsApi(Protocol):
     """The pods, budgets and evictions a drain works with."""
 
     def list_pods(self, node_name: str) -> list[KubeObject]:
+        ...
+
+    def list_pods_at(self, node_name: str) -> PodList:
         ...
 
     def list_all_pods(self) -> list[KubeObject]:
@@ -71,8 +82,9 @@ class PodsApi(Protocol):
         ...
 
     def await_pods(self, node_name: str, check: Callable[[dict[str, KubeObject]], Any], deadline: Deadline,
-                   interval: float, what: str) -> Any:
-        """The first truthy ``check(pods on the node by "namespace/name")``; DeadlineExceeded."""
+                   interval: float, what: str, since: Optional[PodList] = None) -> Any:
+        """The first truthy ``check(pods on the node by "namespace/name")``; DeadlineExceeded.
+        ``since``: the drain's own list, for the watch to follow on from."""
 
 
 class StateApi(Protocol):
@@ -111,6 +123,10 @@ class RolloutLock(Protocol):
 
     def renew(self) -> Any:
         ...
+
+    def renew_if_due(self) -> Any:
+        """``renew`` where a third of the duration has passed since the last renewal, else only
+        the proof that the lock is still held (``LockHeld`` if not)."""
 
     def release(self) -> bool:
         ...

@@ -213,6 +213,9 @@ class ClusterView:
     recorded_memory_mb: Optional[int] = None
     #: Kubernetes nodes that match no VM of the cluster, name -> Ready.
     unmatched_k8s_nodes: Mapping[str, bool] = field(default_factory=_empty, hash=False)
+    #: The Node objects as the view's list returned them, by lower-case name: a batch's first look
+    #: at its nodes (its writes carry their resourceVersion, so a change since is a 409, not lost).
+    k8s_objects: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty, hash=False, compare=False)
 
     def nodes_of(self, node_type: str) -> tuple[Node, ...]:
         return tuple(n for n in self.nodes if n.node_type == node_type)
@@ -469,6 +472,7 @@ def build_view(
         recorded_cores=_int(cluster["cpunumber"]) if cluster.get("cpunumber") not in (None, "") else None,
         recorded_memory_mb=_int(cluster["memory"]) if cluster.get("memory") not in (None, "") else None,
         unmatched_k8s_nodes=MappingProxyType(unmatched),
+        k8s_objects=MappingProxyType(kube),
     )
 
 

@@ -42,6 +42,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.states import ROLLOUT_STATES
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, ClusterView, Node
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import DaemonSets
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_cycle import NodeCycle
@@ -77,6 +78,7 @@ class BatchCycle:
         self.project_id = project_id
         # etcd options given: the validation asks etcd after every batch, as it always did.
         self.validate_etcd_always = validate_etcd_always
+        self.daemonsets = DaemonSets(kube)
 
     def run(self) -> BatchResult:
         phase = self.options.phase
@@ -92,7 +94,7 @@ class BatchCycle:
             if not self.names:
                 return result
             if self.lock is not None and not self.options.check_mode:
-                self.lock.renew()
+                self.lock.renew_if_due()
             if phase == PHASE_RESTART and deadline.expired():
                 raise StepFailed(", ".join(self.names), "preflight",
                                  f"the batch deadline ({self.options.batch_timeout:g}s from the batch's start) passed "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, DeadlineExceeded, StepFailed
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodList, PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import (
     DrainOptions,
     DrainReport,
@@ -48,17 +48,36 @@ class _PodState:
     error: str = ""
 
 
-class Drainer:
-    """Evicts the pods of one node. ``kube`` is the collection's KubeClient (dict answers)."""
+class DaemonSets:
+    """Whether a DaemonSet exists, read once per batch: every node of a batch runs the same
+    DaemonSets (kube-proxy, the CNI), and kubectl's filter needs only that they exist."""
 
-    def __init__(self, kube: PodsApi, options: Optional[DrainOptions] = None) -> None:
+    def __init__(self, kube: PodsApi) -> None:
+        self.kube = kube
+        self._known: dict[tuple[str, str], bool] = {}
+        self._mutex = threading.Lock()
+
+    def exists(self, namespace: str, name: str) -> bool:
+        with self._mutex:
+            if (namespace, name) not in self._known:
+                self._known[(namespace, name)] = self.kube.read_daemonset(namespace, name) is not None  # None: 404
+            return self._known[(namespace, name)]
+
+
+class Drainer:
+    """Evicts the pods of one node. ``kube`` is the collection's KubeClient (dict answers).
+    ``daemonsets``: the batch's shared answers (else this drain's own)."""
+
+    def __init__(self, kube: PodsApi, options: Optional[DrainOptions] = None,
+                 daemonsets: Optional[DaemonSets] = None) -> None:
         self.kube = kube
         self.options = options or DrainOptions()
+        self.daemonsets = daemonsets or DaemonSets(kube)
 
     # -- selection ---------------------------------------------------------------------------
 
     def _daemonset_exists(self, namespace: str, name: str) -> bool:
-        return self.kube.read_daemonset(namespace, name) is not None  # None: gone (404)
+        return self.daemonsets.exists(namespace, name)
 
     def select(self, node: str, pods: list[dict[str, Any]], report: DrainReport) -> list[dict[str, Any]]:
         """The pods to evict; raises StepFailed listing every blocking pod by reason."""
@@ -135,8 +154,8 @@ class Drainer:
     def drain(self, node: str, deadline: Any, node_down: bool = False) -> DrainReport:
         """Evict the node's pods; ``node_down``: its VM is not running (no kubelet to finish deletions)."""
         report = DrainReport(node=node, started=time.time())
-        pods = self.kube.list_pods(node)
-        chosen = self.select(node, pods, report)
+        listed = self.kube.list_pods_at(node)
+        chosen = self.select(node, listed.items, report)
         states = [_PodState(pod=p, key=pod_key(p), uid=pod_uid(p)) for p in chosen]
         stop = threading.Event()
         threads = [
@@ -149,7 +168,7 @@ class Drainer:
         for thread in threads:
             thread.join()
         if not stop.is_set():
-            self._await_gone(node, [s for s in states if s.outcome == "terminating"], deadline, node_down)
+            self._await_gone(node, [s for s in states if s.outcome == "terminating"], deadline, node_down, listed)
         report.ended = time.time()
         report.evicted = [s.key for s in states if s.outcome == "gone"]
         left = [s for s in states if s.outcome != "gone"]
@@ -157,9 +176,11 @@ class Drainer:
             raise self._failure(node, left, report)
         return report
 
-    def _await_gone(self, node: str, waiting: list[_PodState], deadline: Any, node_down: bool) -> None:
+    def _await_gone(self, node: str, waiting: list[_PodState], deadline: Any, node_down: bool,
+                    listed: Optional[PodList] = None) -> None:
         """Until every evicted pod is gone by UID: one watch of the node's pods, not a read per pod
-        per poll."""
+        per poll. It follows on from the drain's own list (``listed``): the evictions came after
+        it, so their deletions are events of that watch, and no second list is needed."""
         if not waiting:
             return
         left = {"states": waiting}
@@ -170,7 +191,7 @@ class Drainer:
 
         try:
             self.kube.await_pods(node, all_gone, deadline, self.options.poll_interval,
-                                 what=f"the pods evicted from {node} to terminate")
+                                 what=f"the pods evicted from {node} to terminate", since=listed)
         except DeadlineExceeded:
             for state in left["states"]:
                 state.outcome, state.error = "failed", "evicted but still terminating at the deadline"

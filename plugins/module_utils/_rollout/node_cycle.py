@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any, Callable, Optional
 
@@ -69,6 +70,8 @@ class NodeCycle:
         self._ours = False
         self._lb_ours = False  # the load-balancer exclusion label is the rollout's
         self._last_read: Optional[dict[str, Any]] = None  # the node as last read (by verify, at the latest)
+        self._since_stop: Optional[dict[str, Any]] = None  # the node as the stop annotation's write left it
+        self._cordoned_with_annotation = False
         self._cordon = CordonDecision(False, False, False, None, "not read")
         self._exclusion = ExclusionDecision(False, False, "not read")
         self._changes = VmChanges(self.cloud, node.vm_id, target=node.vm_name, project_id=view.project_id)
@@ -112,6 +115,12 @@ class NodeCycle:
         self._lb_ours = self._exclusion.ours
         self._last_read = current
 
+    def _first_look(self) -> dict[str, Any]:
+        """The node as the batch's view listed it moments ago (else a read): the annotate-and-cordon
+        write is sent onto that version only, so a change since then is re-read, not overwritten."""
+        listed = self.view.k8s_objects.get(self.node.name)
+        return copy.deepcopy(dict(listed)) if listed is not None else self.kube.read_node(self.node.name)
+
     def _why_not(self, name: str, again: bool) -> Optional[str]:
         """None: the step runs. Else why it is skipped (``SILENT``: a step done again with nothing to do)."""
         if name == "annotate":
@@ -154,7 +163,7 @@ class NodeCycle:
         """Check mode: the steps this phase would run for the node, from one read of it; nothing changes."""
         now = time.time()
         if self._k8s:
-            self._observe(self.kube.read_node(self.node.name))
+            self._observe(self._first_look())
         for step, again in steps_for(self.options.phase, self._k8s, self.options, again=False):
             why = self._why_not(step.name, again)
             if why is not SILENT:
@@ -169,7 +178,7 @@ class NodeCycle:
         phase = self.options.phase
         try:
             if self._k8s and phase != PHASE_UNCORDON:
-                self._observe(self.kube.read_node(self.node.name))
+                self._observe(self._first_look())
             for step, again in steps_for(phase, self._k8s, self.options):
                 why = self._why_not(step.name, again)
                 if why is None:
@@ -225,17 +234,41 @@ class NodeCycle:
     # -- the steps ----------------------------------------------------------------------------------
 
     def _run_annotate(self) -> str:
-        boot_id = self._cordon.boot_id
-        return self._patch({"metadata": {"annotations": {ROLLOUT_ANNOTATION: boot_id or NO_BOOT_ID}}}, f"boot ID {boot_id}")
+        """The boot ID annotation and, when the cordon step follows, the cordon, in one write.
+
+        One merge patch applies both or neither, so the node is never cordoned without the
+        annotation that says the cordon is the rollout's. It goes onto the version observed
+        (resourceVersion); on a 409 the node is read again and judged again (client-go's
+        RetryOnConflict), so a cordon someone made meanwhile stays theirs.
+        """
+        first = self._last_read
+
+        def build(current: dict[str, Any]) -> Optional[dict[str, Any]]:
+            if current is not first:
+                self._observe(current)
+            patch: dict[str, Any] = {}
+            if self._cordon.annotate:
+                patch["metadata"] = {"annotations": {ROLLOUT_ANNOTATION: self._cordon.boot_id or NO_BOOT_ID}}
+            if self._cordon.cordon:
+                patch["spec"] = {"unschedulable": True}
+            self._cordoned_with_annotation = self._cordon.cordon
+            return patch or None
+
+        answer = self.kube.patch_node_checked(self.node.name, build, node=first)
+        if answer is not None:
+            self._last_read = answer
+        return f"boot ID {self._cordon.boot_id}"
 
     def _run_cordon(self) -> str:
+        if self._cordoned_with_annotation:
+            return "unschedulable (in the annotation's write)"
         return self._patch({"spec": {"unschedulable": True}}, "unschedulable")
 
     def _run_exclude_from_lb(self) -> str:
         return self._patch(exclusion_patch(), f"labelled {LB_EXCLUSION_LABEL}")
 
     def _run_drain(self) -> str:
-        return self._drain(Drainer(self.kube, self.options.drain))
+        return self._drain(Drainer(self.kube, self.options.drain, self.batch.daemonsets))
 
     def _run_lb_wait(self) -> str:
         return self._lb_wait()
@@ -317,8 +350,9 @@ class NodeCycle:
 
         try:
             # A watch: the node's next status post arrives as an event, not at the next poll.
+            # From the stop annotation's answer: every status the node posts after it is an event.
             self._last_read = self.kube.await_node(self.node.name, back, self.deadline, self.options.poll_interval,
-                                                   what=f"node {self.node.name} to come back")
+                                                   what=f"node {self.node.name} to come back", since=self._since_stop)
         except DeadlineExceeded:
             raise StepFailed(self.node.name, "verify", f"not back by the batch deadline: {last['why']}")
         return last["why"]
@@ -377,7 +411,8 @@ class NodeCycle:
         if self._k8s and self._ours:
             # Release must know a stop may have happened: then a Ready with the old boot ID is
             # never taken for "it never went down" (it may be the stale one from before the stop).
-            self.kube.patch_node(self.node.name, {"metadata": {"annotations": {STOP_ANNOTATION: _now_text()}}})
+            self._since_stop = self.kube.patch_node(self.node.name,
+                                                    {"metadata": {"annotations": {STOP_ANNOTATION: _now_text()}}})
         try:
             how = changes.stop(self._job_deadline())
         except CloudStackError:

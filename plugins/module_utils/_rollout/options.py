@@ -11,6 +11,7 @@ from typing import Optional, Protocol
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import DaemonSets
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
@@ -55,3 +56,4 @@ class BatchContext(Protocol):
     options: CycleOptions
     settings: Settings
     etcd_check: Optional[EtcdCheck]
+    daemonsets: DaemonSets  # read once for the batch's drains

@@ -1,0 +1,89 @@
+"""How many Kubernetes calls a batch makes, counted in cks-sim's call log (issue 19).
+
+The bound is per call kind, so that a regression names what came back: a node read before the
+cordon (the batch's list is the first look), a second patch for the cordon (one write with the
+annotation), a list before each wait (the pods' watch follows on from the drain's list, the
+node's from the stop annotation's write), a DaemonSet read per node (one per batch), a lease
+write per batch (renewed every third of its duration, not per batch).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable
+
+from conftest import CycleSim, load_raw_spec
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, held_lock
+
+HOLDER = "run-kube-calls"
+
+#: A node's own calls besides its evictions: the annotate-and-cordon write, the drain's list of
+#: its pods, the watch of them going, the stop annotation, the watch of its return, the uncordon.
+PER_NODE = 6
+#: The batch's: the lease read (the proof the lock is held), the view's list of nodes, the
+#: validation's list of nodes and /readyz; besides one read per DaemonSet the drains meet.
+PER_BATCH = 4
+
+
+def _kind(call: dict[str, Any]) -> str:
+    return f"{call.get('verb')} {call.get('resource') or call.get('path')}"
+
+
+def _batch(sim: CycleSim, nodes: list[str]) -> tuple[Counter, list[dict[str, Any]]]:
+    settings = Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None))
+    Lock(sim.kube, holder_identity=HOLDER).acquire()
+    before = len(sim.calls())
+    result = sim.cycle(nodes, settings, lock=held_lock(sim.kube, HOLDER))
+    assert result.error is None, result.error
+    assert [r.outcome for r in result.results] == ["done"] * len(nodes)
+    # The cuts keep every check: the boot ID annotation went on with the cordon, the node came
+    # back with a new boot ID and was uncordoned, the cluster was validated.
+    for node in result.results:
+        steps = {s.name: s for s in node.steps}
+        assert steps["annotate"].outcome == steps["cordon"].outcome == "ok"
+        assert "new boot ID" in steps["verify"].detail or "boot ID" in steps["verify"].detail, steps["verify"].detail
+        assert steps["uncordon"].outcome == "ok"
+    assert result.validation is not None and result.validation.ok
+    assert not sim.invariants()
+    calls = [c for c in sim.calls()[before:] if c.get("api") == "kubernetes"]
+    return Counter(_kind(c) for c in calls if "eviction" not in str(c.get("path") or "")), calls
+
+
+def test_one_node_batch_stays_within_its_kubernetes_calls(cycle_sim: Callable[..., CycleSim]) -> None:
+    raw = load_raw_spec("small.yml")
+    sim = cycle_sim(raw, etcd=False)
+    node = sim.names("worker")[0]
+    kinds, calls = _batch(sim, [node])
+    print(f"\none node's batch: {sum(kinds.values())} Kubernetes calls besides evictions: {dict(kinds)}")
+    assert kinds["get nodes"] == 0, kinds  # the view's list is the first look
+    assert kinds["patch nodes"] == 3, kinds  # annotate+cordon, stop annotation, uncordon
+    assert kinds["list pods"] == 1 and kinds["watch pods"] == 1, kinds
+    assert kinds["list nodes"] == 2 and kinds["watch nodes"] <= 1, kinds  # the view, the validation
+    assert kinds["get leases"] == 1 and kinds["update leases"] == 0, kinds  # renewed just now: not again
+    assert not [c for c in calls if c.get("verb") == "get" and c.get("resource") == "pods"]
+    daemonsets = kinds["get daemonsets"]
+    assert daemonsets == 2, kinds  # calico-node and kube-proxy run on the node
+    assert sum(kinds.values()) <= PER_NODE + PER_BATCH + daemonsets, kinds
+    # The first write carries both the annotation and the cordon, on the version listed.
+    first = [c for c in calls if c.get("verb") == "patch"][0]
+    assert first.get("name") == node
+
+
+def test_the_daemonsets_are_read_once_per_batch(cycle_sim: Callable[..., CycleSim]) -> None:
+    raw = load_raw_spec("small.yml")
+    raw["invariants"] = {"max_unavailable": {"control": 1, "etcd": 1, "worker": 2}}
+    sim = cycle_sim(raw, etcd=False)
+    nodes = sim.names("worker")[:2]
+    kinds, calls = _batch(sim, nodes)
+    print(f"\ntwo nodes' batch: {sum(kinds.values())} Kubernetes calls besides evictions: {dict(kinds)}")
+    read = Counter(str(c.get("path")) for c in calls if c.get("resource") == "daemonsets")
+    # calico-node and kube-proxy run on both nodes: each read once for the batch.
+    assert len(read) == 2 and set(read.values()) == {1}, read
+    assert kinds["patch nodes"] == 3 * len(nodes) and kinds["get nodes"] == 0, kinds
+    assert kinds["list nodes"] == 2 and kinds["list pods"] == len(nodes), kinds
+    # Reads of a pod only follow an eviction a PodDisruptionBudget refused (429), to see it gone.
+    refused = [c for c in calls if "eviction" in str(c.get("path") or "") and c.get("status") == 429]
+    assert kinds["get pods"] <= len(refused), (kinds, len(refused))
+    assert sum(kinds.values()) - kinds["get pods"] <= PER_NODE * len(nodes) + PER_BATCH + len(read), kinds
