@@ -16,7 +16,7 @@ import os
 import threading
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import EvictionResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_answers import EvictionResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import PlaybookRun
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import object_key

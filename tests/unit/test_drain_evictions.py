@@ -7,7 +7,7 @@ from typing import Any, Optional
 import pytest
 from fakes import FakeKube
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import EvictionResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_answers import EvictionResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions

@@ -17,7 +17,7 @@ from fakes import FakeCloudStack
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import cloudstack as cs_doc
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import kubernetes as kube_doc
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as am
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube, kube_http
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube, kube_answers, kube_http
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
 
 KUBECONFIG = {
@@ -66,13 +66,13 @@ DISRUPTION = {"kind": "Status", "code": 429, "reason": "TooManyRequests",
     (403, {"reason": "Forbidden", "message": "forbidden"}, "failed", None),
 ])
 def test_eviction_answers(code: int, status: dict, outcome: str, pdb: str | None) -> None:
-    result = kube.eviction_result(code, status)
+    result = kube_answers.eviction_result(code, status)
     assert (result.outcome, result.pdb, result.status) == (outcome, pdb, code)
     assert result.ok is (outcome in ("evicted", "gone"))
 
 
 def test_blocked_eviction_message_is_the_pdb_cause() -> None:
-    assert "disruption budget web needs 3" in kube.eviction_result(429, DISRUPTION).message
+    assert "disruption budget web needs 3" in kube_answers.eviction_result(429, DISRUPTION).message
 
 
 def test_status_error_uses_the_status_message_and_reason() -> None:

@@ -34,7 +34,7 @@ import ssl
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Protocol, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import (
@@ -56,6 +56,15 @@ _HEALTH_KEY = base64.b64encode(b"health").decode("ascii")
 # gRPC code PermissionDenied: with auth enabled the read was refused, but only after a quorum
 # had answered (etcdctl counts it as healthy too).
 _GRPC_PERMISSION_DENIED = 7
+
+
+class QuorumClient(Protocol):
+    """What the rollout asks of every way to reach etcd (the given endpoints, etcdctl in the etcd
+    pods, the check pod): one verdict on whether the members in ``going_down`` may go down."""
+
+    def check(self, going_down: Sequence[str] = (), require_ready: bool = True,
+              addresses: Optional[Mapping[str, Optional[str]]] = None) -> QuorumVerdict:
+        """The quorum verdict; ``addresses`` (node name to IP) match members by their peer URLs."""
 
 
 class _Answer:

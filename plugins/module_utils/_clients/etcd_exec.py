@@ -31,7 +31,7 @@ import json
 from dataclasses import replace
 from typing import Any, Mapping, Optional, Sequence
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import QuorumClient, client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pod_exec import PodExec
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, EtcdError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess
@@ -191,7 +191,7 @@ def judge_member(member: Member, health: Any, status: dict[str, dict[str, Any]])
     return member.with_health(True, "")
 
 
-def quorum_client(params: Any, kube: Any = None) -> Any:
+def quorum_client(params: Any, kube: Any = None) -> Optional[QuorumClient]:
     """The quorum client the module's options choose: the explicit ``etcd_endpoints`` (with their
     certificates) when given, else etcdctl in the etcd pods through ``kube``; None without either."""
     client = client_from_options(params)

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import QuorumClient, client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import judge_member, statuses_by_endpoint
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import quorum_client as stacked_quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, EtcdError, InvalidInput
@@ -260,13 +260,15 @@ class EtcdPodClient:
                 reasons.append(exc.msg)
         raise EtcdError("no etcd check pod could ask etcd through the Kubernetes API: " + "; ".join(reasons))
 
-    def check(self, going_down: Sequence[str] = (), require_ready: bool = True) -> QuorumVerdict:
+    def check(self, going_down: Sequence[str] = (), require_ready: bool = True,
+              addresses: Optional[Mapping[str, Optional[str]]] = None) -> QuorumVerdict:
         # Etcd nodes going down are no control nodes; a control node named there is passed over.
         members, node = self.members(avoid=going_down)
         voters = [m for m in members if not m.learner]
         ready: Optional[bool] = any(m.healthy for m in voters) if require_ready else None
         reason = "" if ready else "no voting member answered a quorum read"
-        verdict = quorum_verdict(members, going_down, ready=ready, ready_reason=reason, require_ready=require_ready)
+        verdict = quorum_verdict(members, going_down, ready=ready, ready_reason=reason, require_ready=require_ready,
+                                 addresses=addresses)
         left = f"; pod(s) not deleted: {', '.join(self.left_behind)}" if self.left_behind else ""
         return replace(verdict, message=f"{verdict.message} (etcdctl in a pod on {node}{left})")
 
@@ -291,7 +293,7 @@ def pod_access(kube: Any) -> PodAccess:
     return PodAccess(not denied, tuple(denied), node=node)
 
 
-def quorum_client(params: Any, kube: Any = None, external_etcd: bool = False) -> Any:
+def quorum_client(params: Any, kube: Any = None, external_etcd: bool = False) -> Optional[QuorumClient]:
     """The quorum client the options and the cluster choose: the explicit ``etcd_endpoints`` (with
     their certificates) when given; else, through ``kube``, the check pod for external etcd or
     etcdctl in the etcd pods for stacked etcd; None without either."""

@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import QuorumClient
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_members import match_members
 
@@ -17,8 +18,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_mem
 EtcdCheck = Callable[..., "tuple[bool, str]"]
 
 
-def etcd_check_from(client: Any) -> EtcdCheck:
-    """An ``EtcdCheck`` over ``etcd.EtcdClient``: its quorum verdict, plus named members healthy."""
+def etcd_check_from(client: QuorumClient) -> EtcdCheck:
+    """An ``EtcdCheck`` over a quorum client: its quorum verdict, plus named members healthy."""
 
     def check(without: Sequence[str] = (), healthy: Sequence[str] = (),
               addresses: Optional[Mapping[str, Optional[str]]] = None) -> tuple[bool, str]:
