@@ -277,7 +277,7 @@ class FakeLock:
             raise LockHeld("the rollout lock is held by run-other")
         self.renewed += 1
 
-    def renew_if_due(self) -> None:
+    def renew_at_batch_start(self) -> None:
         self.renew()
 
     def release(self) -> bool:

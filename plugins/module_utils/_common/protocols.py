@@ -124,9 +124,8 @@ class RolloutLock(Protocol):
     def renew(self) -> Any:
         ...
 
-    def renew_if_due(self) -> Any:
-        """``renew`` where a third of the duration has passed since the last renewal, else only
-        the proof that the lock is still held (``LockHeld`` if not)."""
+    def renew_at_batch_start(self) -> Any:
+        """``renew`` from the lease read when the batch's module run began (``LockHeld`` if lost)."""
 
     def release(self) -> bool:
         ...

@@ -94,7 +94,7 @@ class BatchCycle:
             if not self.names:
                 return result
             if self.lock is not None and not self.options.check_mode:
-                self.lock.renew_if_due()
+                self.lock.renew_at_batch_start()
             if phase == PHASE_RESTART and deadline.expired():
                 raise StepFailed(", ".join(self.names), "preflight",
                                  f"the batch deadline ({self.options.batch_timeout:g}s from the batch's start) passed "

@@ -262,7 +262,7 @@ class Lock:
         self._clock = clock
         # The lease as last read or written: how long it lasts if it cannot be given back.
         self.last_seen: Optional[LockInfo] = None
-        # A lease this run read moments ago (``held_lock``): ``renew_if_due`` uses it once.
+        # A lease this run read moments ago (``held_lock``): ``renew_at_batch_start`` uses it once.
         self.just_read: Optional[dict[str, Any]] = None
 
     # -- reading -------------------------------------------------------------------------------------
@@ -375,22 +375,22 @@ class Lock:
 
     def renew(self) -> LockInfo:
         """Extend the lock; ``LockLost`` if another holder has it or a concurrent write won."""
-        return self._renew(self.kube.get_lease(self.namespace, self.name), always=True)
+        return self._renew(self.kube.get_lease(self.namespace, self.name))
 
-    def renew_if_due(self) -> LockInfo:
-        """At a batch's start: ``LockLost`` unless the lock is still this holder's; it is written
-        only once a third of its duration has passed since the last renewal.
+    def renew_at_batch_start(self) -> LockInfo:
+        """``renew``, from the lease ``held_lock`` read moments ago when there is one (no second read).
 
-        The batch's renewer writes it every third of the duration from then on, so the lease never
-        gets older than two thirds of its duration while a batch runs, and a rollout of short
-        batches renews on that schedule instead of once per batch.
+        Written at every batch's start, even when renewed moments before: what lies between two
+        batches (the role's tasks, hooks, a pause of up to half the duration) is only safe while a
+        batch leaves the lease at most a third of its duration old, which the renewer thread
+        guarantees only from a fresh write.
         """
         lease, self.just_read = self.just_read, None
         if lease is None:
             lease = self.kube.get_lease(self.namespace, self.name)
-        return self._renew(lease, always=False)
+        return self._renew(lease)
 
-    def _renew(self, lease: Optional[dict[str, Any]], always: bool) -> LockInfo:
+    def _renew(self, lease: Optional[dict[str, Any]]) -> LockInfo:
         if lease is None:
             raise LockLost(f"the rollout lock {self.namespace}/{self.name} is gone (deleted); stop this rollout")
         info = self._info(lease)
@@ -398,8 +398,6 @@ class Lock:
             raise LockLost(f"the rollout lock {self.namespace}/{self.name} is held by "
                            f"{info.holder or 'nobody'} now, not {self.holder_identity}; stop this rollout",
                            holder=info.holder)
-        if not always and not info.expired and self._renewed_within(info, self.duration_seconds / 3):
-            return info
         body = self._body(info.resource_version, info.acquire_time or format_microtime(self._clock()),
                           info.transitions)
         try:
@@ -409,14 +407,6 @@ class Lock:
                 raise LockLost(f"the rollout lock {self.namespace}/{self.name} changed while it was being "
                                f"renewed (HTTP {exc.status}); stop this rollout")
             raise
-
-    def _renewed_within(self, info: LockInfo, seconds: float) -> bool:
-        try:
-            renewed = parse_microtime(info.renew_time or "")
-        except ValueError:
-            return False
-        age = (self._clock() - renewed).total_seconds()
-        return 0 <= age < seconds
 
     def release(self) -> bool:
         """Give the lock up if this holder has it (empty holder, as client-go). Idempotent.
