@@ -64,3 +64,7 @@ class JobTimes:
 
     def polls(self) -> int:
         return sum(w.polls for w in self.waits)
+
+    def report(self) -> dict[str, Any]:
+        """The run's jobs for its result: all polls, each wait, and ``job_seconds`` for the next run."""
+        return {"polls": self.polls(), "waits": [w.to_dict() for w in self.waits], "job_seconds": self.learned()}
