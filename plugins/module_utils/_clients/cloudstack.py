@@ -217,6 +217,10 @@ class CloudStackClient:
         self.retry_log = RetryLog()
         #: What each command's jobs took and how many polls they cost (the job poll schedule learns from it).
         self.job_times = JobTimes()
+        #: The object each change's job ended with, by (command, instance): a start's VM and a
+        #: resize's volume are what the verify would read again (StartVMCmd.execute answers the
+        #: started VM's UserVmResponse, ResizeVolumeCmd.execute the resized VolumeResponse).
+        self.job_results: dict[tuple[str, str], Any] = {}
         self.policy = RetryPolicy(attempts=max(1, int(options.retries) + 1))
         # cs's own retries and job polling stay off: retries are decided here per command,
         # and job polls are bounded by our deadlines.
@@ -376,7 +380,8 @@ class CloudStackClient:
             sent_at = time.time()
             try:
                 if asynchronous:
-                    self.run_job(command, deadline, target=target, **params)
+                    self.job_results.pop((command, str(instance_id)), None)
+                    self.job_results[(command, str(instance_id))] = self.run_job(command, deadline, target=target, **params)
                 else:
                     self._request(command, params, target=target, deadline=deadline)
                 return "sent" if retry == 0 else f"sent again after {retry} lost answer(s)"
