@@ -43,11 +43,12 @@ class JobTimes:
 
     def give_priors(self, priors: Mapping[str, Any]) -> None:
         """What each command took before this run (an earlier batch's ``job_seconds``)."""
-        for command, seconds in priors.items():
-            value = float(seconds)
+        given = {str(command): float(seconds) for command, seconds in priors.items()}
+        for command, value in given.items():
             if value < 0:
-                raise ValueError(f"job_seconds.{command}: cannot be negative (got {seconds})")
-            self.priors[str(command)] = value
+                raise ValueError(f"job_seconds.{command}: cannot be negative (got {value:g})")
+        # All checked first: a bad value leaves the priors as they were.
+        self.priors.update(given)
 
     def expected(self, command: str) -> Optional[float]:
         return expected_seconds(self._durations.get(command, []), self.priors.get(command))
