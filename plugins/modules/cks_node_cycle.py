@@ -122,9 +122,20 @@ options:
   poll_interval:
     description:
       - Seconds between two reads while waiting for a pod to go, a node to come back or etcd to be healthy.
-        CloudStack async jobs are polled at the CloudStack client's own interval.
+      - It is also the shortest pause between two polls of a CloudStack async job. A job is first polled
+        once it has run as long as the same command's jobs took before (in this batch, or as O(job_seconds)
+        says), then again after this interval, each pause half as long again as the one before, up to 4
+        seconds, with one last poll at the deadline.
     type: float
     default: 0.5
+  job_seconds:
+    description:
+      - What each CloudStack async command took in the earlier batches of this rollout, in seconds (the
+        RV(jobs.job_seconds) of the batch before; the rollout role passes it on). The first poll of a job of
+        that command waits this long, so a stop or start costs one poll instead of one every O(poll_interval).
+      - Omitted, the first job of each command is polled from O(poll_interval) on, and the later ones of the
+        batch wait what it took.
+    type: dict
   validate_count:
     description:
       - How many consecutive validation rounds must pass after the batch's nodes are done (kOps's
@@ -386,6 +397,15 @@ retries:
   returned: mode=cycle
   type: dict
   sample: {total: 2, kubernetes: {retries: 2, by_action: {list nodes: 1, patch node prod-node-2a1f: 1}}}
+jobs:
+  description:
+    - The CloudStack async jobs of this run. C(polls) is the number of queryAsyncJobResult polls in all,
+      C(waits) one entry per job (C(command), C(jobid), C(target), C(polls), C(seconds) it took), and
+      C(job_seconds) the wait before the first poll per command, for O(job_seconds) of the next batch.
+  returned: mode=cycle
+  type: dict
+  sample: {polls: 3, waits: [{command: stopVirtualMachine, jobid: 0c6f..., target: prod-node-2a1f, polls: 1, seconds: 11.0}],
+           job_seconds: {stopVirtualMachine: 11.0, resizeVolume: 2.0, startVirtualMachine: 16.0}}
 validation:
   description: The validation after the batch; V(null) when it did not run (off, check mode, or a node failed).
   returned: mode=cycle
@@ -554,6 +574,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "grace_period": {"type": "int"},
         "eviction_retry_interval": {"type": "float", "default": 5.0},
         "poll_interval": {"type": "float", "default": 0.5},
+        "job_seconds": {"type": "dict"},
         "validate_count": {"type": "int", "default": 1},
         "validate_interval": {"type": "float", "default": 10.0},
         "validate_timeout": {"type": "float", "default": 300.0},

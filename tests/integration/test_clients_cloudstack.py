@@ -96,6 +96,24 @@ def test_async_job_is_awaited_and_returns_the_vm(client: CloudStackClient) -> No
     assert started["state"] == "Running"
 
 
+def test_the_next_job_of_a_command_is_first_polled_when_the_last_one_ended(client: CloudStackClient) -> None:
+    """Two stops of 1 s each: the first is polled from the interval on, backing off; the second
+    once it has run as long as the first took (learned from the sim's real jobs), so it costs one
+    or two polls where 0.05 s polls cost some twenty."""
+    first, second = worker_vm(client, 5), worker_vm(client, 6)
+    try:
+        for vm in (first, second):
+            client.run_job("stopVirtualMachine", Deadline(60), target=vm["name"], id=vm["id"])
+        one, two = client.job_times.waits
+        assert one.polls >= 3 and 0.9 <= one.seconds <= 2.5
+        assert two.polls <= 2 < one.polls
+        assert client.calls["queryAsyncJobResult"] == one.polls + two.polls
+        assert client.job_times.learned()["stopVirtualMachine"] >= 0.9
+    finally:
+        for vm in (first, second):
+            client.run_job("startVirtualMachine", Deadline(60), target=vm["name"], id=vm["id"])
+
+
 def test_job_failure_carries_cloudstack_code_and_text(client: CloudStackClient, sim: Any) -> None:
     vm = worker_vm(client, 2)
     client.run_job("stopVirtualMachine", Deadline(60), id=vm["id"])

@@ -6,6 +6,7 @@ tests/integration/test_clients_cloudstack.py; here ``cs`` is replaced by a scrip
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 import cs
@@ -276,10 +277,86 @@ def test_run_job_failure_carries_the_result_code_and_text() -> None:
 def test_run_job_deadline_names_command_and_job() -> None:
     c = client({"stopVirtualMachine": [{"jobid": "j-3"}], "queryAsyncJobResult": [{"jobstatus": 0}] * 100},
                poll_interval=0.01)
+    c._sleep = time.sleep
     with pytest.raises(DeadlineExceeded) as info:
         c.run_job("stopVirtualMachine", Deadline(0.05), target="demo-node-2", id="vm-2")
     assert "stopVirtualMachine" in info.value.msg and "j-3" in info.value.msg
     assert info.value.details["jobid"] == "j-3" and info.value.details["command"] == "stopVirtualMachine"
+    # The last poll comes at the deadline, and the error says how many there were.
+    assert info.value.details["polls"] == c.job_times.waits[-1].polls >= 2
+
+
+class FakeClock:
+    """The monotonic clock the client reads, moved on only by its sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.pauses: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(round(seconds, 6))
+        self.now += seconds
+
+
+def clocked_client(script: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch,
+                   **options: Any) -> tuple[mod.CloudStackClient, FakeCS, FakeClock]:
+    clock = FakeClock()
+    monkeypatch.setattr(mod.time, "monotonic", clock.monotonic)
+    c, fake = client_and_fake(script, **options)
+    c._sleep = clock.sleep
+    return c, fake, clock
+
+
+def done(seconds: int = 0) -> dict[str, Any]:
+    return {"jobstatus": 1, "jobresultcode": 0, "jobresult": {"virtualmachine": {"id": "vm"}},
+            "created": "2026-12-03T12:00:00+0000", "completed": f"2026-12-03T12:00:{seconds:02d}+0000"}
+
+
+def test_the_first_poll_waits_the_interval_then_what_the_command_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three stops of a batch: the first is polled at the interval and backs off while it runs; it
+    took 10 s by CloudStack's dates, so the next ones are polled once, at 11 s (dates are whole
+    seconds), not every 0.5 s."""
+    pending = {"jobstatus": 0}
+    first = [pending] * 7 + [done(10)]
+    c, fake, clock = clocked_client({"stopVirtualMachine": [{"jobid": f"j-{i}"} for i in range(3)],
+                                     "queryAsyncJobResult": first + [done(10), done(10)]}, monkeypatch)
+    for i in range(3):
+        c.run_job("stopVirtualMachine", Deadline(600, clock=clock.monotonic), id=f"vm-{i}")
+    assert clock.pauses[:8] == [0.5, 0.5, 0.75, 1.125, 1.6875, 2.53125, 3.796875, 4.0]
+    assert clock.pauses[8:] == [11.0, 11.0]
+    assert [w.polls for w in c.job_times.waits] == [8, 1, 1]
+    assert c.job_times.polls() == 10 == c.calls["queryAsyncJobResult"]
+    assert c.job_times.learned() == {"stopVirtualMachine": 11.0}
+
+
+def test_a_job_later_than_learned_is_polled_at_the_interval_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    c, _, clock = clocked_client({"startVirtualMachine": [{"jobid": "j-1"}],
+                                  "queryAsyncJobResult": [{"jobstatus": 0}, {"jobstatus": 0}, done()]},
+                                 monkeypatch)
+    c.job_times.give_priors({"startVirtualMachine": 20})
+    c.run_job("startVirtualMachine", Deadline(600, clock=clock.monotonic), id="vm-1")
+    assert clock.pauses == [20.0, 0.5, 0.75]
+
+
+def test_polls_stop_at_the_deadline_with_one_last_poll_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    c, _, clock = clocked_client({"stopVirtualMachine": [{"jobid": "j-1"}],
+                                  "queryAsyncJobResult": [{"jobstatus": 0}] * 20}, monkeypatch)
+    c.job_times.give_priors({"stopVirtualMachine": 30})
+    with pytest.raises(DeadlineExceeded) as info:
+        c.run_job("stopVirtualMachine", Deadline(3, clock=clock.monotonic), id="vm-1")
+    assert clock.pauses == [3.0, 0.0] or clock.pauses == [3.0]
+    assert info.value.details["polls"] == len(clock.pauses)
+
+
+def test_a_job_polled_again_after_a_lost_answer_is_on_the_schedule_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    c, _, clock = clocked_client({"queryAsyncJobResult": [done(2)]}, monkeypatch)
+    c.await_job("resizeVolume", "j-9", Deadline(60, clock=clock.monotonic), target="node-1")
+    assert clock.pauses == [0.5]
+    assert c.job_times.waits[0].to_dict() == {"command": "resizeVolume", "jobid": "j-9", "target": "node-1",
+                                              "polls": 1, "seconds": 0.5}
 
 
 def test_job_object_unwraps_one_object() -> None:

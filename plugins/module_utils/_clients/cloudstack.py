@@ -34,9 +34,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack
     retry_after,
     transport_reason,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.job_waits import JobTimes, JobWait
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, DeadlineExceeded, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.job_polls import PollSchedule, job_seconds, pause_before_poll
 
 # cs's package init imports aiohttp (for its async client) and pygments (for its command line's
 # colours) whenever they are installed, and kubernetes 37 installs aiohttp. A module run uses
@@ -213,6 +215,12 @@ class CloudStackClient:
         self.options = options
         self.calls: Counter[str] = Counter()
         self.retry_log = RetryLog()
+        #: What each command's jobs took and how many polls they cost (the job poll schedule learns from it).
+        self.job_times = JobTimes()
+        #: The object each change's job ended with, by (command, instance): a start's VM and a
+        #: resize's volume are what the verify would read again (StartVMCmd.execute answers the
+        #: started VM's UserVmResponse, ResizeVolumeCmd.execute the resized VolumeResponse).
+        self.job_results: dict[tuple[str, str], Any] = {}
         self.policy = RetryPolicy(attempts=max(1, int(options.retries) + 1))
         # cs's own retries and job polling stay off: retries are decided here per command,
         # and job polls are bounded by our deadlines.
@@ -295,23 +303,22 @@ class CloudStackClient:
         state). Polls of queryAsyncJobResult are retried like any read. The job keeps running in
         CloudStack when the deadline passes; ``DeadlineExceeded`` names the command and the job id.
         """
+        submitted_at = time.monotonic()
         submitted = self._request(command, params, target=target, deadline=deadline)
         jobid = submitted.get("jobid")
         if not jobid:
             raise CloudStackError(command, "answered without a jobid; it is not an async command here",
                                   target=target)
-        return self.await_job(command, str(jobid), deadline, target=target)
+        return self.await_job(command, str(jobid), deadline, target=target, submitted_at=submitted_at)
 
-    def await_job(self, command: str, jobid: str, deadline: Deadline, target: Optional[str] = None) -> Any:
-        """Poll job ``jobid`` of ``command`` until it ends; its object, or ``CloudStackError``."""
-        what = f"CloudStack {command} job {jobid}" + (f" on {target}" if target else "")
+    def await_job(self, command: str, jobid: str, deadline: Deadline, target: Optional[str] = None,
+                  submitted_at: Optional[float] = None) -> Any:
+        """Poll job ``jobid`` of ``command`` until it ends; its object, or ``CloudStackError``.
 
-        def finished() -> dict[str, Any]:
-            job = self._request("queryAsyncJobResult", {"jobid": jobid}, target=target, deadline=deadline)
-            return job if int(job.get("jobstatus", JOB_PENDING)) != JOB_PENDING else {}
-
-        job = wait_for(finished, deadline, interval=self.options.poll_interval, what=what,
-                       details={"command": command, "jobid": jobid, "target": target})
+        The polls follow ``_decisions.job_polls``: the first once the job has run as long as this
+        command's jobs took so far, then backing off; ``job_times`` keeps what it took and cost.
+        """
+        job = self._poll_job(command, jobid, deadline, target, time.monotonic() if submitted_at is None else submitted_at)
         status = int(job["jobstatus"])
         resultcode = int(job.get("jobresultcode") or 0)
         result = job.get("jobresult")
@@ -323,6 +330,33 @@ class CloudStackClient:
         code = resultcode or (result.get("errorcode") if isinstance(result, dict) else None)
         raise CloudStackError(command, f"job {jobid}: {errortext or 'failed without an error text'}",
                               errorcode=int(code) if code else None, target=target)
+
+    def _poll_job(self, command: str, jobid: str, deadline: Deadline, target: Optional[str],
+                  since: float) -> dict[str, Any]:
+        """queryAsyncJobResult on ``_decisions.job_polls``' schedule until the job ends (one last poll
+        at the deadline, then ``DeadlineExceeded``); the wait goes into ``job_times``."""
+        schedule = PollSchedule(interval=self.options.poll_interval)
+        expected = self.job_times.expected(command)
+        polls, last_pending = 0, None
+        while True:
+            elapsed = time.monotonic() - since
+            self._sleep(pause_before_poll(schedule, polls, elapsed, expected, deadline.remaining()))
+            job = self._request("queryAsyncJobResult", {"jobid": jobid}, target=target, deadline=deadline)
+            polls += 1
+            seen = time.monotonic() - since
+            if int(job.get("jobstatus", JOB_PENDING)) != JOB_PENDING:
+                created, completed = parse_cloudstack_time(job.get("created")), parse_cloudstack_time(job.get("completed"))
+                cloud = completed - created if created is not None and completed is not None else None
+                self.job_times.record(JobWait(command, jobid, target, polls, job_seconds(seen, last_pending, cloud)))
+                return job
+            last_pending = seen
+            if deadline.remaining() <= 0:
+                self.job_times.record(JobWait(command, jobid, target, polls, seen))
+                what = f"CloudStack {command} job {jobid}" + (f" on {target}" if target else "")
+                raise DeadlineExceeded(
+                    f"gave up waiting for {what} after {deadline.elapsed():.1f}s (deadline {deadline.seconds:g}s)",
+                    what=what, waited=round(deadline.elapsed(), 1), deadline=deadline.seconds,
+                    command=command, jobid=jobid, target=target, polls=polls)
 
     def run_change(self, command: str, deadline: Deadline, done: Callable[[], bool],
                    instance_id: Optional[str] = None, target: Optional[str] = None, **params: Any) -> str:
@@ -346,7 +380,8 @@ class CloudStackClient:
             sent_at = time.time()
             try:
                 if asynchronous:
-                    self.run_job(command, deadline, target=target, **params)
+                    self.job_results.pop((command, str(instance_id)), None)
+                    self.job_results[(command, str(instance_id))] = self.run_job(command, deadline, target=target, **params)
                 else:
                     self._request(command, params, target=target, deadline=deadline)
                 return "sent" if retry == 0 else f"sent again after {retry} lost answer(s)"

@@ -158,6 +158,8 @@ class BatchCycle:
             result.ended = time.time()
             result.retries = retry_report(("cloudstack", getattr(self.cloud, "retry_log", None)),
                                           ("kubernetes", getattr(self.kube, "retry_log", None)))
+            times = getattr(self.cloud, "job_times", None)
+            result.jobs = times.report() if times is not None else {}
             for client in (self.kube, self.cloud):
                 if hasattr(client, "deadline"):
                     client.deadline = None

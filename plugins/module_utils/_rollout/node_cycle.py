@@ -358,7 +358,14 @@ class NodeCycle:
         return last["why"]
 
     def _vm_matches(self) -> str:
-        refreshed = node_with_vm(self.node, self._read_vm(), self._read_root(), self.view)
+        # The start's and the resize's own answers are the VM and volume as they are now: read
+        # again only what no job of this cycle answered (a lost answer, no resize planned).
+        vm = self._changes.job_answer("startVirtualMachine") or self._read_vm()
+        if self.plan.root_disk is None:
+            root: Optional[dict[str, Any]] = None  # unchanged since the batch read it
+        else:
+            root = self._changes.job_answer("resizeVolume", self.node.root_volume_id) or self._read_root()
+        refreshed = node_with_vm(self.node, vm, root, self.view)
         if refreshed.vm_state != "Running":
             raise StepFailed(self.node.name, "verify", f"VM is {refreshed.vm_state}")
         reasons = outdated_reasons(refreshed, self.type_settings, self.view)

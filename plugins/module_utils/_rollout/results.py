@@ -62,6 +62,7 @@ class BatchResult:
     validation: Optional[ValidationResult] = None
     phase: str = PHASE_ALL
     retries: dict[str, Any] = field(default_factory=dict)  # what the clients sent again (retry.py)
+    jobs: dict[str, Any] = field(default_factory=dict)  # the async jobs' polls and seconds (job_waits.py)
 
     @property
     def failed(self) -> bool:
@@ -84,6 +85,7 @@ class BatchResult:
             "check_mode": self.check_mode,
             "validation": self.validation.to_dict() if self.validation is not None else None,
             "retries": dict(self.retries),
+            "jobs": dict(self.jobs),
         }
 
     def raise_for_failure(self) -> None:

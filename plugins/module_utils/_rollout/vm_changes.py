@@ -51,6 +51,12 @@ class VmChanges:
             raise CloudStackError("listVirtualMachines", "the VM is gone", target=self.target)
         return found[0]
 
+    def job_answer(self, command: str, instance_id: Optional[str] = None) -> Optional[dict[str, Any]]:
+        """The object the last ``command`` job on ``instance_id`` (the VM by default) ended with, if
+        this client sent it and saw it end; None after a lost answer or when it did not run."""
+        found = getattr(self.cloud, "job_results", {}).get((command, instance_id or self.vm_id))
+        return found if isinstance(found, dict) and found.get("id") else None
+
     def _state_is(self, state: str) -> bool:
         return self.read_vm().get("state") == state
 

@@ -120,9 +120,25 @@ def validation_options(params: Mapping[str, Any]) -> ValidationOptions:
     )
 
 
+def give_job_seconds(cloud: Any, given: Any) -> None:
+    """What the earlier batches' jobs took (their ``jobs.job_seconds``): this batch's first polls wait that long."""
+    if not given:
+        return
+    if not isinstance(given, Mapping):
+        raise InvalidInput("job_seconds", given, "must map a CloudStack command to the seconds its jobs took")
+    times = getattr(cloud, "job_times", None)
+    if times is None:
+        return
+    try:
+        times.give_priors(given)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput("job_seconds", given, f"each value must be a number of seconds, 0 or more ({exc})")
+
+
 def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
     """Run one batch as the module's parameters say; raises StepFailed with the whole result."""
     cloud, kube = session.cloud, session.kube
+    give_job_seconds(cloud, params.get("job_seconds"))
     nodes = [str(n) for n in params.get("nodes") or []]
     record = session.store.read()
     settings = settings_from(params.get("settings"), record)
