@@ -131,7 +131,7 @@ options:
   job_seconds:
     description:
       - What each CloudStack async command took in the earlier batches of this rollout, in seconds (the
-        RV(jobs.job_seconds) of the batch before; the rollout role passes it on). The first poll of a job of
+        C(job_seconds) of RV(jobs) of the batch before; the rollout role passes it on). The first poll of a job of
         that command waits this long, so a stop or start costs one poll instead of one every O(poll_interval).
       - Omitted, the first job of each command is polled from O(poll_interval) on, and the later ones of the
         batch wait what it took.

@@ -42,7 +42,7 @@ SPEC = "external-etcd.yml"
 
 
 def check_pods(kube: Any) -> list[dict[str, Any]]:
-    return [p for p in kube.list_labelled_pods("kube-system", "app.kubernetes.io/component=etcd-check")]
+    return list(kube.list_labelled_pods("kube-system", "app.kubernetes.io/component=etcd-check"))
 
 
 def pod_calls(sim: CycleSim, verb: str) -> list[dict[str, Any]]:

@@ -128,4 +128,3 @@ def test_a_worker_reporting_no_boot_id_is_rolled_and_left_schedulable(rollout_si
     assert node["status"]["nodeInfo"]["bootID"] != ""  # booted again
     assert not node["spec"].get("unschedulable"), node["spec"]
     sim.assert_converged()
-

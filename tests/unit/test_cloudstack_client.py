@@ -333,17 +333,17 @@ def test_the_first_poll_waits_the_interval_then_what_the_command_took(monkeypatc
 
 
 def test_a_job_later_than_learned_is_polled_at_the_interval_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    c, _, clock = clocked_client({"startVirtualMachine": [{"jobid": "j-1"}],
-                                  "queryAsyncJobResult": [{"jobstatus": 0}, {"jobstatus": 0}, done()]},
-                                 monkeypatch)
+    c, _calls, clock = clocked_client({"startVirtualMachine": [{"jobid": "j-1"}],
+                                       "queryAsyncJobResult": [{"jobstatus": 0}, {"jobstatus": 0}, done()]},
+                                      monkeypatch)
     c.job_times.give_priors({"startVirtualMachine": 20})
     c.run_job("startVirtualMachine", Deadline(600, clock=clock.monotonic), id="vm-1")
     assert clock.pauses == [20.0, 0.5, 0.75]
 
 
 def test_polls_stop_at_the_deadline_with_one_last_poll_there(monkeypatch: pytest.MonkeyPatch) -> None:
-    c, _, clock = clocked_client({"stopVirtualMachine": [{"jobid": "j-1"}],
-                                  "queryAsyncJobResult": [{"jobstatus": 0}] * 20}, monkeypatch)
+    c, _calls, clock = clocked_client({"stopVirtualMachine": [{"jobid": "j-1"}],
+                                       "queryAsyncJobResult": [{"jobstatus": 0}] * 20}, monkeypatch)
     c.job_times.give_priors({"stopVirtualMachine": 30})
     with pytest.raises(DeadlineExceeded) as info:
         c.run_job("stopVirtualMachine", Deadline(3, clock=clock.monotonic), id="vm-1")
@@ -352,7 +352,7 @@ def test_polls_stop_at_the_deadline_with_one_last_poll_there(monkeypatch: pytest
 
 
 def test_a_job_polled_again_after_a_lost_answer_is_on_the_schedule_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    c, _, clock = clocked_client({"queryAsyncJobResult": [done(2)]}, monkeypatch)
+    c, _calls, clock = clocked_client({"queryAsyncJobResult": [done(2)]}, monkeypatch)
     c.await_job("resizeVolume", "j-9", Deadline(60, clock=clock.monotonic), target="node-1")
     assert clock.pauses == [0.5]
     assert c.job_times.waits[0].to_dict() == {"command": "resizeVolume", "jobid": "j-9", "target": "node-1",

@@ -235,7 +235,7 @@ class PodRuns:
                 container["_started"], container["_finished"] = started, now()
             with self.lock:
                 self.logs[uid] = logs
-                finish([(code, error) for code, error in results])
+                finish(list(results))
 
         threading.Thread(target=work, name=f"kubelet-run-{uid[:8]}", daemon=True).start()
 
