@@ -101,6 +101,14 @@ def delete_quietly(core: k8s.CoreV1Api, name: str) -> None:
         pass
 
 
+
+def log_text(core: Any, name: str, container: str) -> str:
+    """The log as the server sent it: the python-legacy clients (up to 35) deserialize a ``str``
+    answer that parses as JSON and hand back its Python repr, so JSON output is read raw."""
+    answer = core.read_namespaced_pod_log(name, NS, container=container, _preload_content=False)
+    return answer.data.decode("utf-8")
+
+
 def test_kube_apiserver_pods_carry_the_external_members_as_etcd_servers(shared: SimHandle) -> None:
     """kubeadm getAPIServerCommand with external etcd: --etcd-servers lists the members, no certificates."""
     core = core_of(shared)
@@ -137,10 +145,10 @@ def test_a_pod_of_etcdctl_containers_runs_the_real_etcdctl_and_ends_succeeded(sh
         assert pod.status.phase == "Succeeded"
         for cs in pod.status.container_statuses:
             assert cs.state.terminated.exit_code == 0 and cs.state.terminated.reason == "Completed"
-        members = json.loads(core.read_namespaced_pod_log("ask-1", NS, container="members"))
+        members = json.loads(log_text(core, "ask-1", "members"))
         assert len(members["members"]) == 3
         # The answer is etcd's own: the cluster's real member IDs, as the HTTP gateway gives them.
-        health = json.loads(core.read_namespaced_pod_log("ask-1", NS, container="health"))
+        health = json.loads(log_text(core, "ask-1", "health"))
         assert sorted(h["endpoint"] for h in health) == sorted(servers.split(",")) and all(h["health"] for h in health)
     finally:
         delete_quietly(core, "ask-1")
