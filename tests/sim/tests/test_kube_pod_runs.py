@@ -101,7 +101,6 @@ def delete_quietly(core: k8s.CoreV1Api, name: str) -> None:
         pass
 
 
-
 def log_text(core: Any, name: str, container: str) -> str:
     """The log as the server sent it: the python-legacy clients (up to 35) deserialize a ``str``
     answer that parses as JSON and hand back its Python repr, so JSON output is read raw."""
