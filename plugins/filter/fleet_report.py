@@ -46,7 +46,8 @@ RETURN = r"""
 _value:
   description:
     - 'The report: C(run_id), C(started), C(ended), C(clusters) (one entry per cluster, by name), C(counts) (per outcome),
-      C(nodes_restarted) (the total) and C(summary) (the lines to show, for example C(fleet-01: rolled, restarted w1, w2 (42.0 s))).'
+      C(nodes_restarted) (the total), C(summary) (the lines to show, for example C(fleet-01: rolled, restarted w1, w2 (42.0 s)))
+      and C(cancelled) (V(false) here; V(true) in the report the clusters write after a cancel of the fleet's job).'
   type: dict
 """
 
@@ -54,17 +55,15 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import fleet_report as build_report
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import fleet_summary
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import fleet_report_document
 
 
 def fleet_report(results: Sequence[Mapping[str, Any]], run_id: str, started: Optional[str] = None,
                  ended: Optional[str] = None) -> dict[str, Any]:
     if not isinstance(results, (list, tuple)) or not all(isinstance(r, Mapping) for r in results):
         raise AnsibleFilterError("fleet_report: expects the list of cks_fleet_rollout results, one per cluster")
-    report = build_report(results, run_id, started, ended)
-    report["summary"] = fleet_summary(report)
-    return report
+    # The fleet's last play runs only once every cluster ended, and never after a cancel of the job.
+    return fleet_report_document(results, run_id, started, ended, cancelled=False)
 
 
 class FilterModule:

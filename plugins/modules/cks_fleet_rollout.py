@@ -90,8 +90,15 @@ options:
     description: The cancel playbook (the collection's C(playbooks/cancel.yml)); by default the one next to O(playbook).
     type: path
   fleet_report_path:
-    description: Where the fleet report is written when the fleet's job was cancelled; by default C(fleet-report.json) in O(fleet_dir).
+    description:
+      - Where the fleet report is written when the fleet's job was cancelled; by default C(fleet-report.json) in O(fleet_dir)
+        (the file the fleet's last play writes at a normal end).
+      - After a cancel, each cluster that ends rewrites it with the outcomes of every cluster that ended so far, under a lock
+        in O(fleet_dir), so the report left holds every cluster that ended, however close together they ended.
     type: path
+  fleet_started:
+    description: When the fleet run started (UTC, RFC 3339), the C(started) of the fleet report written after a cancel.
+    type: str
   cwd:
     description: The folder the rollout runs in (relative hook paths are taken from it); by default the folder C(ansible-playbook) runs in.
     type: path
@@ -209,6 +216,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "cancel_timeout": {"type": "int", "default": 600},
         "cancel_playbook": {"type": "path"},
         "fleet_report_path": {"type": "path"},
+        "fleet_started": {"type": "str"},
         "cwd": {"type": "path"},
     }
 

@@ -137,6 +137,10 @@ def assert_cancelled_cleanly(sim: SimHandle, mark: str, report_path: Path, befor
     assert report["cancelled"] is True
     outcomes = {entry["cluster"]: entry for entry in report["clusters"]}
     assert set(outcomes) == set(NAMES), report
+    # The three ended close together, each rewriting the report: the one left is every cluster's own outcome.
+    written = [json.loads(path.read_text(encoding="utf-8")) for path in report_path.parent.glob("fleet/*/*/outcome.json")]
+    assert {found["cluster"]: found["outcome"] for found in written} == {name: entry["outcome"] for name, entry in outcomes.items()}, report
+    assert report["started"] and report["summary"][0].startswith(f"Fleet {report['run_id']}: 3 cluster(s)"), report
     # Each cluster was running when the job was cancelled: it stopped before its second batch (or, if
     # its first batch was its last, it ended well); none was left in the middle of a node.
     assert {entry["outcome"] for entry in outcomes.values()} <= {"cancelled", "rolled"}, report

@@ -306,7 +306,8 @@ class FakePlaybookRunner:
 
     A script may return a fourth item: more of what the callback keeps (``plan``, ``cancel``), and
     ``cancelled_by`` / ``stopped`` to play a fleet job cancelled during the run (the cancel is then asked
-    once, through ``cancel.request``, as the real runner does)."""
+    once, through ``cancel.request``, as the real runner does), ``job_cancelled`` alone for a run that ended
+    by itself in the poll the cancel came in."""
 
     def __init__(self, script: Callable[[dict[str, Any]], tuple[Any, ...]]) -> None:
         self.script = script
@@ -323,6 +324,7 @@ class FakePlaybookRunner:
         extra = dict(more[0]) if more else {}
         cancelled_by = extra.pop("cancelled_by", None)
         stopped = bool(extra.pop("stopped", False))
+        job_cancelled = bool(extra.pop("job_cancelled", cancelled_by))
         if cancelled_by and cancel is not None:
             record["cancel_taken"] = cancel.request()
         if report is not None:
@@ -330,4 +332,4 @@ class FakePlaybookRunner:
                 json.dump(report, fh)
         with open(log_path, "w", encoding="utf-8") as fh:
             fh.write("PLAY RECAP\n")
-        return PlaybookRun(rc, dict(extra, failures=failures), cancelled_by=cancelled_by, stopped=stopped)
+        return PlaybookRun(rc, dict(extra, failures=failures), cancelled_by=cancelled_by, stopped=stopped, job_cancelled=job_cancelled)

@@ -77,3 +77,20 @@ def test_without_a_cancel_the_run_is_stopped_at_its_timeout() -> None:
     proc = sleeper()
     watch = RunWatch(proc, 1.0, CancelPolicy(lambda: True, timeout=30), CancelSignals(), ControllerWatch()).wait()
     assert watch.timed_out and watch.cancelled_by is None and watch.rc == -signal.SIGTERM
+
+
+def test_a_cancel_in_the_poll_the_run_ended_in_is_not_passed_on_but_the_job_counts_as_cancelled() -> None:
+    """The run ended by itself: nothing to stop, no cancel asked; the fleet's last play will not run, though."""
+    signals = CancelSignals()
+    proc = sleeper(0)
+    proc.wait()
+    signals.received = "SIGTERM"
+    asked: list[bool] = []
+    watch = RunWatch(proc, None, CancelPolicy(lambda: asked.append(True) or True, timeout=30), signals, ControllerWatch()).wait()
+    assert watch.cancelled_by is None and not watch.stopped and asked == []
+    assert watch.job_cancelled
+
+
+def test_a_run_that_ends_without_a_cancel_does_not_count_as_cancelled() -> None:
+    watch = RunWatch(sleeper(0), None, CancelPolicy(lambda: True, timeout=30), CancelSignals(), ControllerWatch()).wait()
+    assert watch.cancelled_by is None and not watch.job_cancelled

@@ -50,6 +50,9 @@ class PlaybookRun:
     cancelled_by: Optional[str] = None
     #: Whether the run had to be stopped after the cancel (it did not end within the bound).
     stopped: bool = False
+    #: Whether the fleet's job was cancelled by the time the run ended, also when the run ended by itself
+    #: first (``cancelled_by`` None): the fleet's last play will not run, so this cluster writes the fleet report.
+    job_cancelled: bool = False
 
 
 @dataclass
@@ -170,7 +173,7 @@ class PlaybookRunner:
                 return PlaybookRun(rc, read_failures(failures_path), timed_out)
             with CancelSignals() as signals:
                 run = RunWatch(proc, timeout, cancel, signals, ControllerWatch()).wait()
-        return PlaybookRun(run.rc, read_failures(failures_path), run.timed_out, run.cancelled_by, run.stopped)
+        return PlaybookRun(run.rc, read_failures(failures_path), run.timed_out, run.cancelled_by, run.stopped, run.job_cancelled)
 
     @staticmethod
     def _wait(proc: subprocess.Popen[bytes], timeout: Optional[float]) -> tuple[int, bool]:
@@ -211,6 +214,7 @@ class RunWatch:
         self.timed_out = False
         self.cancelled_by: Optional[str] = None
         self.stopped = False
+        self.job_cancelled = False
 
     def wait(self) -> RunWatch:
         begun = time.monotonic()
@@ -220,6 +224,8 @@ class RunWatch:
         while True:
             try:
                 self.rc = self.proc.wait(timeout=POLL_SECONDS)
+                # A cancel in the poll the run ended in is not passed on (nothing left to stop) but still counts.
+                self.job_cancelled = cancelled_at is not None or self.signals.received is not None or self.controller.gone()
                 return self
             except subprocess.TimeoutExpired:
                 pass
@@ -233,7 +239,7 @@ class RunWatch:
                     asked_at = now
                     taken = self.cancel.request()
                 if now - cancelled_at >= self.cancel.timeout:
-                    self.rc, self.stopped = stop(self.proc), True
+                    self.rc, self.stopped, self.job_cancelled = stop(self.proc), True, True
                     return self
             elif self.timeout and now - begun >= self.timeout:
                 self.rc, self.timed_out = stop(self.proc), True

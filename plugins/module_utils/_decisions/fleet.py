@@ -180,3 +180,13 @@ def fleet_summary(report: Mapping[str, Any]) -> list[str]:
             line += f"; {entry['last_error']}"
         lines.append(line)
     return lines
+
+
+def fleet_report_document(results: Sequence[Mapping[str, Any]], run_id: str, started: Optional[str], ended: Optional[str],
+                          cancelled: bool) -> dict[str, Any]:
+    """The fleet report as written to its file, the same whether the fleet's last play writes it (a normal end)
+    or the clusters ending after a cancel of the fleet's job do (``cancelled``: that play never runs)."""
+    report = fleet_report(results, run_id, started, ended)
+    report["summary"] = fleet_summary(report)
+    report["cancelled"] = cancelled
+    return report

@@ -11,9 +11,10 @@ lets it start), so a cluster failing meanwhile is counted.
 
 In check mode each cluster's run is the rollout's own dry run (``--check``: no lock, nothing
 stored), and its outcome carries the plan. When the fleet's job is cancelled while a run goes on,
-the run is asked to stop as cancel.yml asks, for this fleet run's lock holder only; once every
-cancelled cluster ended, the fleet report is written from the outcomes in the run's folder, as the
-fleet's last play (which a cancelled job never reaches) would have written it.
+the run is asked to stop as cancel.yml asks, for this fleet run's lock holder only; as each
+cancelled cluster ends, the fleet report is rewritten from the outcomes in the run's folder, as the
+fleet's last play (which a cancelled job never reaches) would have written it, under the folder's
+lock so that the report left holds every cluster (see _state/fleet_run.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import os
 import re
 import time
 from datetime import datetime, timezone
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import CancelPolicy, PlaybookRunner
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
@@ -32,12 +33,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet im
     cancel_taken,
     cancelled_outcome,
     cluster_outcome,
-    fleet_report,
-    fleet_summary,
+    fleet_report_document,
     start_refusal,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.fleet_run import FleetRunFolder, read_json
 
-OUTCOME_FILE = "outcome.json"
 #: Seconds a rollout may go on after the fleet's job was cancelled (its batch finishing) before it is stopped.
 DEFAULT_CANCEL_TIMEOUT = 600.0
 #: Set by the fleet for each cluster; given in rollout_vars they would break the bookkeeping.
@@ -50,57 +50,6 @@ def folder_name(cluster: str) -> str:
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class FleetRunFolder:
-    """The fleet run's folder: one sub-folder per cluster, each with its outcome once it ended."""
-
-    def __init__(self, path: str) -> None:
-        if not os.path.isdir(path):
-            raise InvalidInput("fleet_dir", path, "no such directory; the fleet playbook creates it before the first cluster")
-        self.path = path
-
-    def cluster_folder(self, cluster: str) -> str:
-        folder = os.path.join(self.path, folder_name(cluster))
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        return folder
-
-    def failed_clusters(self) -> list[str]:
-        failed = []
-        for entry in sorted(os.listdir(self.path)):
-            path = os.path.join(self.path, entry, OUTCOME_FILE)
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    found = json.load(fh)
-            except (OSError, ValueError):
-                continue
-            if found.get("outcome") == "failed":
-                failed.append(str(found.get("cluster")))
-        return failed
-
-    def outcomes(self) -> list[dict[str, Any]]:
-        found = []
-        for entry in sorted(os.listdir(self.path)):
-            outcome = read_report(os.path.join(self.path, entry, OUTCOME_FILE))
-            if outcome is not None:
-                found.append(outcome)
-        return found
-
-    def write_outcome(self, cluster: str, result: Mapping[str, Any]) -> None:
-        folder = self.cluster_folder(cluster)
-        partial = os.path.join(folder, OUTCOME_FILE + ".part")
-        with open(partial, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
-        os.replace(partial, os.path.join(folder, OUTCOME_FILE))
-
-
-def read_report(path: str) -> Optional[dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            found = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
 
 
 def write_private(path: str, content: Mapping[str, Any]) -> None:
@@ -119,14 +68,16 @@ def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str,
         raise InvalidInput("rollout_vars", owned, "set by the fleet for each cluster; leave them out")
     if not os.path.isfile(params["playbook"]):
         raise InvalidInput("playbook", params["playbook"], "no such playbook file")
+    if not os.path.isdir(params["fleet_dir"]):
+        raise InvalidInput("fleet_dir", params["fleet_dir"], "no such directory; the fleet playbook creates it before the first cluster")
     fleet = FleetRunFolder(params["fleet_dir"])
     started = utc_now()
     begun = time.monotonic()
     refusal = start_refusal(fleet.failed_clusters(), int(params["max_failed"]))
     if refusal is not None:
         outcome = ClusterOutcome(name, "not_started", last_error=refusal)
-        return finish(fleet, outcome, cluster, started, begun, report_path=None, log_path=None)
-    folder = fleet.cluster_folder(name)
+        return finish(fleet, params, outcome, cluster, started, begun, report_path=None, log_path=None)
+    folder = fleet.cluster_folder(folder_name(name))
     report_path = os.path.join(folder, "report.json")
     log_path = os.path.join(folder, "rollout.log")
     failures_path = os.path.join(folder, "failures.json")
@@ -143,17 +94,15 @@ def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str,
                          timeout=float(params["timeout"]) or None, extra_args=("--check",) if dry_run else (), cancel=cancel)
     finally:
         os.unlink(vars_path)
-    outcome = cluster_outcome(name, run.rc, run.output, read_report(report_path), dry_run=dry_run)
+    outcome = cluster_outcome(name, run.rc, run.output, read_json(report_path), dry_run=dry_run)
     if run.timed_out:
         outcome.outcome = "failed"
         outcome.last_error = (f"the rollout of {name} ran past timeout={params['timeout']} s and was stopped; "
                               f"run the fleet again to resume it ({outcome.last_error or 'no error recorded'})")
     if run.cancelled_by:
         outcome = cancelled_outcome(outcome, run.cancelled_by, run.stopped, cancel.timeout)
-    result = finish(fleet, outcome, cluster, started, begun, report_path if os.path.exists(report_path) else None, log_path)
-    if run.cancelled_by:
-        write_fleet_report(fleet, params)
-    return result
+    return finish(fleet, params, outcome, cluster, started, begun, report_path if os.path.exists(report_path) else None, log_path,
+                  cancelled=bool(run.cancelled_by or run.job_cancelled))
 
 
 def ask_cancel(runner: PlaybookRunner, params: Mapping[str, Any], given: Mapping[str, Any], cluster: str, folder: str) -> bool:
@@ -170,22 +119,19 @@ def ask_cancel(runner: PlaybookRunner, params: Mapping[str, Any], given: Mapping
     return cancel_taken(run.output)
 
 
-def write_fleet_report(fleet: FleetRunFolder, params: Mapping[str, Any]) -> None:
-    """The fleet report from the outcomes written so far (each cancelled cluster writes it again as it ends)."""
-    report = fleet_report(fleet.outcomes(), str(params["run_id"]), None, utc_now())
-    report["summary"] = fleet_summary(report)
-    report["cancelled"] = True
-    path = params.get("fleet_report_path") or os.path.join(fleet.path, "fleet-report.json")
-    partial = f"{path}.{os.getpid()}.part"
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=2)
-    os.replace(partial, path)
+def fleet_report_path(params: Mapping[str, Any]) -> str:
+    """Where the fleet report goes: the same file the fleet's last play writes at a normal end."""
+    return str(params.get("fleet_report_path") or os.path.join(str(params["fleet_dir"]), "fleet-report.json"))
 
 
-def finish(fleet: FleetRunFolder, outcome: ClusterOutcome, cluster_id: str, started: str, begun: float, report_path: Optional[str],
-           log_path: Optional[str]) -> dict[str, Any]:
+def finish(fleet: FleetRunFolder, params: Mapping[str, Any], outcome: ClusterOutcome, cluster_id: str, started: str, begun: float,
+           report_path: Optional[str], log_path: Optional[str], cancelled: bool = False) -> dict[str, Any]:
+    """Write the cluster's outcome; after a cancel of the fleet's job also the fleet report, which its last play will not write."""
     result = dict(outcome.to_dict(), cluster_id=cluster_id, started=started, ended=utc_now(), seconds=round(time.monotonic() - begun, 1),
                   report_path=report_path, log_path=log_path)
-    fleet.write_outcome(outcome.cluster, result)
+
+    def build(outcomes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return fleet_report_document(outcomes, str(params["run_id"]), params.get("fleet_started"), utc_now(), cancelled=True)
+
+    fleet.end_cluster(folder_name(outcome.cluster), result, cancelled, fleet_report_path(params), build)
     return dict(result, changed=bool(outcome.nodes_restarted), rollout_failed=outcome.failed)
