@@ -67,8 +67,10 @@ test: setup unit sim-test integration lint client-ends test-matrix molecule chao
 unit: setup
 	$(call pytest,$(BIN)/python,unit,tests/unit)
 
+# The simulator's tests mostly wait on its clock: a few workers (one test file each) halve the stage.
+SIM_JOBS ?= 4
 sim-test: setup
-	$(call pytest,$(BIN)/python,sim-test,tests/sim/tests)
+	$(call pytest,$(BIN)/python,sim-test,tests/sim/tests,-n $(SIM_JOBS) --dist loadfile)
 
 # Each test starts its own cks-sim and waits on it and on ansible-playbook much of the time:
 # a few workers at once (one test file each) finish the folder in about half the time on 2 cores

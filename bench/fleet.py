@@ -90,6 +90,14 @@ ROLLOUT_VARS = {"rollout_poll_interval": 0.2, "rollout_eviction_retry_interval":
                 "rollout_validate_interval": 1}
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of one running process (the simulator's: it is no child of ours
+    that has ended, so getrusage does not count it)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_sim(spec: dict[str, Any], work: str, name: str) -> harness.SimProcess:
     spec_path = os.path.join(work, f"{name}.yml")
     with open(spec_path, "w", encoding="utf-8") as fh:
@@ -114,9 +122,10 @@ def roll_fleet(spec: dict[str, Any], work: str, parallel: int) -> dict[str, Any]
         rc, wall, cpu = run_timed([os.path.join(VENV_BIN, "ansible-playbook"), "cloudstack.cks.fleet", "-i", inventory,
                                    "-e", f"@{vars_path}", "--forks", str(parallel)],
                                   playbook_env(sim.env, work), work, os.path.join(work, "fleet.log"))
+        sim_cpu = process_cpu(sim.proc.pid)
         with open(report_path, encoding="utf-8") as fh:
             report = json.load(fh)
-    return {"rc": rc, "wall": round(wall, 1), "cpu": round(cpu, 1), "report": report}
+    return {"rc": rc, "wall": round(wall, 1), "cpu": round(cpu, 1), "sim_cpu": round(sim_cpu, 1), "report": report}
 
 
 def roll_alone(spec: dict[str, Any], work: str, cluster: str) -> dict[str, Any]:
@@ -127,7 +136,8 @@ def roll_alone(spec: dict[str, Any], work: str, cluster: str) -> dict[str, Any]:
             json.dump(variables, fh)
         rc, wall, cpu = run_timed([os.path.join(VENV_BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "rollout.yml"),
                                    "-e", f"@{vars_path}"], playbook_env(sim.env, work), work, os.path.join(work, "alone.log"))
-    return {"rc": rc, "wall": round(wall, 1), "cpu": round(cpu, 1), "cluster": cluster}
+        sim_cpu = process_cpu(sim.proc.pid)
+    return {"rc": rc, "wall": round(wall, 1), "cpu": round(cpu, 1), "sim_cpu": round(sim_cpu, 1), "cluster": cluster}
 
 
 def saved_markdown(out: str) -> list[str]:
@@ -141,13 +151,14 @@ def saved_markdown(out: str) -> list[str]:
     counts = ", ".join(f"{n} {name}" for name, n in (fleet.get("counts") or {}).items() if n)
     return [
         f"| fleet ({result['clusters']} clusters of {result['workers_per_cluster']} workers, fleet_parallel "
-        f"{result['fleet_parallel']}, time scale {result['time_scale']}) | wall s | controller CPU s | outcomes |",
-        "| --- | ---: | ---: | --- |",
-        f"| the fleet | {fleet['wall']} | {fleet['cpu']} | {counts or '-'} |",
-        f"| its slowest cluster ({alone['cluster']}) rolled alone | {alone['wall']} | {alone['cpu']} | rc {alone['rc']} |",
+        f"{result['fleet_parallel']}, time scale {result['time_scale']}) | wall s | controller CPU s | simulator CPU s | outcomes |",
+        "| --- | ---: | ---: | ---: | --- |",
+        f"| the fleet | {fleet['wall']} | {fleet['cpu']} | {fleet.get('sim_cpu', '-')} | {counts or '-'} |",
+        f"| its slowest cluster ({alone['cluster']}) rolled alone | {alone['wall']} | {alone['cpu']} | {alone.get('sim_cpu', '-')} | rc {alone['rc']} |",
         "",
         f"Fleet / slowest alone: {result['ratio']} (target ≤ {result['target']}: {result['verdict']}); "
-        f"{result['cpu_count']} CPUs, load average after {result['load_average_after'][0]:.2f}.",
+        f"{result['cpu_count']} CPUs, load average after {result['load_average_after'][0]:.2f}"
+        + (f", the cores {fleet['cpu_busy']:.0%} busy during the fleet (controller and simulator)" if "cpu_busy" in fleet else "") + ".",
         "(from `bench/fleet.py`; run it again to refresh)", "",
     ]
 
@@ -176,7 +187,10 @@ def main() -> int:
     result = {
         "smoke": args.smoke, "clusters": clusters, "workers_per_cluster": workers, "fleet_parallel": clusters,
         "time_scale": scale, "cpu_count": os.cpu_count(), "load_average_after": list(os.getloadavg()),
-        "fleet": {"rc": fleet["rc"], "wall": fleet["wall"], "cpu": fleet["cpu"], "counts": fleet["report"]["counts"],
+        "fleet": {"rc": fleet["rc"], "wall": fleet["wall"], "cpu": fleet["cpu"], "sim_cpu": fleet["sim_cpu"],
+                  # How busy the machine was: the controller's and the simulator's CPU over what the cores could give.
+                  "cpu_busy": round((fleet["cpu"] + fleet["sim_cpu"]) / (fleet["wall"] * (os.cpu_count() or 1)), 2),
+                  "counts": fleet["report"]["counts"],
                   "cluster_seconds": {e["cluster"]: e.get("seconds") for e in entries}},
         "slowest_alone": alone, "ratio": ratio, "target": TARGET_RATIO,
         "verdict": "met" if ratio is not None and ratio <= TARGET_RATIO else "not met",
@@ -188,7 +202,7 @@ def main() -> int:
     with open(os.path.join(args.out, name), "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
     print(f"fleet of {clusters} at fleet_parallel {clusters}: {fleet['wall']} s (controller CPU {fleet['cpu']} s); "
-          f"slowest ({alone['cluster']}) alone: {alone['wall']} s (CPU {alone['cpu']} s); ratio {ratio} "
+          f"simulator CPU {fleet['sim_cpu']} s; slowest ({alone['cluster']}) alone: {alone['wall']} s (CPU {alone['cpu']} s); ratio {ratio} "
           f"(target <= {TARGET_RATIO}: {result['verdict']})")
     return 0 if fleet["rc"] == 0 and alone["rc"] == 0 else 1
 
