@@ -45,3 +45,34 @@ def test_a_worker_reporting_no_boot_id_whose_drain_failed_is_put_back_into_servi
     for record in sim.status()["nodes"]:
         assert record["vm_state"] == "Running" and not record["cordoned"] and not record["annotated"], record
     assert sim.invariants() == []
+
+
+# -- 5. with external etcd, another control node must be serving the API -----------------------------
+
+def test_a_control_node_is_not_taken_down_while_the_other_ones_api_server_does_not_serve(rollout_sim: Any) -> None:
+    """External etcd, two control nodes: the second's kube-apiserver fails its /readyz probe while its
+    node stays Ready. Taking the first down would leave no API server: refused before any change."""
+    sim = rollout_sim("rollout_extetcd.yml")
+    assert sim.view().external_etcd
+    first, other = sim.names("control")  # the plan takes control nodes by name
+    answer = sim.admin("POST", "/actions", {"action": "set_api_server", "node": other, "serving": False})
+    assert answer == {"node": other, "serving": False}
+    assert sim.view().node(other).ready  # only its API server is down, not the node
+    variables = {"rollout_node_offerings": {"control": "cks-large"}}
+
+    run = sim.rollout(**variables)
+
+    last_error = stopped_cleanly(sim, run)
+    assert first in last_error and other in last_error, last_error
+    assert "serve the Kubernetes API" in last_error and f"kube-system/kube-apiserver-{other}" in last_error, last_error
+    assert [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"] == []
+    for record in sim.status()["nodes"]:
+        assert record["vm_state"] == "Running" and not record["cordoned"] and not record["annotated"], record
+    assert {n["name"] for b in run.report["batches"] for n in [{"name": x} for x in b["nodes"]]} == {first}
+
+    sim.admin("POST", "/actions", {"action": "set_api_server", "node": other, "serving": True})
+    rerun = sim.rollout(**variables)
+    assert rerun.rc == 0, rerun.output
+    rolled = [n for b in rerun.report["batches"] for n in b["nodes"]]
+    assert rolled == [first, other], rolled
+    sim.assert_converged()
