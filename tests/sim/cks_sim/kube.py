@@ -613,6 +613,14 @@ class KubeWorld:
         })
         state.lease_renewed_at = self.sim.clock.now()
 
+    def join_node(self, name: str, node_type: str, cpu: int, memory_mb: int) -> None:
+        """A node VM CKS added (a scale-up), not yet booted: kubeadm join registers its Node at the
+        first boot, NotReady until then; its DaemonSet pods follow (the DaemonSet controller)."""
+        self._add_node({"name": name, "node_type": node_type, "cpu": cpu, "memory_mb": memory_mb,
+                        "vm_running": False}, max((n.index for n in self.nodes.values()), default=-1) + 1)
+        self._fit_cache.clear()
+        self._reconcile_all()
+
     @staticmethod
     def _node_ip(state: NodeState) -> str:
         return f"10.1.{state.index // 250}.{10 + state.index % 250}"
