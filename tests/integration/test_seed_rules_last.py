@@ -76,3 +76,45 @@ def test_a_control_node_is_not_taken_down_while_the_other_ones_api_server_does_n
     rolled = [n for b in rerun.report["batches"] for n in b["nodes"]]
     assert rolled == [first, other], rolled
     sim.assert_converged()
+
+
+# -- nodes a CKS scale adds later show as out of date and are rolled next ----------------------------
+
+def test_workers_a_cks_scale_adds_later_are_out_of_date_and_the_next_rollout_rolls_exactly_them(rollout_sim: Any) -> None:
+    """CKS creates scaled-up workers from its own database (the worker offering it stores, not ours):
+    cks_node_outdated names them, and a rollout with the stored settings rolls those two alone."""
+    from cs import CloudStack
+
+    from helpers import run_module
+
+    sim = rollout_sim("rollout_small.yml")
+    first = sim.rollout(rollout_node_offerings={"worker": "cks-large"})
+    assert first.rc == 0, first.output
+    sim.assert_converged()
+    before = set(sim.names("worker"))
+    cs = CloudStack(endpoint=sim.env["cloudstack_endpoint"], key=sim.env["cloudstack_key"],
+                    secret=sim.env["cloudstack_secret"], poll_interval=0.02, job_timeout=120)
+
+    scaled = cs.scaleKubernetesCluster(id=sim.cluster_id, size=len(before) + 2, fetch_result=True)
+
+    assert scaled["kubernetescluster"]["state"] == "Running", scaled
+    added = sorted(set(sim.names("worker")) - before)
+    assert len(added) == 2, added
+    args = {"api_url": sim.env["cloudstack_endpoint"], "api_key": sim.env["cloudstack_key"],
+            "api_secret": sim.env["cloudstack_secret"], "kubeconfig": sim.env["kubeconfig"],
+            "cluster": sim.env["cluster_name"]}
+    outdated = run_module("cks_node_outdated", args)
+    assert outdated.get("failed") is not True, outdated
+    assert sorted(outdated["out_of_date"]) == added, outdated["out_of_date"]
+    assert outdated["workernodesoutofdate"] == 2 and outdated["controlnodesoutofdate"] == 0
+    for node in outdated["nodes"]:
+        if node["name"] in added:
+            assert [r["message"] for r in node["reasons"]] == ["offering cks-medium -> cks-large"], node
+
+    run = sim.rollout()  # the stored settings: nothing given
+
+    assert run.rc == 0, run.output
+    rolled = sorted(n for b in run.report["batches"] for n in b["nodes"])
+    assert rolled == added, rolled
+    status = sim.assert_converged()
+    assert {n["name"] for n in status["nodes"] if n["node_type"] == "worker"} == before | set(added)
