@@ -84,7 +84,6 @@ def test_workers_a_cks_scale_adds_later_are_out_of_date_and_the_next_rollout_rol
     """CKS creates scaled-up workers from its own database (the worker offering it stores, not ours):
     cks_node_outdated names them, and a rollout with the stored settings rolls those two alone."""
     from cs import CloudStack
-
     from helpers import run_module
 
     sim = rollout_sim("rollout_small.yml")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_servers import api_server_problems
-
 from factories import ClusterFactory
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_servers import api_server_problems
 
 
 def api_pod(node: str, ready: Optional[bool] = True, phase: str = "Running") -> dict[str, Any]:

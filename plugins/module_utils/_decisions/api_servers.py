@@ -56,14 +56,14 @@ def api_server_problems(view: ClusterView, batch: Sequence[str],
             by_node[str(node).lower()] = pod
     why_not: list[str] = []
     for other in others:
-        pod = by_node.get(other.name)
-        if pod is None:
+        found = by_node.get(other.name)
+        if found is None:
             why_not.append(f"{other.name}: no kube-apiserver pod in {API_SERVER_NAMESPACE}")
             continue
-        ok, why = _pod_serving(pod)
+        ok, why = _pod_serving(found)
         if ok:
             return []
-        pod_name = (pod.get("metadata") or {}).get("name", f"kube-apiserver-{other.name}")
+        pod_name = (found.get("metadata") or {}).get("name", f"kube-apiserver-{other.name}")
         why_not.append(f"{other.name}: {API_SERVER_NAMESPACE}/{pod_name} {why}")
     return [f"no other control node would serve the Kubernetes API while {node_names(going)} is down "
             f"({'; '.join(why_not)}): bring that API server back (its /readyz must answer 200), then run the "

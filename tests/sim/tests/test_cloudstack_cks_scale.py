@@ -17,7 +17,6 @@ import re
 
 import pytest
 from cs import CloudStackApiException
-
 from simkit import small_spec
 
 
