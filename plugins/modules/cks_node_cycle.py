@@ -329,6 +329,9 @@ ended:
 preflight:
   description:
     - What the preflight checked (cluster state, etcd quorum verdict, C(/readyz/etcd) status).
+    - C(api_server_elsewhere) (external etcd, a control node in the batch) is true when another control node's API
+      server serves - its C(kube-system/kube-apiserver-<node>) pod is Ready, which kubeadm's readiness probe of that
+      API server's own C(/readyz) decides.
     - C(stop_refusals) lists the changes CloudStack would refuse only once a VM is stopped (affinity groups the key
       may not send, the owner's CPU, memory or primary-storage limit, the offering's state or storage fit); any
       fails the batch here, before a node is cordoned. C(not_checked) says what the key could not read.

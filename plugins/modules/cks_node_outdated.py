@@ -29,8 +29,9 @@ description:
   - The settings are the ones stored by M(cloudstack.cks.cks_node_settings). Before first use they are the ones
     that would be recorded (copied from the cluster).
   - B(Our record is the source of truth.) CloudStack's own per-type offerings of the cluster go stale - nothing
-    outside CloudStack can update them - so a later CKS scale-up creates nodes with the old settings. Such nodes
-    show up here as out of date, and the next rollout fixes them.
+    outside CloudStack can update them - so the workers a later CKS scale-up adds get CKS's stored worker
+    offering, the cluster's one root disk size and only the dedication group. Such nodes show up here as out of
+    date, and the next rollout restarts them onto the stored settings.
   - The module only reads. It makes a fixed number of list calls whatever the size of the cluster.
   - 'For a dry run (the rollout playbook''s C(--check)): O(node_offerings), O(node_root_disk_sizes) and
     O(node_affinity_groups) judge the nodes against settings as M(cloudstack.cks.cks_node_settings) would store

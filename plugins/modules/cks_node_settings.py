@@ -30,9 +30,9 @@ description:
   - Anything refused fails the task with a message naming the parameter and the value, and nothing is written.
   - B(Our record is the source of truth.) CloudStack's own per-type offerings of the cluster
     (C(controlofferingid), C(workerofferingid), C(etcdofferingid)), and its CPU and memory totals, go stale -
-    no API lets anything outside CloudStack update them. A later CKS scale-up therefore creates nodes with
-    CloudStack's old settings; they then show up as out of date, and the next rollout restarts them with
-    the stored ones.
+    no API lets anything outside CloudStack update them. The workers a later CKS scale-up adds therefore get
+    CKS's stored worker offering, the cluster's one root disk size and only the dedication group; they then
+    show up as out of date, and the next rollout restarts them with the stored ones.
 author:
   - cloudstack.cks contributors (@cloudstack-cks)
 extends_documentation_fragment:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, build_view
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import STOP_ANNOTATION
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NO_BOOT_ID, STOP_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import compose_last_error
 
@@ -37,6 +37,29 @@ def test_never_went_down_is_uncordoned() -> None:
                                             annotations={ROLLOUT_ANNOTATION: "b1"})))
     uncordon, leave = release_plan(v)
     assert uncordon == [("demo-node-1", "never went down (no stop was sent): back into service")]
+
+
+def test_never_went_down_without_a_boot_id_is_uncordoned() -> None:
+    # Cordoned while it reported no boot ID, the drain failed, no stop sent: it never went down.
+    v = view(("demo-node-1", "Running", k8s("demo-node-1", "", unschedulable=True,
+                                            annotations={ROLLOUT_ANNOTATION: NO_BOOT_ID})))
+    uncordon, leave = release_plan(v)
+    assert uncordon == [("demo-node-1", "never went down (no stop was sent): back into service")] and leave == []
+
+
+def test_stopped_by_the_rollout_without_a_boot_id_stays_cordoned() -> None:
+    # No boot ID before the stop and none after: nothing proves it restarted.
+    v = view(("demo-node-1", "Running", k8s("demo-node-1", "", unschedulable=True,
+                                            annotations={ROLLOUT_ANNOTATION: NO_BOOT_ID, STOP_ANNOTATION: "t"})))
+    uncordon, leave = release_plan(v)
+    assert uncordon == [] and leave == [("demo-node-1", "no boot ID reported")]
+
+
+def test_a_recorded_boot_id_now_missing_is_not_taken_for_never_went_down() -> None:
+    v = view(("demo-node-1", "Running", k8s("demo-node-1", "", unschedulable=True,
+                                            annotations={ROLLOUT_ANNOTATION: "b1"})))
+    uncordon, leave = release_plan(v)
+    assert uncordon == [] and leave == [("demo-node-1", "no boot ID reported")]
 
 
 def test_stale_ready_after_a_stop_stays_cordoned() -> None:

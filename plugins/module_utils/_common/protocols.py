@@ -69,6 +69,9 @@ class PodsApi(Protocol):
     def list_all_pods(self) -> list[KubeObject]:
         ...
 
+    def list_labelled_pods(self, namespace: str, selector: str) -> list[KubeObject]:
+        ...
+
     def read_pod(self, namespace: str, name: str) -> Optional[KubeObject]:
         ...
 

@@ -12,6 +12,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum i
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import (
     CONTROL,
     ETCD,
+    NO_BOOT_ID,
     STOP_ANNOTATION,
     UNHEALTHY_TAINTS,
     WORKER,
@@ -113,10 +114,13 @@ def never_went_down(node: Node) -> bool:
     """Annotated, no stop ever sent, and still up with the boot ID it was annotated with.
 
     Without the stop mark a Ready with the annotated boot ID is not stale: the VM was never
-    stopped by a rollout, so this node can simply go back into service.
+    stopped by a rollout, so this node can simply go back into service. A node that reported no
+    boot ID at its cordon (annotated NO_BOOT_ID) and still reports none is the same node, unbooted.
     """
+    same_boot = (node.boot_id == node.rollout_boot_id if node.boot_id is not None
+                 else node.rollout_boot_id == NO_BOOT_ID)
     return (node.annotated and STOP_ANNOTATION not in node.annotations and node.running and node.ready
-            and node.boot_id is not None and node.boot_id == node.rollout_boot_id)
+            and same_boot)
 
 
 def release_verdict(node: Node) -> tuple[bool, str]:

@@ -35,6 +35,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_servers import (
+    API_SERVER_NAMESPACE,
+    API_SERVER_SELECTOR,
+    api_server_problems,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import seconds_left
@@ -219,6 +224,11 @@ class BatchCycle:
             if status != 200:
                 problems.append(f"the Kubernetes API reports etcd not ready (/readyz/etcd HTTP {status}: "
                                 f"{text.strip()[:200]})")
+        if view.external_etcd and any(n.node_type == CONTROL for n in members) and healthy_view:
+            pods = self.kube.list_labelled_pods(API_SERVER_NAMESPACE, API_SERVER_SELECTOR)
+            serving = api_server_problems(view, self.names, pods)
+            checks["api_server_elsewhere"] = not serving
+            problems.extend(serving)
         if problems:
             raise StepFailed(where, "preflight", "; ".join(problems), problems=problems)
         checks["ok"] = True

@@ -132,6 +132,16 @@ class AdminApp:
                     raise ActionError(f"no node {name!r} in cluster {cluster.name}")
                 world.set_boot_id(name, str(data.get("boot_id", "")))
                 return {"node": name, "boot_id": world.nodes[name].boot_id}
+            if kind == "set_api_server":
+                # The node's API server stops serving /readyz (a crash loop, a bad flag) while the
+                # node stays Ready: its kube-apiserver mirror pod turns Ready=False.
+                cluster = self._cluster(data.get("cluster"))
+                name = str(data.get("node", "")).lower()
+                world = self.sim.kube[cluster.id]
+                if not any(world._is_api_server_of(p, name) for p in world.select("pods", "kube-system")):
+                    raise ActionError(f"no control node {name!r} with a kube-apiserver pod in cluster {cluster.name}")
+                world.set_api_server_serving(name, bool(data.get("serving", False)))
+                return {"node": name, "serving": name not in world.api_servers_down}
             if kind == "scan":
                 cloud.scan_once()
                 return {"clusters": {c.id: c.state for c in cloud.clusters.values()}}
@@ -146,8 +156,8 @@ class AdminApp:
                     world.watch_cache.compact()
                 return {"compacted_to": {w.cluster_id: w.current_rv() for w in worlds}}
         raise ActionError(
-            f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, set_boot_id, scan, set_config,"
-            " restart_management_server, compact_watch_cache")
+            f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, set_boot_id, set_api_server, scan,"
+            " set_config, restart_management_server, compact_watch_cache")
 
     def _restart_management_server(self, data: dict[str, Any]) -> dict[str, Any]:
         """The management server dies and comes back: its API port refuses connections for

@@ -231,6 +231,11 @@ class Cluster:
     maxsize: int = 0
     owner_id: str = ""
     zone_id: str = ""
+    # What CKS keeps for the VMs it creates later (a scale-up): the disk offering of the root disk
+    # (the spec's), the storage pool, and the account's ExplicitDedication group.
+    root_disk_offering: Optional[str] = None
+    storage_pool_id: Optional[str] = None
+    dedication_group_id: Optional[str] = None
 
 
 @dataclass
@@ -442,6 +447,9 @@ class CloudWorld:
         )
         cluster.owner_id = self.directory.owner_id(c)
         cluster.zone_id = self.zone_by_name[c.get("zone", self.zone_name)]
+        cluster.root_disk_offering = c["root_disk_offering"]
+        cluster.storage_pool_id = next(p.id for p in self.storage_pools.values() if p.name == c["storage_pool"])
+        cluster.dedication_group_id = self.group_by_name(c["dedication_group"]).id if c["dedication_group"] else None
         self.clusters[cluster.id] = cluster
         prefix = specmod.node_name_prefix(c["name"], cluster_id)
         overrides = {(o["type"], o["index"]): o for o in c["nodes"]}
@@ -1298,8 +1306,16 @@ class CloudWorld:
                     changes.setdefault(vm.node_type, []).append(vm)
             if changes and cluster.state == "Running":
                 raise CloudError(530, "Scaling the offering of a Running Kubernetes cluster is not supported on KVM", CS_CLOUD_RUNTIME)
+            grow = 0
             if size is not None and size != cluster.workers:
-                raise CloudError(530, "cks-sim: changing the node count of a cluster is not simulated", CS_CLOUD_RUNTIME)
+                if size < cluster.workers:
+                    raise CloudError(530, f"cks-sim: scaling Kubernetes cluster {cluster.name} down (size {size} below its "
+                                     f"{cluster.workers} workers) is not simulated: CKS would drain, delete and expunge "
+                                     "its last workers", CS_CLOUD_RUNTIME)
+                if cluster.state != "Running":
+                    raise CloudError(530, f"cks-sim: adding workers to Kubernetes cluster {cluster.name} in state "
+                                     f"{cluster.state} is not simulated (only a Running cluster's)", CS_CLOUD_RUNTIME)
+                grow = size - cluster.workers
 
             def finish() -> None:
                 for node_type, vms in changes.items():
@@ -1313,9 +1329,69 @@ class CloudWorld:
                 cluster.memory = sum(self.vm_cpu_memory(v)[1] for v in self.cluster_vms(cluster))
                 self._complete(job, {"kubernetescluster": self.cluster_view(cluster)})
 
+            if grow:
+                self.set_cluster_state(cluster, "Scaling", "scaleKubernetesCluster")
+                self._scale_up(cluster, job, grow)
+                return
             self.sim.scheduler.schedule(self.sim.delay("affinity"), finish)
 
         return self._cluster_job("scaleKubernetesCluster", cluster, work)
+
+    def _scale_up(self, cluster: Cluster, job: Job, count: int) -> None:
+        """KubernetesClusterScaleWorker.scaleUpKubernetesClusterSize: one worker VM after the other
+        (KubernetesClusterResourceModifierActionWorker.provisionKubernetesClusterNodeVms: create,
+        start, next), then wait until every node is Ready (KubernetesClusterUtil
+        .validateKubernetesClusterReadyNodesCount), then the new size and the cluster Running."""
+        added: list[VM] = []
+
+        def failed(text: str) -> None:
+            # logTransitStateToFailedIfNeededAndThrow: OperationFailed moves Scaling to Alert.
+            self.set_cluster_state(cluster, "Alert", "scaleKubernetesCluster")
+            self._fail(job, 530, text)
+
+        def next_vm(left: int) -> None:
+            if left == 0:
+                wait_ready()
+                return
+            vm = self._new_cks_worker(cluster)
+            added.append(vm)
+            started = self.start_vm(vm, "scaleKubernetesCluster", considerlasthost=False)
+            self._wait_vms([started], lambda ok: next_vm(left - 1) if ok else failed(
+                f"Scaling failed for Kubernetes cluster : {cluster.name}, unable to provision node VM in the cluster"))
+
+        def wait_ready() -> None:
+            world = self.sim.kube.get(cluster.id)
+            nodes = getattr(world, "nodes", {})
+            if any(getattr(nodes.get(vm.name.lower()), "ready", "True") != "True" for vm in added):
+                self.sim.scheduler.schedule(max(self.sim.delay("stop") / 10, 0.005), wait_ready)
+                return
+            cluster.workers += len(added)
+            cluster.cpunumber = sum(self.vm_cpu_memory(v)[0] for v in self.cluster_vms(cluster))
+            cluster.memory = sum(self.vm_cpu_memory(v)[1] for v in self.cluster_vms(cluster))
+            self.set_cluster_state(cluster, "Running", "scaleKubernetesCluster")
+            self._complete(job, {"kubernetescluster": self.cluster_view(cluster)})
+
+        next_vm(count)
+
+    def _new_cks_worker(self, cluster: Cluster) -> VM:
+        """createKubernetesNode as CKS runs it for a scale-up: ``<prefix>-node-<hex ms>``, the
+        offering CKS stores for WORKER (getServiceOfferingForNodeTypeOnCluster, else the cluster's),
+        the cluster's one node root disk size (rootdisksize), and the affinity groups
+        getMergedAffinityGroupIds(WORKER, ...) gives: the account's ExplicitDedication group alone
+        (4.22 keeps no per-type groups). Nothing an outside tool applied to the other nodes."""
+        name = specmod.worker_vm_name(specmod.node_name_prefix(cluster.name, cluster.id), self._tick_ms())
+        offering = self.service_offerings[cluster.type_offering_ids.get("worker") or cluster.service_offering_id]
+        groups = [cluster.dedication_group_id] if cluster.dedication_group_id else []
+        vm = self._new_vm(name, offering, groups, self.networks[cluster.network_id], cluster, "worker", False,
+                          cluster.root_disk_size, cluster.root_disk_offering, pool_id=cluster.storage_pool_id)
+        # provisionSshPortForwardingRules: the next free public port from 2222 to the VM's port 22.
+        used = {r.publicport for r in self.pf_rules.values() if r.ip_id == cluster.ip_id}
+        port = next(p for p in range(2222, 65536) if p not in used)
+        rule = PortForwardingRule(self.ids.uuid(), cluster.ip_id, port, 22, vm.id, cluster.network_id)
+        self.pf_rules[rule.id] = rule
+        cpu, memory = self.vm_cpu_memory(vm)
+        self.sim.node_vm_created(cluster.id, vm.name, "worker", cpu, memory)
+        return vm
 
     def upgrade_cluster(self, cluster: Cluster, version_id: str) -> Job:
         def work(job: Job) -> None:

@@ -277,6 +277,13 @@ class Sim:
         if self.etcd is not None:
             self.etcd.vm_powered_off(vm_name)
 
+    def node_vm_created(self, cluster_id: str, vm_name: str, node_type: str, cpu: int, memory_mb: int) -> None:
+        """A node VM CKS created after the cluster was built (a scale-up): its kubelet joins at its first boot."""
+        self.timeline.add(node=vm_name.lower(), event="node_vm_created", node_type=node_type)
+        world = self.kube.get(cluster_id)
+        if world is not None and hasattr(world, "join_node"):
+            world.join_node(vm_name.lower(), node_type, cpu, memory_mb)
+
     def vm_powered_on(self, cluster_id: str, vm_name: str, cpu: int, memory_mb: int) -> None:
         self.timeline.add(node=vm_name.lower(), event="powered_on", cpu=cpu, memory=memory_mb)
         world = self.kube.get(cluster_id)

@@ -342,6 +342,8 @@ class KubeWorld:
         self._api_pods: set[str] = set()
         self.runs = kube_run.PodRuns(sim.lock)
         self.etcd_servers = "https://127.0.0.1:2379"  # kubeadm's for stacked etcd
+        # Control nodes whose kube-apiserver does not serve: the kubelet's readiness probe of it fails.
+        self.api_servers_down: set[str] = set()
         # Indices over pods (a 1,000-node cluster has thousands): node and controller of each.
         self._pod_index: dict[tuple[str, str], tuple[Optional[str], Optional[tuple[str, str, str]]]] = {}
         self._pods_by_node: dict[str, set[tuple[str, str]]] = {}
@@ -610,6 +612,14 @@ class KubeWorld:
             "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_micro()},
         })
         state.lease_renewed_at = self.sim.clock.now()
+
+    def join_node(self, name: str, node_type: str, cpu: int, memory_mb: int) -> None:
+        """A node VM CKS added (a scale-up), not yet booted: kubeadm join registers its Node at the
+        first boot, NotReady until then; its DaemonSet pods follow (the DaemonSet controller)."""
+        self._add_node({"name": name, "node_type": node_type, "cpu": cpu, "memory_mb": memory_mb,
+                        "vm_running": False}, max((n.index for n in self.nodes.values()), default=-1) + 1)
+        self._fit_cache.clear()
+        self._reconcile_all()
 
     @staticmethod
     def _node_ip(state: NodeState) -> str:
@@ -1240,7 +1250,29 @@ class KubeWorld:
                 cs["lastState"] = {"terminated": {"exitCode": 255, "reason": "Unknown",
                                                   "startedAt": stamp, "finishedAt": stamp}}
 
+    def set_api_server_serving(self, name: str, serving: bool) -> None:
+        """The node's kube-apiserver stops (or starts again) serving, the node itself still Ready.
+
+        kubeadm's manifest probes it (cmd/kubeadm/app/phases/controlplane/manifests.go: readinessProbe
+        httpGet /readyz on port 6443); the kubelet turns the mirror pod Ready=False while the probe
+        fails (ContainersNotReady) and back once it passes. Lasts across boots until set again.
+        """
+        if serving:
+            self.api_servers_down.discard(name)
+        else:
+            self.api_servers_down.add(name)
+        for pod in self.select("pods", "kube-system"):
+            if self._is_api_server_of(pod, name) and pod["status"].get("phase") == "Running":
+                self._set_pod_ready(pod, self.node_ready_status(name) == "True")
+
+    @staticmethod
+    def _is_api_server_of(pod: dict[str, Any], node: str) -> bool:
+        return ((pod["metadata"].get("labels") or {}).get("component") == "kube-apiserver"
+                and pod["spec"].get("nodeName") == node)
+
     def _set_pod_ready(self, pod: dict[str, Any], ready: bool) -> None:
+        if ready and self.api_servers_down and self._is_api_server_of(pod, str(pod["spec"].get("nodeName"))):
+            ready = pod["spec"].get("nodeName") not in self.api_servers_down
         status = pod["status"]
         conds = status.setdefault("conditions", [])
         names = ", ".join(c["name"] for c in pod["spec"]["containers"])
