@@ -149,6 +149,13 @@ class FakeKube:
     def list_all_pods(self) -> list[dict[str, Any]]:
         return list(self.pods.values())
 
+    def list_labelled_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """Equality selectors only (``k=v,k2=v2``), as the cycle sends them."""
+        wanted = dict(term.split("=", 1) for term in selector.split(",") if term)
+        return [p for p in self.pods.values()
+                if (p.get("metadata") or {}).get("namespace", namespace) == namespace
+                and all(((p.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())]
+
     def read_pod(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
         with self._mutex:
             if name not in self.evictions or self.answers.get(name):
