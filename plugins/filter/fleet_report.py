@@ -47,7 +47,7 @@ _value:
   description:
     - 'The report: C(run_id), C(started), C(ended), C(clusters) (one entry per cluster, by name), C(counts) (per outcome),
       C(nodes_restarted) (the total), C(summary) (the lines to show, for example C(fleet-01: rolled, restarted w1, w2 (42.0 s)))
-      and C(cancelled) (V(false) here; V(true) in the report the clusters write after a cancel of the fleet's job).'
+      and C(cancelled) (V(false) here; V(true) in the report the clusters write after a cancel of the fleet job).'
   type: dict
 """
 
