@@ -11,6 +11,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import needs_root_volume
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck, etcd_check_from
@@ -149,7 +150,10 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                          cancelled=True)
     # Read before the loader is made, so that the batch's loader reuses the entry read here.
     external = external_etcd(session)
-    batch = BatchCycle(cloud, kube, session.loader, str(params["cluster"]), settings, nodes,
+    loader = session.loader
+    # The batch's ROOT volumes are read only when one of its nodes' changes needs them.
+    loader.root_volume_needed = lambda node: needs_root_volume(node, settings[node.node_type])
+    batch = BatchCycle(cloud, kube, loader, str(params["cluster"]), settings, nodes,
                        options=cycle_options(params, check_mode, max_unavailable_of(params, record)),
                        etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
