@@ -13,8 +13,8 @@ from factories import ClusterFactory, so
 from fakes import FakeCloudStack, FakeKube
 from test_cluster_loader import cloud_for
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import Background
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import Background, side_by_side
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import change_plan, needs_root_volume
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
@@ -116,3 +116,46 @@ def test_background_hands_back_the_value_or_the_error_on_the_callers_thread() ->
 
     with pytest.raises(KubernetesError, match="500"):
         Background(broken).result()
+
+
+def test_vms_read_ahead_are_the_batchs_and_are_not_listed_again() -> None:
+    f = ClusterFactory(control=1, workers=3)
+    loader, cloud = batch_loader(f, Settings(worker=GROUPS_ONLY))
+    entry = f.raw_cluster()
+    loader.read_batch_vms(entry, [f.w(2).upper()])
+    assert [p["ids"] for c, p in cloud.asked if c == "listVirtualMachines"] == [f.vm_id(f.w(2))]
+    view = loader.load_cluster(entry, detail_for=[f.w(2)])
+    assert cloud.commands().count("listVirtualMachines") == 1
+    assert view.node(f.w(2)).offering_id == so("medium")
+    # Read ahead once: a later load (another batch's nodes, or the same again) lists afresh.
+    loader.load_cluster(entry, detail_for=[f.w(2)])
+    assert cloud.commands().count("listVirtualMachines") == 2
+
+
+def test_side_by_side_waits_for_both_and_reports_this_threads_error_first() -> None:
+    from_there = threading.Event()
+
+    def there() -> str:
+        from_there.set()
+        return "kube"
+
+    assert side_by_side(lambda: "vms", there) == ("vms", "kube") and from_there.is_set()
+
+    # here fails while there is still at work: side_by_side returns only once there ended too
+    # (a Kubernetes client half made must not outlive the run that closes it).
+    gate, finished = threading.Event(), threading.Event()
+
+    def there_after_gate() -> None:
+        gate.wait(30)
+        finished.set()
+        raise KubernetesError("connect", "refused")
+
+    def failing_here() -> None:
+        gate.set()
+        raise CloudStackError("listVirtualMachines", "HTTP 530")
+
+    with pytest.raises(CloudStackError):
+        side_by_side(failing_here, there_after_gate)
+    assert finished.is_set()
+    with pytest.raises(KubernetesError):
+        side_by_side(lambda: None, lambda: (_ for _ in ()).throw(KubernetesError("connect", "refused")))

@@ -40,3 +40,25 @@ class Background(Generic[T]):
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]
+
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+def side_by_side(here: Callable[[], A], there: Callable[[], B], name: str = "background-read") -> tuple[A, B]:
+    """``here()`` on this thread while ``there()`` runs on another; both results, once both ended.
+
+    Both always end before this returns or raises (``here``'s error first): what ``there`` made
+    (a client holding credentials in temporary files) is never left behind half-made by an early raise.
+    """
+    other = Background(there, name=name)
+    try:
+        mine = here()
+    except BaseException:
+        try:
+            other.result()
+        except BaseException:  # here's error is the one to report; there's ended with it
+            pass
+        raise
+    return mine, other.result()

@@ -118,6 +118,9 @@ class ClusterLoader:
         #: For a batch's load (``detail_for``): whether a node of the batch needs its ROOT volume
         #: read (``_decisions.node.needs_root_volume`` with the batch's settings); None: always.
         self.root_volume_needed = root_volume_needed
+        #: VMs read ahead by ``read_batch_vms`` (the ids asked, the answer): the next load of
+        #: exactly those VMs takes them instead of listing them again.
+        self._read_ahead: Optional[tuple[tuple[str, ...], list[dict]]] = None
         #: The cluster's entry as this run read it a moment ago (to fetch its kubeconfig): the first
         #: ``load`` takes it instead of listing the cluster again; later loads read it afresh.
         self._fresh_entry = fresh_entry
@@ -175,8 +178,7 @@ class ClusterLoader:
     def _load_cluster(self, cluster: Mapping[str, Any], detail_for: Optional[Iterable[str]]) -> ClusterView:
         owner = self._owner_scope(cluster)
         wanted = {n.lower() for n in detail_for} if detail_for is not None else None
-        vm_ids = [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")
-                  and (wanted is None or str(vm.get("name", "")).lower() in wanted)]
+        vm_ids = self._batch_vm_ids(cluster, wanted)
         # The node list goes to the API server while the CloudStack reads go to the management
         # server: the load takes the longer of the two, not their sum.
         kube = self.kube
@@ -244,7 +246,22 @@ class ClusterLoader:
                 raise
             return self.cloud.list(command, **params)
 
+    def read_batch_vms(self, cluster: Mapping[str, Any], names: Iterable[str]) -> None:
+        """List the VMs of the nodes ``names`` of the resolved entry ``cluster`` now, for the batch's
+        load (``load`` with the same ``detail_for``), so that the read can run while something else
+        does (the Kubernetes client being made)."""
+        ids = self._batch_vm_ids(cluster, {n.lower() for n in names})
+        self._read_ahead = (tuple(ids), self._vms(ids, self._owner_scope(cluster)))
+
+    @staticmethod
+    def _batch_vm_ids(cluster: Mapping[str, Any], wanted: Optional[set[str]]) -> list[str]:
+        return [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")
+                and (wanted is None or str(vm.get("name", "")).lower() in wanted)]
+
     def _vms(self, vm_ids: list[str], owner: Mapping[str, Any]) -> list[dict]:
+        ahead, self._read_ahead = self._read_ahead, None
+        if ahead is not None and ahead[0] == tuple(vm_ids):
+            return ahead[1]
         if not vm_ids:
             return []
         chunks = math.ceil(len(vm_ids) / self.VM_IDS_PER_CALL)
