@@ -208,11 +208,14 @@ class ClusterLoader:
         rule = self.root_volume_needed
         if rule is not None:
             # The batch's nodes as the VM list shows them (no volumes, no Kubernetes nodes yet):
-            # enough to know which changes are planned.
-            seen = build_view(cluster, vms, [], catalog.service_offerings, catalog.disk_offerings,
-                              catalog.affinity_groups, [])
+            # enough to know which changes are planned; the other nodes are left out, so this
+            # costs the batch's size, not the cluster's.
             ids = set(vm_ids)
-            if not any(rule(node) for node in seen.nodes if node.vm_id in ids):
+            batch = dict(cluster, virtualmachines=[vm for vm in cluster.get("virtualmachines") or []
+                                                   if str(vm.get("id")) in ids])
+            seen = build_view(batch, vms, [], catalog.service_offerings, catalog.disk_offerings,
+                              catalog.affinity_groups, [])
+            if not any(rule(node) for node in seen.nodes):
                 return []
         if len(vm_ids) == 1:
             return self._owned("listVolumes", owner, type="ROOT", virtualmachineid=vm_ids[0], listall=True)
