@@ -146,8 +146,10 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
     # The batch's VMs are listed by the management server while the Kubernetes client is made (its
     # kubeconfig fetched with getKubernetesClusterConfig) and the record read from the API server:
     # no answer waits for another, so the run pays the longer of the two, not their sum. The
-    # CloudStack client is shared, as the batch's node threads share it (cs sends each request
-    # through one requests.Session).
+    # CloudStack client is shared, as the batch's node threads share it: cs keeps no state of a
+    # request on the client (it signs and sends each through one requests.Session), and the one
+    # setting ours writes before each request, the timeout, is the same for both here (no batch
+    # deadline yet).
     entry = session.entry()
     loader = ClusterLoader(cloud, None, session.catalog, fresh_entry=entry)
     _read, (kube, record) = side_by_side(lambda: loader.read_batch_vms(entry, nodes),
