@@ -116,3 +116,48 @@ def test_the_loader_lists_without_the_owners_domain_when_the_key_is_refused_it()
     with pytest.raises(CloudStackError) as refused:
         ClusterLoader(other).load_cluster(entry)
     assert refused.value.errorcode == 530 and len(other.asked) == 1  # a refusal other than 531 is not retried
+
+
+# -- the headroom alone (no group change): the owner is asked by name, in one call (issue 19) ------
+
+def test_the_headroom_alone_asks_the_owner_by_name_in_one_call() -> None:
+    # The key's own cluster (a user's): its account by name and domain, nothing else.
+    cloud = FakeCloudStack(lists={"listAccounts": lambda p: [ALICE] if p.get("name") == "alice" else [OPS]})
+    reads = read_owner(cloud, cluster_view(account="alice", domainid="d-t"), caller=False, headroom=True)
+    assert cloud.asked == [("listAccounts", {"name": "alice", "domainid": "d-t"})]
+    assert reads.caller is None and reads.headroom is not None and reads.headroom.cpu == 34
+
+    # An admin key rolling a tenant's cluster: one call where the key's own account came first before.
+    cloud = FakeCloudStack(lists={"listAccounts": lambda p: [ALICE] if p.get("name") == "alice" else [OPS]})
+    read_owner(cloud, cluster_view(account="alice", domainid="d-t"), caller=False, headroom=True)
+    assert cloud.commands() == ["listAccounts"]
+
+
+def test_a_projects_headroom_alone_is_one_call() -> None:
+    cloud = FakeCloudStack(lists={"listProjects": [dict(ALICE, name="platform", cpuavailable="2")]})
+    reads = read_owner(cloud, cluster_view(projectid="p-1", domainid="d-t"), caller=False, headroom=True)
+    assert cloud.asked == [("listProjects", {"id": "p-1"})]
+    assert reads.headroom is not None and reads.headroom.cpu == 2
+
+
+def test_a_key_refused_the_owners_domain_still_reads_its_own_account_when_it_is_the_owner() -> None:
+    def accounts(params: dict[str, Any]) -> list[dict[str, Any]]:
+        if params:
+            raise CloudStackError("listAccounts", "does not have permission to access domain", errorcode=531)
+        return [ALICE]
+
+    cloud = FakeCloudStack(lists={"listAccounts": accounts})
+    reads = read_owner(cloud, cluster_view(account="alice", domainid="d-t"), caller=False, headroom=True)
+    assert reads.headroom is not None and reads.headroom.cpu == 34
+    assert cloud.asked == [("listAccounts", {"name": "alice", "domainid": "d-t"}), ("listAccounts", {})]
+    # Refused another account's: a note, never the key's own limits taken for the owner's.
+    refused = read_owner(FakeCloudStack(lists={"listAccounts": accounts}), cluster_view(account="bob", domainid="d-t"),
+                         caller=False, headroom=True)
+    assert refused.headroom is None and refused.notes[0].startswith("this key cannot read the resource limits of account bob")
+
+
+def test_an_owner_the_cluster_does_not_name_is_found_through_the_keys_account() -> None:
+    cloud = FakeCloudStack(lists={"listAccounts": [ALICE]})
+    reads = read_owner(cloud, cluster_view(), caller=False, headroom=True)
+    assert cloud.asked == [("listAccounts", {})]
+    assert reads.headroom is None and "are not listed to this key" in reads.notes[0]

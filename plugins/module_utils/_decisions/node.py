@@ -155,6 +155,22 @@ def change_plan(node: Node, type_settings: TypeSettings) -> ChangePlan:
     return ChangePlan(offering, disk, groups)
 
 
+def needs_root_volume(node: Node, type_settings: TypeSettings) -> bool:
+    """Whether the batch must read ``node``'s ROOT volume (listVolumes) before its drain.
+
+    A root disk setting needs the volume's size to compare and its id to resize. An offering
+    change needs the pool the volume is on: changeServiceForVirtualMachine refuses, once the VM
+    is stopped, an offering whose storage scope differs from the ROOT volume's pool
+    (``VirtualMachineManagerImpl.checkIfCanUpgrade`` → ``checkIfNewOfferingStorageScopeMatchesStoragePool``,
+    which reads the volume's pool, not the VM's current offering), judged by ``_decisions
+    .stop_refusals`` from the volume's ``storagetype``. Nothing else a batch decides reads the
+    volume: a change of affinity groups alone, or a node already on its offering, needs none.
+    """
+    if type_settings.root_disk_gb is not None:
+        return True
+    return type_settings.offering_id is not None and node.offering_id != type_settings.offering_id
+
+
 def describe_changes(plan: ChangePlan, view: ClusterView) -> dict[str, Any]:
     """The changes in operator words (names next to ids), for the rollout report."""
     out: dict[str, Any] = {}

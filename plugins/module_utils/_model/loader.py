@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Protocol
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import Background
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
-from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import UUID_PATTERN, ClusterView, build_view
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import UUID_PATTERN, ClusterView, Node, build_view
 
 
 class CloudLister(Protocol):
@@ -109,10 +110,17 @@ class ClusterLoader:
     MAX_CLOUD_CALLS = 10  # 2 to resolve + 4 VM chunks + volumes, offerings, disks, groups
 
     def __init__(self, cloud: CloudLister, kube: Optional[NodeLister] = None,
-                 catalog: Optional[CatalogCache] = None, fresh_entry: Optional[Mapping[str, Any]] = None) -> None:
+                 catalog: Optional[CatalogCache] = None, fresh_entry: Optional[Mapping[str, Any]] = None,
+                 root_volume_needed: Optional[Callable[[Node], bool]] = None) -> None:
         self.cloud = cloud
         self.kube = kube
         self.catalog = catalog if catalog is not None else CatalogCache()
+        #: For a batch's load (``detail_for``): whether a node of the batch needs its ROOT volume
+        #: read (``_decisions.node.needs_root_volume`` with the batch's settings); None: always.
+        self.root_volume_needed = root_volume_needed
+        #: VMs read ahead by ``read_batch_vms`` (the ids asked, the answer): the next load of
+        #: exactly those VMs takes them instead of listing them again.
+        self._read_ahead: Optional[tuple[tuple[str, ...], list[dict]]] = None
         #: The cluster's entry as this run read it a moment ago (to fetch its kubeconfig): the first
         #: ``load`` takes it instead of listing the cluster again; later loads read it afresh.
         self._fresh_entry = fresh_entry
@@ -170,14 +178,48 @@ class ClusterLoader:
     def _load_cluster(self, cluster: Mapping[str, Any], detail_for: Optional[Iterable[str]]) -> ClusterView:
         owner = self._owner_scope(cluster)
         wanted = {n.lower() for n in detail_for} if detail_for is not None else None
-        vm_ids = [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")
-                  and (wanted is None or str(vm.get("name", "")).lower() in wanted)]
+        vm_ids = self._batch_vm_ids(cluster, wanted)
+        # The node list goes to the API server while the CloudStack reads go to the management
+        # server: the load takes the longer of the two, not their sum.
+        kube = self.kube
+        k8s_nodes = Background(kube.list_nodes, name="list-nodes") if kube is not None else None
         vms = self._vms(vm_ids, owner)
-        volumes = self._owned("listVolumes", owner, type="ROOT", listall=True)
-        catalog = self.read_catalog(owner)
-        k8s_nodes = self.kube.list_nodes() if self.kube is not None else []
+        if wanted is None:
+            volumes = self._owned("listVolumes", owner, type="ROOT", listall=True)
+            catalog = self.read_catalog(owner)
+        else:
+            catalog = self.read_catalog(owner)
+            volumes = self._batch_volumes(cluster, vms, vm_ids, owner, catalog)
+        nodes = k8s_nodes.result() if k8s_nodes is not None else []
         return build_view(cluster, vms, volumes, catalog.service_offerings, catalog.disk_offerings,
-                          catalog.affinity_groups, k8s_nodes)
+                          catalog.affinity_groups, nodes)
+
+    def _batch_volumes(self, cluster: Mapping[str, Any], vms: list[dict], vm_ids: list[str],
+                       owner: Mapping[str, Any], catalog: Catalog) -> list[dict]:
+        """The ROOT volumes of a batch's VMs, or none when no node of the batch needs them.
+
+        Only the batch's nodes are judged and changed, so only their volumes are read: one VM's
+        with listVolumes ``virtualmachineid`` (ListVolumesCmd, a filter on the volume's instance,
+        so the server reads one VM's volumes and not the owner's), several with the owner's list
+        in one call as before (listVolumes takes one ``virtualmachineid``, not a list).
+        """
+        if not vm_ids:
+            return []
+        rule = self.root_volume_needed
+        if rule is not None:
+            # The batch's nodes as the VM list shows them (no volumes, no Kubernetes nodes yet):
+            # enough to know which changes are planned; the other nodes are left out, so this
+            # costs the batch's size, not the cluster's.
+            ids = set(vm_ids)
+            batch = dict(cluster, virtualmachines=[vm for vm in cluster.get("virtualmachines") or []
+                                                   if str(vm.get("id")) in ids])
+            seen = build_view(batch, vms, [], catalog.service_offerings, catalog.disk_offerings,
+                              catalog.affinity_groups, [])
+            if not any(rule(node) for node in seen.nodes):
+                return []
+        if len(vm_ids) == 1:
+            return self._owned("listVolumes", owner, type="ROOT", virtualmachineid=vm_ids[0], listall=True)
+        return self._owned("listVolumes", owner, type="ROOT", listall=True)
 
     def read_catalog(self, owner: Mapping[str, Any]) -> Catalog:
         """The catalog this run was given or listed already, else listed now (three calls)."""
@@ -207,7 +249,22 @@ class ClusterLoader:
                 raise
             return self.cloud.list(command, **params)
 
+    def read_batch_vms(self, cluster: Mapping[str, Any], names: Iterable[str]) -> None:
+        """List the VMs of the nodes ``names`` of the resolved entry ``cluster`` now, for the batch's
+        load (``load`` with the same ``detail_for``), so that the read can run while something else
+        does (the Kubernetes client being made)."""
+        ids = self._batch_vm_ids(cluster, {n.lower() for n in names})
+        self._read_ahead = (tuple(ids), self._vms(ids, self._owner_scope(cluster)))
+
+    @staticmethod
+    def _batch_vm_ids(cluster: Mapping[str, Any], wanted: Optional[set[str]]) -> list[str]:
+        return [str(vm["id"]) for vm in cluster.get("virtualmachines") or [] if vm.get("id")
+                and (wanted is None or str(vm.get("name", "")).lower() in wanted)]
+
     def _vms(self, vm_ids: list[str], owner: Mapping[str, Any]) -> list[dict]:
+        ahead, self._read_ahead = self._read_ahead, None
+        if ahead is not None and ahead[0] == tuple(vm_ids):
+            return ahead[1]
         if not vm_ids:
             return []
         chunks = math.ceil(len(vm_ids) / self.VM_IDS_PER_CALL)

@@ -9,9 +9,12 @@ from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import quorum_client
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import side_by_side
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import needs_root_volume
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck, etcd_check_from
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import (
@@ -137,19 +140,31 @@ def give_job_seconds(cloud: Any, given: Any) -> None:
 
 def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
     """Run one batch as the module's parameters say; raises StepFailed with the whole result."""
-    cloud, kube = session.cloud, session.kube
+    cloud = session.cloud
     give_job_seconds(cloud, params.get("job_seconds"))
     nodes = [str(n) for n in params.get("nodes") or []]
-    record = session.store.read()
+    # The batch's VMs are listed by the management server while the Kubernetes client is made (its
+    # kubeconfig fetched with getKubernetesClusterConfig) and the record read from the API server:
+    # no answer waits for another, so the run pays the longer of the two, not their sum. The
+    # CloudStack client is shared, as the batch's node threads share it: cs keeps no state of a
+    # request on the client (it signs and sends each through one requests.Session), and the one
+    # setting ours writes before each request, the timeout, is the same for both here (no batch
+    # deadline yet).
+    entry = session.entry()
+    loader = ClusterLoader(cloud, None, session.catalog, fresh_entry=entry)
+    _read, (kube, record) = side_by_side(lambda: loader.read_batch_vms(entry, nodes),
+                                         lambda: (session.kube, session.store.read()), name="kube-connect")
+    loader.kube = kube
     settings = settings_from(params.get("settings"), record)
     # A cancel stops the rollout before a batch starts; a batch in progress finishes its phases.
     if record is not None and record.cancel and phase_of(params) in (PHASE_ALL, PHASE_CORDON):
         raise StepFailed(", ".join(nodes) or "-", "preflight",
                          "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
                          cancelled=True)
-    # Read before the loader is made, so that the batch's loader reuses the entry read here.
     external = external_etcd(session)
-    batch = BatchCycle(cloud, kube, session.loader, str(params["cluster"]), settings, nodes,
+    # The batch's ROOT volumes are read only when one of its nodes' changes needs them.
+    loader.root_volume_needed = lambda node: needs_root_volume(node, settings[node.node_type])
+    batch = BatchCycle(cloud, kube, loader, str(params["cluster"]), settings, nodes,
                        options=cycle_options(params, check_mode, max_unavailable_of(params, record)),
                        etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
