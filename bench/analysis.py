@@ -203,6 +203,12 @@ def task_costs(tasks: Sequence[dict[str, Any]], end: float, batches: Sequence[Ba
                    for k, v in total.items()), key=lambda r: -r["seconds"])
 
 
+def task_runs_per_batch(tasks: Sequence[dict[str, Any]], batches: Sequence[Batch]) -> list[int]:
+    """The task starts (skipped ones too: each costs Ansible its own work) in each batch's pass."""
+    starts = [e["t"] for e in tasks if e["event"] == "task"]
+    return [sum(1 for t in starts if b.started <= t < b.ended) for b in batches if b.started and b.ended]
+
+
 def cycle_breakdown(batches: Sequence[Batch]) -> dict[str, float]:
     """Inside the cks_node_cycle task, per batch: module start-up + preflight before the first
     step, the steps' own span above the ideal, and the time after the last step (result, exit)."""

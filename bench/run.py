@@ -98,6 +98,7 @@ def analyse(run: RolloutRun) -> dict[str, Any]:
         "overhead": cost,
         "cycle_task": analysis.cycle_breakdown(batches),
         "tasks": analysis.task_costs(run.tasks, run.ended, batches)[:12],
+        "task_runs_per_batch": analysis.task_runs_per_batch(run.tasks, batches),
         "batches": [{
             "number": b.number, "node_type": b.node_type, "nodes": len(b.nodes),
             "wall": round(b.wall, 3), "ideal": round(b.ideal, 3), "cycle_task": round(b.cycle_wall, 3),
@@ -473,6 +474,10 @@ def markdown(result: dict[str, Any]) -> str:
                   "| task | runs | s per run | s total |", "| --- | ---: | ---: | ---: |"]
         for t in big["tasks"][:8]:
             lines.append(f"| {t['task']} | {t['runs']} | {t['per_run']:.2f} | {t['seconds']:.1f} |")
+        runs = big.get("task_runs_per_batch") or []
+        if runs:
+            lines += ["", f"Task runs in a batch's pass (the include_role and its argument check, each task started, "
+                      f"skipped ones too): {min(runs)}–{max(runs)}, the first batch's {runs[0]}."]
         cb = big["cycle_task"]
         if cb:
             lines += ["", f"Inside the cks_node_cycle task (mean per batch): {cb['cycle_task']:.2f} s = "

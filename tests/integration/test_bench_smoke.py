@@ -49,6 +49,9 @@ def test_rollout_result_adds_up(smoke: dict) -> None:
     assert 1.0 < cost["ratio_at_time_scale_1"] < cost["ratio"]
     for segment in ("drain", "stop", "start", "boot"):
         assert run["ideal_segments_mean"][segment] > 0
+    # Every pass of the rolling play starts the same role tasks (issue 19 counts them).
+    runs = run["task_runs_per_batch"]
+    assert len(runs) == 2 and len(set(runs)) == 1 and runs[0] >= 5
     for batch in run["batches"]:
         # A batch pass holds its cks_node_cycle task, which holds the steps of its nodes.
         assert batch["wall"] >= batch["cycle_task"] >= batch["steps_span"] >= batch["slowest_node"] > 0
