@@ -324,7 +324,10 @@ class CloudStackClient:
         bracket learned from the jobs before), a job running late backing off; ``job_times`` keeps
         what it took and cost, and what the next job of the command is aimed by.
         """
-        job = self._poll_job(command, jobid, deadline, target, time.monotonic() if submitted_at is None else submitted_at)
+        # A job found pending after a lost answer started before this wait: how long it took is not
+        # known, so it is polled on the schedule but teaches the schedule nothing.
+        job = self._poll_job(command, jobid, deadline, target, time.monotonic() if submitted_at is None else submitted_at,
+                             learn=submitted_at is not None)
         status = int(job["jobstatus"])
         resultcode = int(job.get("jobresultcode") or 0)
         result = job.get("jobresult")
@@ -338,7 +341,7 @@ class CloudStackClient:
                               errorcode=int(code) if code else None, target=target)
 
     def _poll_job(self, command: str, jobid: str, deadline: Deadline, target: Optional[str],
-                  since: float) -> dict[str, Any]:
+                  since: float, learn: bool = True) -> dict[str, Any]:
         """queryAsyncJobResult on ``_decisions.job_polls``' schedule until the job ends (one last poll
         at the deadline, then ``DeadlineExceeded``); the wait and what it taught go into ``job_times``."""
         schedule = PollSchedule(interval=self.options.poll_interval)
@@ -359,7 +362,7 @@ class CloudStackClient:
                 cloud = completed - created if created is not None and completed is not None else None
                 self.job_times.record(
                     JobWait(command, jobid, target, polls, job_seconds(asked, running_at, cloud), aimed, running_at),
-                    next_bracket(schedule, bracket, asked, running_at, cloud))
+                    next_bracket(schedule, bracket, asked, running_at, cloud) if learn else None)
                 return job
             running_at = asked
             if deadline.remaining() <= 0:
