@@ -1,7 +1,7 @@
 """What a small rollout costs the CloudStack management server (issue 19), counted from cks-sim's
 call log: at most 12 CloudStack calls per rolled node, the catalog (offerings, disk offerings,
-affinity groups) listed once per rollout, one queryAsyncJobResult per job when the jobs are as
-quick as the first poll, and the per-batch reads of the cluster and its kubeconfig once per module
+affinity groups) listed once per rollout, one or two queryAsyncJobResult per job when the jobs are
+as quick as the first poll, and the per-batch reads of the cluster and its kubeconfig once per module
 run, not again by the steps."""
 
 from __future__ import annotations
@@ -37,10 +37,12 @@ def test_a_small_rollout_stays_within_the_cloudstack_call_budget() -> None:
         # Each rolled node: one stop, one offering change, one start; no resize or group change asked.
         assert calls["stopVirtualMachine"] == calls["startVirtualMachine"] == rolled
         assert calls["changeServiceForVirtualMachine"] == rolled
-        # A stop takes 0.1 s and a start 0.15 s here: the first poll, at the poll interval, finds each
-        # ended (a little slack for a loaded machine).
+        # A stop takes 0.1 s and a start 0.15 s here: the first batch's jobs are polled at the poll
+        # interval and found ended; the next batch's are probed in the middle of what those took, one
+        # poll each or two when still running there (job_polls: the slack shrinks for a few more
+        # polls), never one every poll interval (a little slack for a loaded machine).
         jobs = sum(calls[c] for c in JOBS)
-        assert jobs <= calls["queryAsyncJobResult"] <= jobs + 2, dict(calls)
+        assert jobs <= calls["queryAsyncJobResult"] <= 1.5 * jobs + 2, dict(calls)
         # The verify takes the VM from the start's answer: no VM is listed by id after its start.
         by_id = [c for c in sim.calls(since) if c.get("command") == "listVirtualMachines"
                  and "id" in (c.get("params") or {})]
