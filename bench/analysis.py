@@ -18,6 +18,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
+#: The timeline events that end a CloudStack job (detection_latency times the poll that saw each).
+JOB_EVENTS = ("stopped", "volume_resized", "started")
 STEP_EVENTS = {"stop": ("stop_requested", "stopped"), "start": ("start_requested", "started")}
 CHANGE_TIMINGS = {"volume_resized": "resize", "affinity_updated": "affinity"}
 SEGMENTS = ("drain", "stop", "change", "start", "boot")
@@ -201,6 +203,12 @@ def task_costs(tasks: Sequence[dict[str, Any]], end: float, batches: Sequence[Ba
                    for k, v in total.items()), key=lambda r: -r["seconds"])
 
 
+def task_runs_per_batch(tasks: Sequence[dict[str, Any]], batches: Sequence[Batch]) -> list[int]:
+    """The task starts (skipped ones too: each costs Ansible its own work) in each batch's pass."""
+    starts = [e["t"] for e in tasks if e["event"] == "task"]
+    return [sum(1 for t in starts if b.started <= t < b.ended) for b in batches if b.started and b.ended]
+
+
 def cycle_breakdown(batches: Sequence[Batch]) -> dict[str, float]:
     """Inside the cks_node_cycle task, per batch: module start-up + preflight before the first
     step, the steps' own span above the ideal, and the time after the last step (result, exit)."""
@@ -226,6 +234,7 @@ def calls_per_node(calls: Sequence[dict[str, Any]], rolled: int) -> dict[str, An
         per_api[key.split(":", 1)[0]] += count
     rolled = max(1, rolled)
     evictions = by_command["kubernetes:create pods/eviction"]
+    jobs = sum(1 for call in calls if is_job_submit(call))
     catalog = {c: by_command[f"cloudstack:{c}"] for c in CATALOG_COMMANDS}
     return {
         "cloudstack_per_node": round(per_api["cloudstack"] / rolled, 2),
@@ -235,6 +244,9 @@ def calls_per_node(calls: Sequence[dict[str, Any]], rolled: int) -> dict[str, An
         "kubernetes_per_node_besides_evictions": round((per_api["kubernetes"] - evictions) / rolled, 2),
         "evictions_per_node": round(evictions / rolled, 2),
         "job_polls_per_node": round(by_command["cloudstack:queryAsyncJobResult"] / rolled, 2),
+        # Issue 19: what a node costs the management server in job polls, per async job it submits.
+        "jobs_per_node": round(jobs / rolled, 2),
+        "polls_per_job": round(by_command["cloudstack:queryAsyncJobResult"] / jobs, 2) if jobs else None,
         "catalog_reads": catalog,
         "by_command_per_node": {k: round(v / rolled, 2) for k, v in sorted(by_command.items(), key=lambda kv: -kv[1])},
         "total": dict(per_api),
@@ -243,6 +255,13 @@ def calls_per_node(calls: Sequence[dict[str, Any]], rolled: int) -> dict[str, An
 
 #: The catalog: read once per rollout (issue 19), not once per batch.
 CATALOG_COMMANDS = ("listServiceOfferings", "listDiskOfferings", "listAffinityGroups")
+
+
+def is_job_submit(call: dict[str, Any]) -> bool:
+    """An async command CloudStack answered with a job (the sim logs the jobid it answered; a poll's
+    answer carries the job's id too, so the polls are left out)."""
+    return (call.get("api") == "cloudstack" and bool(call.get("jobid"))
+            and call.get("command") not in ("queryAsyncJobResult", "listAsyncJobs"))
 
 
 def call_key(call: dict[str, Any]) -> str:
@@ -291,7 +310,7 @@ def detection_latency(calls: Sequence[dict[str, Any]], timeline: Sequence[dict[s
         elif call.get("resource") == "pods" and call.get("verb") == "get" and call.get("name"):
             pod_reads[f"{call.get('namespace')}/{call['name']}"].append(call["t"])
     volume_of: dict[str, str] = {}
-    for (command, object_id), submitted in jobs.items():
+    for (command, object_id), _submitted in jobs.items():
         if command == "resizeVolume":
             volume_of.setdefault(object_id, object_id)
     samples: dict[str, list[float]] = defaultdict(list)
@@ -332,6 +351,12 @@ def detection_latency(calls: Sequence[dict[str, Any]], timeline: Sequence[dict[s
         summary[kind] = {"n": len(values), "mean": round(statistics.mean(values), 3),
                          "p50": round(_pct(values, 0.5), 3), "p95": round(_pct(values, 0.95), 3),
                          "max": round(values[-1], 3)}
+    # The polling slack of the CloudStack jobs alone (issue 19): each job's end to the poll that saw it.
+    job_slack = sorted(v for kind in JOB_EVENTS for v in samples.get(kind, []))
+    if job_slack:
+        summary["jobs"] = {"n": len(job_slack), "mean": round(statistics.mean(job_slack), 3),
+                           "p50": round(_pct(job_slack, 0.5), 3), "p95": round(_pct(job_slack, 0.95), 3),
+                           "max": round(job_slack[-1], 3)}
     everything = sorted(v for values in samples.values() for v in values)
     if everything:
         summary["all"] = {"n": len(everything), "mean": round(statistics.mean(everything), 3),

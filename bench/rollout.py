@@ -12,10 +12,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import yaml
-
 from simproc import ROOT, BenchSim
 
 BENCH = os.path.dirname(os.path.abspath(__file__))

@@ -98,6 +98,7 @@ def analyse(run: RolloutRun) -> dict[str, Any]:
         "overhead": cost,
         "cycle_task": analysis.cycle_breakdown(batches),
         "tasks": analysis.task_costs(run.tasks, run.ended, batches)[:12],
+        "task_runs_per_batch": analysis.task_runs_per_batch(run.tasks, batches),
         "batches": [{
             "number": b.number, "node_type": b.node_type, "nodes": len(b.nodes),
             "wall": round(b.wall, 3), "ideal": round(b.ideal, 3), "cycle_task": round(b.cycle_wall, 3),
@@ -108,7 +109,7 @@ def analyse(run: RolloutRun) -> dict[str, Any]:
         "calls": analysis.calls_per_node(rollout_calls, rolled),
         "list_calls_per_batch": analysis.list_calls_per_batch(rollout_calls, batches),
         "list_calls_by_batch": [{"node_type": b.node_type, "nodes": len(b.nodes), "lists": n}
-                                for b, n in zip(batches, analysis.list_calls_per_batch(rollout_calls, batches))],
+                                for b, n in zip(batches, analysis.list_calls_per_batch(rollout_calls, batches), strict=False)],
         "cluster_nodes": run.cluster_nodes,
         "detection_latency": analysis.detection_latency(rollout_calls, run.timeline, run.vm_ids),
     }
@@ -267,6 +268,10 @@ _RUN_READS = ("listKubernetesClusters", "getKubernetesClusterConfig", "listVirtu
               "listAccounts")
 
 
+#: The async commands of a node's cycle: each a job polled with queryAsyncJobResult.
+_JOB_COMMANDS = ("stopVirtualMachine", "resizeVolume", "updateVMAffinityGroup", "startVirtualMachine")
+
+
 def _cloudstack_why(r: dict[str, Any]) -> str:
     """What a rolled node's CloudStack calls are, from the call counts per node."""
     c, o = r["calls"], r["overhead"]
@@ -276,8 +281,8 @@ def _cloudstack_why(r: dict[str, Any]) -> str:
     polls = c.get("job_polls_per_node") or 0.0
     reads = round(sum(per.get(f"cloudstack:{k}", 0.0) for k in _RUN_READS), 2)
     per_job = round(polls / jobs, 2) if jobs else 0.0
-    return (f"{changes} changes, {polls} job polls ({per_job} per job: each first polled once it ran as long as "
-            f"that command's earlier jobs) and {reads} reads of the cluster, kubeconfig, VMs, volumes and owner, made "
+    return (f"{changes} changes, {polls} job polls ({per_job} per job: each first polled about when that command's "
+            f"jobs end, probed now and then to keep that known) and {reads} reads of the cluster, kubeconfig, VMs, volumes and owner, made "
             f"once by each module run: {o['batches']} batches of "
             f"{round(r['nodes_rolled'] / max(1, o['batches']), 1)} nodes plus the plan, lock and release runs")
 
@@ -394,7 +399,7 @@ def render_only(path: str, out: str) -> int:
     for r in result["rollouts"]:
         # Results written before these fields existed: derive them from the batches and the name.
         r.setdefault("list_calls_by_batch", [{"node_type": b["node_type"], "nodes": b["nodes"], "lists": n}
-                                             for b, n in zip(r["batches"], r["list_calls_per_batch"])])
+                                             for b, n in zip(r["batches"], r["list_calls_per_batch"], strict=False)])
         if not r.get("cluster_nodes"):
             parts = {p[0]: p[1:] for p in r["name"].split("-") if p[:1] in ("c", "w") and p[1:].isdigit()}
             r["cluster_nodes"] = int(parts.get("c", 0)) + int(parts.get("w", 0))
@@ -404,6 +409,14 @@ def render_only(path: str, out: str) -> int:
         c.setdefault("evictions_per_node", evictions)
         c.setdefault("kubernetes_per_node_besides_evictions", round(c["kubernetes_per_node"] - evictions, 2))
         c.setdefault("job_polls_per_node", per.get("cloudstack:queryAsyncJobResult", 0.0))
+        jobs = sum(per.get(f"cloudstack:{cmd}", 0.0) for cmd in _JOB_COMMANDS)
+        c.setdefault("jobs_per_node", round(jobs, 2))
+        c.setdefault("polls_per_job", round(c["job_polls_per_node"] / jobs, 2) if jobs else None)
+        kinds = [r["detection_latency"][k] for k in analysis.JOB_EVENTS if k in r["detection_latency"]]
+        if kinds and "jobs" not in r["detection_latency"]:
+            # Only the mean can be put together from the kinds' summaries; the percentiles stay unknown.
+            r["detection_latency"]["jobs"] = {"n": sum(k["n"] for k in kinds),
+                                              "mean": round(sum(k["mean"] * k["n"] for k in kinds) / sum(k["n"] for k in kinds), 3)}
         c.setdefault("catalog_reads", {cmd: round(per.get(f"cloudstack:{cmd}", 0.0) * rolled)
                                        for cmd in analysis.CATALOG_COMMANDS})
     result["verdicts"] = verdicts(result)
@@ -440,13 +453,14 @@ def markdown(result: dict[str, Any]) -> str:
                   f"of {result['when']}: the numbers are that run's, not of the code as it is now.", ""]
     v = result["verdicts"]
     if result["rollouts"]:
-        lines += ["| rollout | batches | wall s | ideal s | wall / ideal | at time_scale 1 (projected) | overhead s / batch | of it: before, per batch pass, after | "
-                  "detection p50 / p95 s | CS, k8s calls / node | list calls / batch |",
+        lines += ["| rollout | batches | wall s | ideal s | wall / ideal | at time_scale 1 (projected) | overhead s / batch | "
+                  "of it: before, per batch pass, after | detection p50 / p95 s | CS, k8s calls / node | list calls / batch |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- | --- |"]
         for r in result["rollouts"]:
             o, d, c = r["overhead"], r["detection_latency"].get("all", {}), r["calls"]
             lists = r["list_calls_per_batch"]
-            lines.append(f"| {r['name']} | {o['batches']} | {o['wall']:.1f} | {o['ideal']:.1f} | {o['ratio']} | {o.get('ratio_at_time_scale_1', '-')} | {o['overhead_per_batch']:.2f} | "
+            lines.append(f"| {r['name']} | {o['batches']} | {o['wall']:.1f} | {o['ideal']:.1f} | {o['ratio']} | "
+                         f"{o.get('ratio_at_time_scale_1', '-')} | {o['overhead_per_batch']:.2f} | "
                          f"{o['before_batches']:.1f}, {o['in_batches_per_batch']:.2f}, {o['after_batches']:.1f} | "
                          f"{d.get('p50', '-')} / {d.get('p95', '-')} | {c['cloudstack_per_node']}, {c['kubernetes_per_node']} | "
                          f"{min(lists) if lists else '-'}–{max(lists) if lists else '-'} |")
@@ -460,12 +474,18 @@ def markdown(result: dict[str, Any]) -> str:
                   "| task | runs | s per run | s total |", "| --- | ---: | ---: | ---: |"]
         for t in big["tasks"][:8]:
             lines.append(f"| {t['task']} | {t['runs']} | {t['per_run']:.2f} | {t['seconds']:.1f} |")
+        runs = big.get("task_runs_per_batch") or []
+        if runs:
+            lines += ["", f"Task runs in a batch's pass (the include_role and its argument check, each task started, "
+                      f"skipped ones too): {min(runs)}–{max(runs)}, the first batch's {runs[0]}."]
         cb = big["cycle_task"]
         if cb:
             lines += ["", f"Inside the cks_node_cycle task (mean per batch): {cb['cycle_task']:.2f} s = "
                       f"{cb['outside_steps']:.2f} s before the first / after the last step (module start-up, record, cluster read, preflight) "
                       f"+ {cb['steps_span']:.2f} s of steps, which is {cb['steps_above_ideal']:.2f} s above the ideal {cb['ideal']:.2f} s "
                       "(polling slack and the API calls between the simulated steps).", ""]
+    if result["rollouts"]:
+        lines += job_poll_lines(result["rollouts"])
     if result["concurrency"]:
         lines += ["| batch k | forks | measured in | cks_node_cycle task s | steps span s | slowest node s | task / slowest | "
                   "at time_scale 1 (projected) | steps / slowest |",
@@ -491,6 +511,23 @@ def markdown(result: dict[str, Any]) -> str:
     lines += fleet_bench.saved_markdown(os.path.join(HERE, "results"))
     lines += issue_19_lines(result.get("issue_19") or [])
     return "\n".join(lines) + "\n"
+
+
+def job_poll_lines(rollouts: list[dict[str, Any]]) -> list[str]:
+    """Issue 19: how many polls a node costs the management server, and the slack they leave."""
+    lines = ["CloudStack async jobs (stop, resize, start...): what a node costs in queryAsyncJobResult polls, and the "
+             "slack from each job's end to the poll that saw it (the jobs of a node run one after another on its "
+             "critical path, so a node's slack is the sum).", "",
+             "| rollout | jobs / node | polls / job | polls / node | slack / job mean, p50, p95 s | slack / node s |",
+             "| --- | ---: | ---: | ---: | --- | ---: |"]
+    for r in rollouts:
+        c, slack = r["calls"], (r.get("detection_latency") or {}).get("jobs") or {}
+        per_node = c.get("jobs_per_node")
+        node_slack = round(slack["mean"] * per_node, 3) if slack and per_node else "-"
+        lines.append(f"| {r['name']} | {per_node if per_node is not None else '-'} | {c.get('polls_per_job', '-')} | "
+                     f"{c.get('job_polls_per_node', '-')} | "
+                     f"{slack.get('mean', '-')}, {slack.get('p50', '-')}, {slack.get('p95', '-')} | {node_slack} |")
+    return lines + [""]
 
 
 def issue_19_lines(rows: list[dict[str, Any]]) -> list[str]:

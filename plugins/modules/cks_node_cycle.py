@@ -122,19 +122,24 @@ options:
   poll_interval:
     description:
       - Seconds between two reads while waiting for a pod to go, a node to come back or etcd to be healthy.
-      - It is also the shortest pause between two polls of a CloudStack async job. A job is first polled
-        once it has run as long as the same command's jobs took before (in this batch, or as O(job_seconds)
-        says), then again after this interval, each pause half as long again as the one before, up to 4
-        seconds, with one last poll at the deadline.
+      - For a CloudStack async job it is the pause between two polls of a job running late. A job is first
+        polled about when the same command's jobs end (learned from the jobs before, in this batch or as
+        O(job_seconds) says): at the end of what they are known to take when that is known to a tenth of
+        it, else in its middle and, still running, at its end. A job still running then is polled once more
+        a tenth of its time later (at most this interval), then after this interval, each pause half as long
+        again as the one before, up to 4 seconds, with one last poll at the deadline. A command not seen yet
+        is first polled after this interval.
     type: float
     default: 0.5
   job_seconds:
     description:
-      - What each CloudStack async command took in the earlier batches of this rollout, in seconds (the
-        C(job_seconds) of RV(jobs) of the batch before; the rollout role passes it on). The first poll of a job of
-        that command waits this long, so a stop or start costs one poll instead of one every O(poll_interval).
+      - What each CloudStack async command's jobs take, from the earlier batches of this rollout (the
+        C(job_seconds) of RV(jobs) of the batch before; the rollout role passes it on): C([after, by]), the
+        seconds after their submit at which they were still running and had ended. A number of seconds is
+        taken as C([half of it, it]). The first poll of a job of that command is aimed by it, so a stop or
+        start costs one poll, two now and then, instead of one every O(poll_interval).
       - Omitted, the first job of each command is polled from O(poll_interval) on, and the later ones of the
-        batch wait what it took.
+        batch are aimed by it.
     type: dict
   validate_count:
     description:
@@ -403,12 +408,14 @@ retries:
 jobs:
   description:
     - The CloudStack async jobs of this run. C(polls) is the number of queryAsyncJobResult polls in all,
-      C(waits) one entry per job (C(command), C(jobid), C(target), C(polls), C(seconds) it took), and
-      C(job_seconds) the wait before the first poll per command, for O(job_seconds) of the next batch.
+      C(waits) one entry per job (C(command), C(jobid), C(target), C(polls), C(seconds) it took, C(aimed)
+      when its first poll went, C(running_at) the last poll that saw it running or V(null)), and
+      C(job_seconds) per command C([after, by]) as learned, for O(job_seconds) of the next batch.
   returned: mode=cycle
   type: dict
-  sample: {polls: 3, waits: [{command: stopVirtualMachine, jobid: 0c6f..., target: prod-node-2a1f, polls: 1, seconds: 11.0}],
-           job_seconds: {stopVirtualMachine: 11.0, resizeVolume: 2.0, startVirtualMachine: 16.0}}
+  sample: {polls: 3, waits: [{command: stopVirtualMachine, jobid: 0c6f..., target: prod-node-2a1f, polls: 1, seconds: 10.9,
+                              aimed: 10.9, running_at: null}],
+           job_seconds: {stopVirtualMachine: [10.2, 10.9], resizeVolume: [1.4, 2.0], startVirtualMachine: [15.1, 16.0]}}
 validation:
   description: The validation after the batch; V(null) when it did not run (off, check mode, or a node failed).
   returned: mode=cycle

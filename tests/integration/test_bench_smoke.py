@@ -49,6 +49,9 @@ def test_rollout_result_adds_up(smoke: dict) -> None:
     assert 1.0 < cost["ratio_at_time_scale_1"] < cost["ratio"]
     for segment in ("drain", "stop", "start", "boot"):
         assert run["ideal_segments_mean"][segment] > 0
+    # Every pass of the rolling play starts the same role tasks (issue 19 counts them).
+    runs = run["task_runs_per_batch"]
+    assert len(runs) == 2 and len(set(runs)) == 1 and runs[0] >= 5
     for batch in run["batches"]:
         # A batch pass holds its cks_node_cycle task, which holds the steps of its nodes.
         assert batch["wall"] >= batch["cycle_task"] >= batch["steps_span"] >= batch["slowest_node"] > 0
@@ -73,10 +76,19 @@ def test_calls_and_detection_latency(smoke: dict) -> None:
     assert calls["kubernetes_per_node_besides_evictions"] == pytest.approx(
         calls["kubernetes_per_node"] - calls["evictions_per_node"], abs=0.011)
     assert calls["job_polls_per_node"] == per_node["cloudstack:queryAsyncJobResult"]
+    # What a node costs in job polls (issue 19): its stop, resize and start, each polled at least once.
+    assert calls["jobs_per_node"] == per_node["cloudstack:stopVirtualMachine"] + per_node["cloudstack:resizeVolume"] \
+        + per_node["cloudstack:startVirtualMachine"] == 3
+    assert calls["polls_per_job"] == pytest.approx(calls["job_polls_per_node"] / calls["jobs_per_node"], abs=0.01)
+    assert calls["polls_per_job"] >= 1
     latency = run["detection_latency"]
     for kind in ("stopped", "started"):
         assert latency[kind]["n"] == 3
         assert 0 <= latency[kind]["p50"] <= latency[kind]["max"] < 30
+    # The jobs' slack: every stop, resize and start of the 3 nodes, as the kinds above say.
+    jobs = latency["jobs"]
+    assert jobs["n"] == sum(latency[k]["n"] for k in ("stopped", "volume_resized", "started")) == 9
+    assert 0 <= jobs["p50"] <= jobs["max"] == max(latency[k]["max"] for k in ("stopped", "volume_resized", "started"))
     # A node's return is watched now (issue 19): the event reaches the rollout on the stream, and
     # no node read follows it to time; only a rollout that fell back to polling has samples.
     assert "ready" not in latency or 0 <= latency["ready"]["p50"] <= latency["ready"]["max"] < 30
@@ -104,6 +116,7 @@ def test_table_and_timeline_written(smoke: dict) -> None:
     rows = smoke["result"]["issue_19"]
     assert rows and all(r["met"] is not None or r["why"] == "not measured" for r in rows)
     assert all(r["by"] is None if r["met"] else (r["met"] is None or (r["by"] > 0 and r["why"])) for r in rows)
+    assert "| rollout | jobs / node | polls / job | polls / node |" in table
     assert "Issue 19 targets:" in table and table.count("| catalog (offerings, disk offerings, groups) reads") == 1
     assert table.strip() in smoke["stdout"]
     tree = ET.parse(out / "timeline.svg")

@@ -38,7 +38,12 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.job_waits 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, DeadlineExceeded, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.job_polls import PollSchedule, job_seconds, pause_before_poll
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.job_polls import (
+    PollSchedule,
+    job_seconds,
+    next_bracket,
+    pause_before_poll,
+)
 
 # cs's package init imports aiohttp (for its async client) and pygments (for its command line's
 # colours) whenever they are installed, and kubernetes 37 installs aiohttp. A module run uses
@@ -315,10 +320,14 @@ class CloudStackClient:
                   submitted_at: Optional[float] = None) -> Any:
         """Poll job ``jobid`` of ``command`` until it ends; its object, or ``CloudStackError``.
 
-        The polls follow ``_decisions.job_polls``: the first once the job has run as long as this
-        command's jobs took so far, then backing off; ``job_times`` keeps what it took and cost.
+        The polls follow ``_decisions.job_polls``: the first about when this command's jobs end (the
+        bracket learned from the jobs before), a job running late backing off; ``job_times`` keeps
+        what it took and cost, and what the next job of the command is aimed by.
         """
-        job = self._poll_job(command, jobid, deadline, target, time.monotonic() if submitted_at is None else submitted_at)
+        # A job found pending after a lost answer started before this wait: how long it took is not
+        # known, so it is polled on the schedule but teaches the schedule nothing.
+        job = self._poll_job(command, jobid, deadline, target, time.monotonic() if submitted_at is None else submitted_at,
+                             learn=submitted_at is not None)
         status = int(job["jobstatus"])
         resultcode = int(job.get("jobresultcode") or 0)
         result = job.get("jobresult")
@@ -332,26 +341,32 @@ class CloudStackClient:
                               errorcode=int(code) if code else None, target=target)
 
     def _poll_job(self, command: str, jobid: str, deadline: Deadline, target: Optional[str],
-                  since: float) -> dict[str, Any]:
+                  since: float, learn: bool = True) -> dict[str, Any]:
         """queryAsyncJobResult on ``_decisions.job_polls``' schedule until the job ends (one last poll
-        at the deadline, then ``DeadlineExceeded``); the wait goes into ``job_times``."""
+        at the deadline, then ``DeadlineExceeded``); the wait and what it taught go into ``job_times``."""
         schedule = PollSchedule(interval=self.options.poll_interval)
-        expected = self.job_times.expected(command)
-        polls, last_pending = 0, None
+        bracket = self.job_times.bracket(command)
+        polls, running_at, aimed = 0, None, None
         while True:
-            elapsed = time.monotonic() - since
-            self._sleep(pause_before_poll(schedule, polls, elapsed, expected, deadline.remaining()))
+            pause = pause_before_poll(schedule, polls, time.monotonic() - since, bracket, deadline.remaining())
+            self._sleep(pause)
+            # The time the poll is sent: what it saw held then (give or take its round trip), and
+            # the next job is aimed by it.
+            asked = time.monotonic() - since
+            if aimed is None:
+                aimed = asked
             job = self._request("queryAsyncJobResult", {"jobid": jobid}, target=target, deadline=deadline)
             polls += 1
-            seen = time.monotonic() - since
             if int(job.get("jobstatus", JOB_PENDING)) != JOB_PENDING:
                 created, completed = parse_cloudstack_time(job.get("created")), parse_cloudstack_time(job.get("completed"))
                 cloud = completed - created if created is not None and completed is not None else None
-                self.job_times.record(JobWait(command, jobid, target, polls, job_seconds(seen, last_pending, cloud)))
+                self.job_times.record(
+                    JobWait(command, jobid, target, polls, job_seconds(asked, running_at, cloud), aimed, running_at),
+                    next_bracket(schedule, bracket, asked, running_at, cloud) if learn else None)
                 return job
-            last_pending = seen
+            running_at = asked
             if deadline.remaining() <= 0:
-                self.job_times.record(JobWait(command, jobid, target, polls, seen))
+                self.job_times.record(JobWait(command, jobid, target, polls, asked, aimed, running_at))
                 what = f"CloudStack {command} job {jobid}" + (f" on {target}" if target else "")
                 raise DeadlineExceeded(
                     f"gave up waiting for {what} after {deadline.elapsed():.1f}s (deadline {deadline.seconds:g}s)",
