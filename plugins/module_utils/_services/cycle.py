@@ -149,11 +149,15 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                          cancelled=True)
     # Read before the loader is made, so that the batch's loader reuses the entry read here.
     external = external_etcd(session)
+    lock = held_lock(kube, params.get("lock_holder"), params.get("lock_version"))
     batch = BatchCycle(cloud, kube, session.loader, str(params["cluster"]), settings, nodes,
                        options=cycle_options(params, check_mode, max_unavailable_of(params, record)),
                        etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
-                       lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
+                       lock=lock, project_id=params.get("project_id"))
     result = batch.run()
     result.raise_for_failure()
-    return dict(result.to_dict(), changed=result.changed)
+    answer = dict(result.to_dict(), changed=result.changed)
+    if lock is not None and lock.written_version:
+        answer["lock_version"] = lock.written_version  # the next batch renews from it in one write
+    return answer
