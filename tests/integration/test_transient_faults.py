@@ -119,14 +119,15 @@ def test_an_eviction_answered_429_with_retry_after_is_posted_again_after_it(
 
 def lease_writes(sim: CycleSim) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("resource") == "leases"
-            and c.get("verb") == "update"]
+            and c.get("verb") in ("update", "patch")]
 
 
 def test_a_503_on_the_release_lease_write_is_ridden_out(cycle_sim: Callable[..., CycleSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     lock = Lock(sim.kube, holder_identity="run-503")
     lock.acquire()
-    sim.fault(kind="kube_error", verb="update", resource="leases", status=503, count=2,
+    # The release's write: one merge patch on the version the acquire left (the lock knows it).
+    sim.fault(kind="kube_error", verb="patch", resource="leases", status=503, count=2,
               reason="ServiceUnavailable", message="the server is currently unable to handle the request")
 
     result = sim.release(lock=lock)
@@ -160,7 +161,7 @@ def test_a_release_whose_api_stays_down_says_what_it_left(cycle_sim: Callable[..
     sim = cycle_sim("small.yml", etcd=False)
     lock = Lock(sim.kube, holder_identity="run-down", duration_seconds=300)
     taken = lock.acquire()
-    sim.fault(kind="kube_error", verb="update", resource="leases", status=503,
+    sim.fault(kind="kube_error", verb="patch", resource="leases", status=503,
               reason="ServiceUnavailable", message="the server is currently unable to handle the request")
     release = Release(sim.cloud, sim.kube, sim.loader, sim.cluster_id, RecordStore(sim.kube), lock, seconds=3)
     started = time.monotonic()

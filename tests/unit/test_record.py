@@ -206,6 +206,26 @@ def test_without_patch_permission_the_renewal_reads_and_replaces() -> None:
     assert kube.lease_patches == 1 and reads == [rec.LOCK_NAME, rec.LOCK_NAME]
 
 
+def test_the_release_is_one_conditional_write_and_never_frees_a_lock_taken_over() -> None:
+    kube, clock = FakeKube(), Clock()
+    a = lock(kube, clock, "run-a")
+    a.acquire()
+    reads = _counting_reads(kube)
+    assert a.release() is True
+    assert reads == [] and kube.lease_patches == 1
+    spec = kube.objects[("lease", rec.LOCK_NAME)]["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+    # A version whose lease another rollout took over since: read, judged not ours, left as it is.
+    version = lock(kube, clock, "run-a").acquire().resource_version
+    clock.now += timedelta(seconds=120)
+    lock(kube, clock, "run-b").acquire()
+    taken = dict(kube.objects[("lease", rec.LOCK_NAME)]["spec"])
+    stale = lock(kube, clock, "run-a")
+    stale.written_version = version
+    assert stale.release() is False
+    assert kube.objects[("lease", rec.LOCK_NAME)]["spec"] == taken
+
+
 def test_a_deleted_lease_is_lost_on_the_conditional_renewal() -> None:
     kube, clock = FakeKube(), Clock()
     a = lock(kube, clock, "run-a")
