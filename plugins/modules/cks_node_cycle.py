@@ -203,6 +203,12 @@ options:
       - With O(mode=release), the lock is given back if this holder holds it (else left alone).
       - If not given, the lock is neither checked nor released.
     type: str
+  lock_version:
+    description:
+      - With O(mode=cycle) and O(lock_holder), the lease's resourceVersion as the previous batch's run left it (its
+        RV(lock_version)). The batch then renews the lock with one write made conditional on that version, without
+        reading it first; if anyone wrote the lease since, it is read and judged as without this option.
+    type: str
   last_error:
     description:
       - With O(mode=release), why the rollout stopped, stored in the record. V(null) clears the last error
@@ -310,6 +316,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+lock_version:
+  description: The rollout lock's resourceVersion as this run's last renewal left it (pass it on as O(lock_version)).
+  returned: mode=cycle, with O(lock_holder)
+  type: str
+  sample: "48213"
 batch:
   description: The nodes of the batch, in lowercase.
   returned: mode=cycle
@@ -596,6 +607,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "max_unavailable": {"type": "int"},
         **glue.etcd_argument_spec(),
         "lock_holder": {"type": "str"},
+        "lock_version": {"type": "str"},
         "last_error": {"type": "str"},
         "result": {"type": "str"},
         "skipped": {"type": "list", "elements": "str", "default": []},

@@ -69,6 +69,8 @@ def test_rollout_with_exactly_the_documented_rbac(rollout_sim: Any) -> None:
     assert any(c["path"].endswith("/readyz/etcd") or "/readyz" in c["path"] for c in restricted) or not any(
         "/readyz" in c["path"] for c in kube_calls)
     assert [c for c in kube_calls if c.get("status") in (401, 403)] == []
+    # The role handed the lease's version on: the second batch renewed the lock in one patch.
+    assert [c for c in restricted if (c["verb"], c["resource"], c["status"]) == ("patch", "leases", 200)]
 
 
 @pytest.mark.parametrize("taken_away", ["pods/eviction"])
@@ -88,6 +90,26 @@ def test_a_missing_permission_stops_cleanly_with_forbidden(rollout_sim: Any, tak
     status = sim.status()
     assert status["lock_holder"] is None
     assert all(n["vm_state"] == "Running" and not n["cordoned"] for n in status["nodes"]), status["nodes"]
+    assert sim.invariants() == []
+
+
+def test_a_role_without_patch_on_leases_renews_the_lock_by_read_and_update(rollout_sim: Any) -> None:
+    """An older Role (update on leases, no patch): each batch's conditional renewal is refused once and
+    the lock is renewed by a read and an update, as before the patch; the rollout is the same."""
+    rules = copy.deepcopy(documented_rules())
+    for rule in rules:
+        if "leases" in rule.get("resources", []):
+            rule["verbs"] = [v for v in rule["verbs"] if v != "patch"]
+    sim = start(rollout_sim, rules)
+    run = sim.rollout(env={"K8S_AUTH_KUBECONFIG": restricted_kubeconfig(sim)}, **WORKERS_LARGER)
+    assert run.rc == 0, run.output
+    sim.assert_converged()
+    leases = [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("resource") == "leases"
+              and c.get("user") == USER]
+    refused = [c for c in leases if c["verb"] == "patch"]
+    assert refused and {c["status"] for c in refused} == {403}, refused
+    assert [c for c in leases if c["verb"] == "update" and c["status"] == 200], leases
+    assert sim.status()["lock_holder"] is None
     assert sim.invariants() == []
 
 

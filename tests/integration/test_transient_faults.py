@@ -119,14 +119,15 @@ def test_an_eviction_answered_429_with_retry_after_is_posted_again_after_it(
 
 def lease_writes(sim: CycleSim) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("resource") == "leases"
-            and c.get("verb") == "update"]
+            and c.get("verb") in ("update", "patch")]
 
 
 def test_a_503_on_the_release_lease_write_is_ridden_out(cycle_sim: Callable[..., CycleSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     lock = Lock(sim.kube, holder_identity="run-503")
     lock.acquire()
-    sim.fault(kind="kube_error", verb="update", resource="leases", status=503, count=2,
+    # The release's write: one merge patch on the version the acquire left (the lock knows it).
+    sim.fault(kind="kube_error", verb="patch", resource="leases", status=503, count=2,
               reason="ServiceUnavailable", message="the server is currently unable to handle the request")
 
     result = sim.release(lock=lock)
@@ -138,11 +139,29 @@ def test_a_503_on_the_release_lease_write_is_ridden_out(cycle_sim: Callable[...,
     assert sum(n for action, n in kube_retries.items() if "lease" in action) == 2, kube_retries
 
 
+def test_a_503_on_the_conditional_renewal_is_ridden_out_and_written_once(cycle_sim: Callable[..., CycleSim]) -> None:
+    """The renewal's one write (a merge patch on the version last written) answered 503 twice: each
+    time a read shows the version still there (it did not happen) and it is sent again, once it lands."""
+    sim = cycle_sim("small.yml", etcd=False)
+    lock = Lock(sim.kube, holder_identity="run-503-renew")
+    taken = lock.acquire()
+    sim.fault(kind="kube_error", verb="patch", resource="leases", status=503, count=2,
+              reason="ServiceUnavailable", message="the server is currently unable to handle the request")
+    since = len(sim.calls())
+
+    renewed = lock.renew()
+
+    leases = [(c["verb"], c["status"]) for c in sim.calls()[since:] if c.get("resource") == "leases"]
+    assert leases == [("patch", 503), ("get", 200), ("patch", 503), ("get", 200), ("patch", 200)], leases
+    assert renewed.holder == "run-503-renew" and renewed.acquire_time == taken.acquire_time
+    assert Lock(sim.kube).read().resource_version == renewed.resource_version == lock.written_version
+
+
 def test_a_release_whose_api_stays_down_says_what_it_left(cycle_sim: Callable[..., CycleSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     lock = Lock(sim.kube, holder_identity="run-down", duration_seconds=300)
     taken = lock.acquire()
-    sim.fault(kind="kube_error", verb="update", resource="leases", status=503,
+    sim.fault(kind="kube_error", verb="patch", resource="leases", status=503,
               reason="ServiceUnavailable", message="the server is currently unable to handle the request")
     release = Release(sim.cloud, sim.kube, sim.loader, sim.cluster_id, RecordStore(sim.kube), lock, seconds=3)
     started = time.monotonic()

@@ -80,6 +80,9 @@ class FakeKube:
         self.evictions: list[str] = []
         self.pod_reads: dict[str, int] = {}
         self.writes = 0
+        self.lease_patches = 0
+        # An identity whose Role grants update on leases but not patch (403).
+        self.patch_forbidden = False
         self._mutex = threading.Lock()
 
     # -- nodes ----------------------------------------------------------------------------------
@@ -215,6 +218,21 @@ class FakeKube:
 
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._replace("lease", name, body)
+
+    def patch_lease(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch of the spec; ``metadata.resourceVersion`` a precondition, as the API server has it."""
+        self.lease_patches += 1
+        current = self.objects.get(("lease", name))
+        if current is None:
+            raise KubernetesError("patch", "not found", status=404, reason="NotFound")
+        if self.patch_forbidden:
+            raise KubernetesError("patch", "forbidden", status=403, reason="Forbidden")
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+            raise KubernetesError("patch", "the object has been modified", status=409, reason="Conflict")
+        merged = copy.deepcopy(current)
+        merged["spec"] = {**merged.get("spec", {}), **(patch.get("spec") or {})}
+        return self._store("lease", name, merged)
 
     def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
         return self._get("configmap", name)

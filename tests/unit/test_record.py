@@ -118,7 +118,120 @@ def test_renew_loses_to_a_concurrent_write() -> None:
         return lease
 
     kube.get_lease = get_then_someone_writes  # type: ignore[method-assign]
+    # Written since our last write (the patch gets 409), and again between the read and the replace.
+    kube._store("lease", rec.LOCK_NAME, kube.objects[("lease", rec.LOCK_NAME)])
     with pytest.raises(rec.LockLost, match="409"):
+        a.renew()
+
+
+def _counting_reads(kube: FakeKube) -> list[str]:
+    reads: list[str] = []
+    real_get = kube.get_lease
+
+    def get(ns: str, name: str) -> Optional[dict[str, Any]]:
+        reads.append(name)
+        return real_get(ns, name)
+
+    kube.get_lease = get  # type: ignore[method-assign]
+    return reads
+
+
+def test_a_renewal_after_our_own_write_is_one_conditional_patch() -> None:
+    kube, clock = FakeKube(), Clock()
+    a = lock(kube, clock, "run-a")
+    first = a.acquire()
+    reads = _counting_reads(kube)
+    clock.now += timedelta(seconds=20)
+    renewed = a.renew()
+    assert reads == [] and kube.lease_patches == 1
+    assert renewed.renew_time == "2026-12-01T12:00:20.000000Z" and renewed.acquire_time == first.acquire_time
+    assert renewed.resource_version != first.resource_version and a.written_version == renewed.resource_version
+    spec = kube.objects[("lease", rec.LOCK_NAME)]["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"], spec["leaseTransitions"]) == ("run-a", 60, 0)
+
+
+def test_the_next_module_run_renews_from_the_version_handed_on_without_a_read() -> None:
+    kube, clock = FakeKube(), Clock()
+    version = lock(kube, clock, "run-a", duration=90).acquire().resource_version
+    reads = _counting_reads(kube)
+    later = rec.held_lock(kube, "run-a", version)
+    assert later is not None
+    info = later.renew_at_batch_start()
+    assert reads == [] and kube.lease_patches == 1 and info.holder == "run-a"
+    # Its duration was not read up front: the answer gives it, and the renewer paces by it.
+    assert later.duration_seconds == 90
+
+
+def test_a_lease_written_since_is_read_and_judged_still_ours() -> None:
+    kube, clock = FakeKube(), Clock()
+    version = lock(kube, clock, "run-a", duration=90).acquire().resource_version
+    # Someone wrote the lease since (a label, say) but left our holder: renewed after a read.
+    kube._store("lease", rec.LOCK_NAME, kube.objects[("lease", rec.LOCK_NAME)])
+    reads = _counting_reads(kube)
+    later = rec.held_lock(kube, "run-a", version)
+    assert later is not None
+    info = later.renew_at_batch_start()
+    assert reads == [rec.LOCK_NAME] and info.holder == "run-a"
+    assert info.renew_time != "2026-12-01T12:00:00.000000Z"  # held_lock's lock: the real clock
+    # The replace keeps the lease's own duration, not the default of a lock that never read it.
+    assert kube.objects[("lease", rec.LOCK_NAME)]["spec"]["leaseDurationSeconds"] == 90
+    # From its own write on, the next renewal is one patch again.
+    later.renew()
+    assert reads == [rec.LOCK_NAME] and kube.lease_patches == 2
+
+
+def test_a_stale_version_never_overwrites_the_holder_that_took_over() -> None:
+    kube, clock = FakeKube(), Clock()
+    version = lock(kube, clock, "run-a").acquire().resource_version
+    clock.now += timedelta(seconds=120)  # expired: run-b takes over
+    lock(kube, clock, "run-b").acquire()
+    taken = dict(kube.objects[("lease", rec.LOCK_NAME)]["spec"])
+    stale = rec.held_lock(kube, "run-a", version)
+    assert stale is not None
+    with pytest.raises(rec.LockLost, match="run-b"):
+        stale.renew_at_batch_start()
+    assert kube.objects[("lease", rec.LOCK_NAME)]["spec"] == taken
+
+
+def test_without_patch_permission_the_renewal_reads_and_replaces() -> None:
+    kube, clock = FakeKube(), Clock()
+    a = lock(kube, clock, "run-a")
+    a.acquire()
+    kube.patch_forbidden = True
+    reads = _counting_reads(kube)
+    clock.now += timedelta(seconds=10)
+    assert a.renew().renew_time == "2026-12-01T12:00:10.000000Z"
+    a.renew()
+    # The patch is tried once; every later renewal goes straight to read + replace.
+    assert kube.lease_patches == 1 and reads == [rec.LOCK_NAME, rec.LOCK_NAME]
+
+
+def test_the_release_is_one_conditional_write_and_never_frees_a_lock_taken_over() -> None:
+    kube, clock = FakeKube(), Clock()
+    a = lock(kube, clock, "run-a")
+    a.acquire()
+    reads = _counting_reads(kube)
+    assert a.release() is True
+    assert reads == [] and kube.lease_patches == 1
+    spec = kube.objects[("lease", rec.LOCK_NAME)]["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+    # A version whose lease another rollout took over since: read, judged not ours, left as it is.
+    version = lock(kube, clock, "run-a").acquire().resource_version
+    clock.now += timedelta(seconds=120)
+    lock(kube, clock, "run-b").acquire()
+    taken = dict(kube.objects[("lease", rec.LOCK_NAME)]["spec"])
+    stale = lock(kube, clock, "run-a")
+    stale.written_version = version
+    assert stale.release() is False
+    assert kube.objects[("lease", rec.LOCK_NAME)]["spec"] == taken
+
+
+def test_a_deleted_lease_is_lost_on_the_conditional_renewal() -> None:
+    kube, clock = FakeKube(), Clock()
+    a = lock(kube, clock, "run-a")
+    a.acquire()
+    del kube.objects[("lease", rec.LOCK_NAME)]
+    with pytest.raises(rec.LockLost, match="gone"):
         a.renew()
 
 

@@ -78,6 +78,15 @@ class ObjectStore:
     def replace_lease(self, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._put("replace", "lease", ns, body)
 
+    def patch_lease(self, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch of the spec on the version it names (409 otherwise), stored as a replace."""
+        current = self._get("lease", ns, name)
+        if current is None:
+            raise KubernetesError("patch lease", "not found", status=404)
+        merged = dict(current, spec={**current.get("spec", {}), **patch.get("spec", {})})
+        merged["metadata"] = dict(current["metadata"], resourceVersion=patch["metadata"]["resourceVersion"])
+        return self._put("replace", "lease", ns, merged)
+
 
 def service(kube: ObjectStore, factory: Optional[ClusterFactory] = None, check_mode: bool = False,
             diff: bool = False) -> NodeSettingsService:

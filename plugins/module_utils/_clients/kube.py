@@ -424,6 +424,29 @@ class KubeClient(KubeHttp):
         return self._object("replace", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", name,
                             f"lease {namespace}/{name}", body)
 
+    def patch_lease(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of a Lease; ``metadata.resourceVersion`` in it applies it to that version
+        only (409 Conflict otherwise): a renewal in one call instead of a read and a replace.
+
+        A lost answer is settled by reading back: the version sent still there, it did not happen;
+        the patch's values there, it did; else 409, what the second send would have got.
+        """
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{quote(name, safe='')}"
+        action, sent = f"patch lease {namespace}/{name}", (patch.get("metadata") or {}).get("resourceVersion")
+
+        def settle() -> Optional[dict[str, Any]]:
+            current = self._json(f"read back after {action}", "GET", path, missing_is_none=True)
+            if current is None:
+                raise KubernetesError(action, "it was deleted meanwhile", status=404, reason="NotFound")
+            if sent is not None and (current.get("metadata") or {}).get("resourceVersion") == sent:
+                return None
+            if merge_patch_applied(current, patch):
+                return current
+            raise KubernetesError(action, "the object has been modified by someone else meanwhile",
+                                  status=409, reason="Conflict")
+
+        return self._json(action, "PATCH", path, body=patch, content_type=MERGE_PATCH, settle=settle)
+
     def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
         return self._object("get", f"/api/v1/namespaces/{namespace}/configmaps", name, f"configmap {namespace}/{name}")
 

@@ -102,6 +102,9 @@ class StateApi(Protocol):
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> KubeObject:
         ...
 
+    def patch_lease(self, namespace: str, name: str, patch: dict[str, Any]) -> KubeObject:
+        ...
+
     def get_configmap(self, namespace: str, name: str) -> Optional[KubeObject]:
         ...
 

@@ -162,13 +162,17 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                          "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
                          cancelled=True)
     external = external_etcd(session)
+    lock = held_lock(kube, params.get("lock_holder"), params.get("lock_version"))
     # The batch's ROOT volumes are read only when one of its nodes' changes needs them.
     loader.root_volume_needed = lambda node: needs_root_volume(node, settings[node.node_type])
     batch = BatchCycle(cloud, kube, loader, str(params["cluster"]), settings, nodes,
                        options=cycle_options(params, check_mode, max_unavailable_of(params, record)),
                        etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
-                       lock=held_lock(kube, params.get("lock_holder")), project_id=params.get("project_id"))
+                       lock=lock, project_id=params.get("project_id"))
     result = batch.run()
     result.raise_for_failure()
-    return dict(result.to_dict(), changed=result.changed)
+    answer = dict(result.to_dict(), changed=result.changed)
+    if lock is not None and lock.written_version:
+        answer["lock_version"] = lock.written_version  # the next batch renews from it in one write
+    return answer

@@ -34,16 +34,20 @@ def after_counts(view: Optional[ClusterView], record: Optional[Record]) -> Optio
     return after
 
 
-def taken_over(kube: StateApi, holder: Optional[str]) -> Optional[LockInfo]:
-    """The lock as another rollout holds it now, if one does (it took ours over after it expired)."""
+def lease_now(kube: StateApi, holder: Optional[str]) -> Optional[LockInfo]:
+    """The lock as it is now (None without a holder to release for, or a lease that cannot be read)."""
     if not holder:
         return None
     try:
-        info = Lock(kube, holder_identity=holder).read()
+        return Lock(kube, holder_identity=holder).read()
     except CksError:
         # The release must not fail on this read (the API may be down for a while): the release
         # itself retries, and gives the lock back only if it is still ours.
         return None
+
+
+def taken_over(info: Optional[LockInfo], holder: Optional[str]) -> Optional[LockInfo]:
+    """The lock as another rollout holds it now, if one does (it took ours over after it expired)."""
     if info is not None and info.held and info.holder != holder:
         return info
     return None
@@ -52,7 +56,8 @@ def taken_over(kube: StateApi, holder: Optional[str]) -> Optional[LockInfo]:
 def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
     """``release`` as the module's parameters say (mode=release)."""
     cloud, kube = session.cloud, session.kube
-    other = taken_over(kube, params.get("lock_holder"))
+    seen = lease_now(kube, params.get("lock_holder"))
+    other = taken_over(seen, params.get("lock_holder"))
     if other is not None:
         # The nodes annotated now, the outcome and the last error are that rollout's: uncordoning,
         # untainting or overwriting them would undo work in flight. Say so and end.
@@ -66,9 +71,13 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
     # Not held_lock: it reads the lease up front, and the release must not fail on that read.
     # Giving the lock back writes duration 1 anyway, so the lease's own duration is not needed.
     holder = params.get("lock_holder")
-    release = Release(cloud, kube, session.loader, str(params["cluster"]), session.store,
-                      Lock(kube, holder_identity=holder) if holder else None, project_id=params.get("project_id"),
-                      check_mode=check_mode)
+    lock = Lock(kube, holder_identity=holder) if holder else None
+    if lock is not None and seen is not None and seen.holder == holder:
+        # Ours when read moments ago: given back in one write conditional on that version (a
+        # lease written since is read and judged again, as without it).
+        lock.written_version = seen.resource_version
+    release = Release(cloud, kube, session.loader, str(params["cluster"]), session.store, lock,
+                      project_id=params.get("project_id"), check_mode=check_mode)
     result = release.run(last_error=params.get("last_error"), skipped=params.get("skipped"),
                          rollout_result=params.get("result"))
     record = release.record if release.record is not None or release.view is None else session.store.read()

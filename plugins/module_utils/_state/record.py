@@ -28,10 +28,19 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
 
 
-def held_lock(kube: StateApi, holder: Optional[str]) -> Optional[Lock]:
-    """The rollout lock as held by ``holder`` (None: no lock is checked), keeping its duration."""
+def held_lock(kube: StateApi, holder: Optional[str], version: Optional[str] = None) -> Optional[Lock]:
+    """The rollout lock as held by ``holder`` (None: no lock is checked), keeping its duration.
+
+    ``version``: the lease's resourceVersion as this holder's previous module run last wrote it
+    (its ``lock_version``). Then nothing is read: the batch's renewal is one write conditional on
+    that version, and a lease anyone wrote since is read and judged as without it.
+    """
     if not holder:
         return None
+    if version:
+        unread = Lock(kube, holder_identity=holder)
+        unread.written_version = str(version)
+        return unread
 
     probe = Lock(kube, holder_identity=holder)
     lease = kube.get_lease(probe.namespace, probe.name)
@@ -264,6 +273,11 @@ class Lock:
         self.last_seen: Optional[LockInfo] = None
         # A lease this run read moments ago (``held_lock``): ``renew_at_batch_start`` uses it once.
         self.just_read: Optional[dict[str, Any]] = None
+        # The lease's resourceVersion as this holder last wrote it: a renewal patches that version
+        # only (one call); a 409 means someone wrote since, and the lease is read and judged.
+        self.written_version: Optional[str] = None
+        # Cleared by a 403 on the patch (an identity granted update but not patch): read + replace.
+        self.patch_allowed = True
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -330,7 +344,7 @@ class Lock:
             now = format_microtime(self._clock())
             if lease is None:
                 try:
-                    return self._info(self.kube.create_lease(self.namespace, self._body(None, now, 0)))
+                    return self._wrote(self.kube.create_lease(self.namespace, self._body(None, now, 0)))
                 except KubernetesError as exc:
                     if exc.status == 409:
                         continue  # created by someone else meanwhile: look again
@@ -348,6 +362,7 @@ class Lock:
                 if exc.status in (404, 409):
                     continue  # someone else wrote (or deleted) it between our read and write
                 raise
+            self.written_version = (answer.get("metadata") or {}).get("resourceVersion")
             stopped = None
             if info.holder and info.holder != self.holder_identity:
                 stopped = {"holder": info.holder, "renew_time": info.renew_time, "acquire_time": info.acquire_time,
@@ -374,8 +389,45 @@ class Lock:
         )
 
     def renew(self) -> LockInfo:
-        """Extend the lock; ``LockLost`` if another holder has it or a concurrent write won."""
+        """Extend the lock; ``LockLost`` if another holder has it or a concurrent write won.
+
+        One conditional write when this holder's last write is known and nobody wrote since;
+        else the lease is read, judged and replaced.
+        """
+        if self.written_version is not None and self.patch_allowed:
+            info = self._renew_unread(self.written_version)
+            if info is not None:
+                return info
         return self._renew(self.kube.get_lease(self.namespace, self.name))
+
+    def _renew_unread(self, version: str) -> Optional[LockInfo]:
+        """A merge patch of renewTime onto the version this holder wrote; None: read and judge instead."""
+        patch = {"metadata": {"resourceVersion": version}, "spec": {"renewTime": format_microtime(self._clock())}}
+        try:
+            answer = self.kube.patch_lease(self.namespace, self.name, patch)
+        except KubernetesError as exc:
+            if exc.status == 404:
+                raise LockLost(f"the rollout lock {self.namespace}/{self.name} is gone (deleted); stop this rollout")
+            if exc.status == 403:
+                self.patch_allowed = False  # the documented RBAC grants patch; an older Role may not
+            elif exc.status != 409:
+                raise
+            self.written_version = None
+            return None
+        info = self._wrote(answer)
+        if info.holder != self.holder_identity:
+            # Not ours to keep (a version handed in that was not this holder's): renewTime alone
+            # changed, which only lengthens the other holder's lease.
+            raise LockLost(f"the rollout lock {self.namespace}/{self.name} is held by {info.holder or 'nobody'} "
+                           f"now, not {self.holder_identity}; stop this rollout", holder=info.holder)
+        if info.duration_seconds > 0:
+            self.duration_seconds = info.duration_seconds  # unread until now: the renewer paces by it
+        return info
+
+    def _wrote(self, answer: dict[str, Any]) -> LockInfo:
+        """The lease as a write of this holder left it; its version is what the next renewal patches."""
+        self.written_version = (answer.get("metadata") or {}).get("resourceVersion")
+        return self._info(answer)
 
     def renew_at_batch_start(self) -> LockInfo:
         """``renew``, from the lease ``held_lock`` read moments ago when there is one (no second read).
@@ -387,8 +439,27 @@ class Lock:
         """
         lease, self.just_read = self.just_read, None
         if lease is None:
-            lease = self.kube.get_lease(self.namespace, self.name)
+            return self.renew()
         return self._renew(lease)
+
+    def _release_unread(self, version: str) -> Optional[bool]:
+        """The release's lease as ``_body`` writes it, as a merge patch onto ``version``; None: read and judge."""
+        now = format_microtime(self._clock())
+        patch = {"metadata": {"resourceVersion": version},
+                 "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now}}
+        try:
+            self.kube.patch_lease(self.namespace, self.name, patch)
+        except KubernetesError as exc:
+            if exc.status == 404:
+                return False
+            if exc.status == 403:
+                self.patch_allowed = False
+            elif exc.status != 409:
+                raise
+            self.written_version = None
+            return None
+        self.written_version = None
+        return True
 
     def _renew(self, lease: Optional[dict[str, Any]]) -> LockInfo:
         if lease is None:
@@ -398,10 +469,12 @@ class Lock:
             raise LockLost(f"the rollout lock {self.namespace}/{self.name} is held by "
                            f"{info.holder or 'nobody'} now, not {self.holder_identity}; stop this rollout",
                            holder=info.holder)
+        if info.duration_seconds > 0:
+            self.duration_seconds = info.duration_seconds  # kept as the lease says (``held_lock`` may not have read it)
         body = self._body(info.resource_version, info.acquire_time or format_microtime(self._clock()),
                           info.transitions)
         try:
-            return self._info(self.kube.replace_lease(self.namespace, self.name, body))
+            return self._wrote(self.kube.replace_lease(self.namespace, self.name, body))
         except KubernetesError as exc:
             if exc.status in (404, 409):
                 raise LockLost(f"the rollout lock {self.namespace}/{self.name} changed while it was being "
@@ -411,8 +484,13 @@ class Lock:
     def release(self) -> bool:
         """Give the lock up if this holder has it (empty holder, as client-go). Idempotent.
 
-        True if it was released now, False if this holder did not hold it.
+        True if it was released now, False if this holder did not hold it. With the version this
+        holder last wrote (or read as its own), one write conditional on it; else read and replace.
         """
+        if self.written_version is not None and self.patch_allowed:
+            released = self._release_unread(self.written_version)
+            if released is not None:
+                return released
         for _attempt in range(3):
             lease = self.kube.get_lease(self.namespace, self.name)
             if lease is None:
@@ -424,6 +502,7 @@ class Lock:
             body = self._body(info.resource_version, now, info.transitions, holder="", duration=1)
             try:
                 self.kube.replace_lease(self.namespace, self.name, body)
+                self.written_version = None
                 return True
             except KubernetesError as exc:
                 if exc.status in (404, 409):

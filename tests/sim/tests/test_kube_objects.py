@@ -90,6 +90,13 @@ def test_lease_patch_precondition_and_delete_preconditions(kube_env: KubeEnv) ->
         coord.patch_namespaced_lease(LOCK, "kube-system", {"metadata": {"resourceVersion": stale},
                                                            "spec": {"holderIdentity": "run-b"}})
     assert info.value.status == 409 and _status(info.value)["reason"] == "Conflict"
+    # The API server's own words (the rollout's one-write renewal tells a stale version by them).
+    assert _status(info.value)["message"] == (
+        f'Operation cannot be fulfilled on leases.coordination.k8s.io "{LOCK}": the object has been modified; '
+        "please apply your changes to the latest version and try again")
+    assert _status(info.value)["details"] == {"name": LOCK, "group": "coordination.k8s.io", "kind": "leases"}
+    # Refused as a whole: the holder is unchanged.
+    assert coord.read_namespaced_lease(LOCK, "kube-system").spec.holder_identity == "run-a"
     with pytest.raises(k8s.ApiException) as info:
         coord.delete_namespaced_lease(LOCK, "kube-system", body=k8s.V1DeleteOptions(
             preconditions=k8s.V1Preconditions(resource_version=stale)))
