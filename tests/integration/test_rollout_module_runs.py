@@ -49,7 +49,7 @@ def test_a_rollout_starts_in_one_module_run_and_its_release_writes_the_report(ro
     sim.assert_converged()
     runs = module_runs(log)
     assert runs and not any(r["failed"] for r in runs), runs
-    first_batch = next(i for i, r in enumerate(runs) if r["module"] == CYCLE and r["mode"] != "release")
+    first_batch = next(i for i, r in enumerate(runs) if r["module"] == CYCLE and r["mode"] in (None, "cycle"))
     # Shown with -s: what the start costs (the module runs before the first batch and their seconds).
     print(f"module runs: {len(runs)}, before the first batch: {first_batch}, in "
           f"{runs[first_batch - 1]['ended'] - runs[0]['started']:.2f} s: "
