@@ -147,7 +147,8 @@ options:
     default: false
   drain_check:
     description:
-      - With O(plan=true), also tell what would block the drain of each planned node now (RV(drain_blockers)), as
+      - With O(plan=true), also tell what would block the drain of each planned node now
+        (RV(cloudstack.cks.cks_node_outdated#module:drain_blockers)), as
         O(cloudstack.cks.cks_node_outdated#module:drain_check); the role asks for it in a dry run.
     type: bool
     default: false
@@ -373,8 +374,11 @@ lock:
 plan:
   description:
     - With O(plan=true), the batches in order, as M(cloudstack.cks.cks_node_outdated) returns them. Every other key
-      that module returns is returned too (RV(hosts), RV(serial), RV(node_types), RV(unrollable), RV(catalog),
-      RV(etcd_checks), RV(drain_blockers) with O(drain_check), ...), judged against the settings stored by this call.
+      that module returns is returned too - RV(hosts), RV(serial), RV(catalog),
+      RV(cloudstack.cks.cks_node_outdated#module:node_types), RV(cloudstack.cks.cks_node_outdated#module:unrollable),
+      RV(cloudstack.cks.cks_node_outdated#module:etcd_checks), with O(drain_check)
+      RV(cloudstack.cks.cks_node_outdated#module:drain_blockers), and so on - judged against the settings stored by
+      this call.
   returned: with O(plan=true)
   type: list
   elements: dict
