@@ -16,8 +16,8 @@ description:
     end of the run it writes, to the file named by O(path), each failed task (its host, name, C(msg) and, when a
     rollout lock was refused, its C(holder)), so the fleet reads how the run ended instead of parsing its output.
   - It also keeps two answers the fleet reads, by the name each task registers them under, not by the task's
-    name - the plan (C(rollout_plan), from C(cloudstack.cks.cks_node_outdated)) as its node types' out-of-date counts and its
-    batches, so a dry run of the fleet (C(--check)) reports per cluster what would be rolled; and the cancel
+    name - the plan (C(rollout_plan), from C(cloudstack.cks.cks_node_settings) with C(plan=true)) as its node
+    types' out-of-date counts and its batches, so a dry run of the fleet (C(--check)) reports per cluster what would be rolled; and the cancel
     (C(rollout_cancel), from C(cloudstack.cks.cks_node_settings) with C(cancel_rollout)) as whether it was taken.
   - Only those keys are kept; nothing else of a result is written.
 options:

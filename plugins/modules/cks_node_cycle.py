@@ -227,6 +227,20 @@ options:
     type: list
     elements: str
     default: []
+  report:
+    description:
+      - With O(mode=release), what the rollout kept for its report - C(plan) (the plan's C(cluster), C(plan),
+        C(hosts), C(node_types), C(unrollable), C(max_unavailable), C(worker_batch_size), C(canary), C(selected),
+        C(not_selected)), C(run_id), C(started), C(results) (the batches' node results), C(batches), C(stored)
+        (C(settings), C(previous_settings), C(lock)), C(hooks), C(cancelled) and C(pause_seconds). The release puts
+        the report together with its own outcome and the counts after it (RV(report)); the rollout role passes it.
+    type: dict
+  report_path:
+    description:
+      - With O(mode=release) and O(report), the file the report is written to as JSON (mode 0600, written whole
+        or not at all - to a file beside it, then renamed), on the controller. Not written in check mode.
+      - A report that cannot be written does not fail the release; RV(report_error) says why.
+    type: path
 notes:
   - A batch of a control node with stacked etcd or of an external etcd node checks etcd (the quorum preflight and
     the member's verify) through O(etcd_endpoints) when given; else through the Kubernetes API, etcdctl in the etcd
@@ -569,6 +583,22 @@ after:
   type: dict
   sample: {out_of_date: [], node_types: {control: {nodes: 3, out_of_date: 0}, worker: {nodes: 10, out_of_date: 0},
            etcd: {nodes: 0, out_of_date: 0}}, controlnodesoutofdate: 0, workernodesoutofdate: 0, etcdnodesoutofdate: 0}
+report:
+  description:
+    - With O(report), the rollout report (as the C(cloudstack.cks.rollout_report) filter makes it), ended now.
+  returned: mode=release, with O(report)
+  type: dict
+  sample: {run_id: rollout-20261203T101500-42, outcome: Running, result: done, last_error: null, nodes: []}
+report_path:
+  description: Where the report was written.
+  returned: mode=release, when the report was written
+  type: str
+  sample: /var/lib/awx/reports/prod-k8s.json
+report_error:
+  description: Why the report could not be written to O(report_path) (the release itself was done).
+  returned: mode=release, when the report could not be written
+  type: str
+  sample: "the rollout report could not be written to /ro/report.json: Read-only file system"
 """
 
 from typing import Any
@@ -611,6 +641,8 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "last_error": {"type": "str"},
         "result": {"type": "str"},
         "skipped": {"type": "list", "elements": "str", "default": []},
+        "report": {"type": "dict"},
+        "report_path": {"type": "path"},
     })
 
 

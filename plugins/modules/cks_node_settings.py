@@ -19,6 +19,14 @@ description:
     Lease C(kube-system/cloudstack-cks-rollout), our "Updating" state) is taken for O(lock_holder), and the
     settings are stored. The rollout itself is the role's. If storing fails after the lock was taken, the lock
     is released again and the failure is kept as the record's last error.
+  - With O(plan=true) (and O(rollout=true)) this one run starts the rollout, as the C(cloudstack.cks.rollout) role
+    does - in this order - refuse before the lock (the etcd checks the plan would need and cannot make, and the
+    changes CloudStack would refuse only once a node is stopped; the message then starts with "Refused before the
+    lock"), store the settings and take the lock, plan (everything M(cloudstack.cks.cks_node_outdated)
+    returns, judged against the settings just stored), and with O(taint_pending) taint the planned nodes. If
+    planning fails after the lock was taken, the rollout is released (the lock given back, any pending taint taken
+    off) with why as the record's last error. In check mode nothing is stored and the lock is only read; the plan
+    is made, with O(drain_check) what would block each drain.
   - With O(cancel_rollout=true) the cancel flag is set in the record; a running rollout stops between two batches.
   - On first use on a cluster whose node types have no settings of their own, each type first gets the
     cluster's own ones copied - the per-type offering CloudStack reports, else the cluster's service offering;
@@ -39,6 +47,7 @@ extends_documentation_fragment:
   - cloudstack.cks.cluster
   - cloudstack.cks.cloudstack
   - cloudstack.cks.kubernetes
+  - cloudstack.cks.etcd
 attributes:
   check_mode:
     support: full
@@ -118,6 +127,48 @@ options:
         differ already and stopped nodes are accepted.
     type: bool
     default: false
+  plan:
+    description:
+      - With O(rollout=true), also refuse before the lock what a rollout could not do, and after taking the lock
+        return the rollout's plan (see the description), in one run. Refused without O(rollout=true).
+      - The etcd options (O(etcd_endpoints), ...) say how etcd is asked, as for M(cloudstack.cks.cks_node_outdated).
+    type: bool
+    default: false
+  select:
+    description:
+      - With O(plan=true), a JMESPath expression limiting the batches, as
+        O(cloudstack.cks.cks_node_outdated#module:select).
+    type: str
+  canary:
+    description:
+      - With O(plan=true), restart the first worker of the plan alone first, as
+        O(cloudstack.cks.cks_node_outdated#module:canary).
+    type: bool
+    default: false
+  drain_check:
+    description:
+      - With O(plan=true), also tell what would block the drain of each planned node now
+        (RV(cloudstack.cks.cks_node_outdated#module:drain_blockers)), as
+        O(cloudstack.cks.cks_node_outdated#module:drain_check); the role asks for it in a dry run.
+    type: bool
+    default: false
+  delete_emptydir_data:
+    description:
+      - With O(drain_check), whether the drain would evict pods with emptyDir volumes.
+    type: bool
+    default: true
+  force:
+    description:
+      - With O(drain_check), whether the drain would evict pods without a controller.
+    type: bool
+    default: false
+  taint_pending:
+    description:
+      - With O(plan=true), put the C(PreferNoSchedule) pending taint on the planned Kubernetes nodes once the lock
+        is taken, as M(cloudstack.cks.cks_node_cycle) with O(cloudstack.cks.cks_node_cycle#module:mode=taint_pending).
+        Not in check mode.
+    type: bool
+    default: false
   max_unavailable:
     description:
       - How many workers a rollout restarts at a time; only with O(rollout=true), stored with the settings
@@ -180,6 +231,17 @@ EXAMPLES = r"""
     max_unavailable: 2
     lock_holder: "awx-job-{{ tower_job_id | default('manual') }}"
     lock_duration: 900
+
+- name: Start a rollout in one run - refuse, store, lock, plan and taint the nodes waiting their turn
+  cloudstack.cks.cks_node_settings:
+    cluster: prod-k8s
+    node_offerings:
+      worker: cks-large
+    rollout: true
+    plan: true
+    taint_pending: true
+    lock_holder: "rollout-{{ now(utc=true, fmt='%Y%m%dT%H%M%S') }}"
+  register: rollout_plan
 
 - name: Stop a running rollout between two batches
   cloudstack.cks.cks_node_settings:
@@ -309,6 +371,41 @@ lock:
   sample: {"holder": "awx-job-42", "held": true, "acquire_time": "2026-12-02T16:40:00.000000Z",
            "renew_time": "2026-12-02T16:40:00.000000Z", "duration_seconds": 600, "expired": false,
            "taken_over_from": null}
+plan:
+  description:
+    - With O(plan=true), the batches in order, as M(cloudstack.cks.cks_node_outdated) returns them. Every other key
+      that module returns is returned too - RV(hosts), RV(serial), RV(catalog),
+      RV(cloudstack.cks.cks_node_outdated#module:node_types), RV(cloudstack.cks.cks_node_outdated#module:unrollable),
+      RV(cloudstack.cks.cks_node_outdated#module:etcd_checks), with O(drain_check)
+      RV(cloudstack.cks.cks_node_outdated#module:drain_blockers), and so on - judged against the settings stored by
+      this call.
+  returned: with O(plan=true)
+  type: list
+  elements: dict
+  sample: [{"node_type": "worker", "nodes": ["alpha-node-1"], "canary": false}]
+hosts:
+  description: With O(plan=true), the planned nodes in order, for C(add_host).
+  returned: with O(plan=true)
+  type: list
+  elements: str
+  sample: ["alpha-node-1"]
+serial:
+  description: With O(plan=true), the play's C(serial) list, one entry per batch.
+  returned: with O(plan=true)
+  type: list
+  elements: int
+  sample: [1]
+catalog:
+  description: With O(plan=true), the offerings, disk offerings and groups this run read, for the later runs' O(catalog).
+  returned: with O(plan=true)
+  type: dict
+  sample: {service_offerings: [], disk_offerings: [], affinity_groups: []}
+pending_taint:
+  description: With O(taint_pending), the taint and the nodes it was put on (C(tainted), C(already_tainted), C(not_kubernetes_nodes)).
+  returned: with O(plan=true) and O(taint_pending=true), when nodes are planned, not in check mode
+  type: dict
+  sample: {"key": "cloudstack.apache.org/rollout-pending", "effect": "PreferNoSchedule", "tainted": ["alpha-node-1"],
+           "already_tainted": [], "not_kubernetes_nodes": []}
 cancel_requested:
   description: Whether the record's cancel flag is set (after this call).
   returned: always
@@ -339,6 +436,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.settings import node_settings
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.start import start_rollout
 
 _PER_TYPE = ("control", "worker", "etcd")
 
@@ -354,15 +452,24 @@ def argument_spec() -> dict[str, Any]:
         "cancel_rollout": {"type": "bool", "default": False},
         "lock_holder": {"type": "str"},
         "lock_duration": {"type": "int"},
+        "plan": {"type": "bool", "default": False},
+        "select": {"type": "str"},
+        "canary": {"type": "bool", "default": False},
+        "drain_check": {"type": "bool", "default": False},
+        "delete_emptydir_data": {"type": "bool", "default": True},
+        "force": {"type": "bool", "default": False},
+        "taint_pending": {"type": "bool", "default": False},
+        **glue.etcd_argument_spec(),
     }
     return glue.cluster_module_argument_spec(spec)
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
-                           required_if=[("rollout", True, ("lock_holder",))])
+                           required_if=[("rollout", True, ("lock_holder",)), ("plan", True, ("lock_holder",))],
+                           required_together=[("etcd_client_cert", "etcd_client_key")])
 
-    glue.run_service(module, node_settings)
+    glue.run_service(module, start_rollout if module.params["plan"] else node_settings)
 
 
 if __name__ == "__main__":

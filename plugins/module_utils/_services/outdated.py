@@ -61,7 +61,7 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
     """
     if max_unavailable is not None and (isinstance(max_unavailable, bool) or max_unavailable < 1):
         raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
-    stored, recorded = effective_settings(view, record)
+    stored = effective_settings(view, record)[0]
     settings = requested_settings(view, stored, changes)
     stored_mu = stored_max_unavailable(record)
     mu = max_unavailable or stored_mu or 1
@@ -88,19 +88,10 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
         "max_unavailable": mu,
         "selected": selected,
         "settings": describe(view, settings),
-        "settings_recorded": recorded,
         "settings_given": changes is not None and changes.changes_settings,
         "canary": canary,
         "not_selected": laid_out["not_selected"],
-        "lock": lock_dict(lock),
-        "lock_holder": lock.holder if lock is not None and lock.held else None,
-        "last_error": record.last_error if record is not None else None,
-        "outcome": record.outcome if record is not None else None,
-        "result": record.result if record is not None else None,
-        "record_updated": record.updated if record is not None else None,
-        "cancel_requested": bool(record.cancel) if record is not None else False,
-        "previous_holder_stopped": record.previous_holder_stopped if record is not None else None,
-        "stopped_without_release": stopped_without_release(view, record, lock),
+        **record_fields(view, record, lock),
     }
     if drain_check is not None:
         result["drain_blockers"] = plan_drain_blockers(view, rollout_plan, drain_check)
@@ -120,6 +111,23 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
     result["refusal_error"] = refusal_error(refusals)
     result["not_checked"] = list(reads.notes)
     return result
+
+
+def record_fields(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]) -> dict[str, Any]:
+    """The part of ``report`` that the record and the lock decide, apart: a run that stores the
+    settings and takes the lock after planning lays these over its plan instead of planning again."""
+    return {
+        "settings_recorded": record is not None and bool(record.settings),
+        "lock": lock_dict(lock),
+        "lock_holder": lock.holder if lock is not None and lock.held else None,
+        "last_error": record.last_error if record is not None else None,
+        "outcome": record.outcome if record is not None else None,
+        "result": record.result if record is not None else None,
+        "record_updated": record.updated if record is not None else None,
+        "cancel_requested": bool(record.cancel) if record is not None else False,
+        "previous_holder_stopped": record.previous_holder_stopped if record is not None else None,
+        "stopped_without_release": stopped_without_release(view, record, lock),
+    }
 
 
 def planned_settings(view: ClusterView, record: Optional[Record], changes: Optional[SettingsRequest]) -> Settings:
@@ -220,8 +228,14 @@ def _node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mod
         key: params.get(key) for key in (PARAM_OFFERINGS, PARAM_ROOT_DISKS, PARAM_AFFINITY)})
     del check_mode  # it only reads
     view = session.view()
-    record = session.store.read()
-    lock = session.lock().read()
+    return plan_report(session, params, view, session.store.read(), session.lock().read(), changes)
+
+
+def plan_report(session: ClusterSession, params: Mapping[str, Any], view: ClusterView, record: Optional[Record],
+                lock: Optional[LockInfo], changes: SettingsRequest) -> dict[str, Any]:
+    """The whole cks_node_outdated answer for what was read, with the reads the plan needs (owners,
+    etcd, the drain check) made here; the catalog the run used goes with it."""
+    max_unavailable = params.get("max_unavailable")
     check = None
     if params.get("drain_check"):
         check = read_drain_check(session.kube, DrainOptions(

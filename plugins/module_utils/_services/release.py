@@ -8,9 +8,11 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import RFC3339, rollout_report
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
@@ -64,10 +66,10 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
         result = ReleaseResult(started=time.time(), outcome="unchanged", ended=time.time(),
                                lock_held_by={"holder": other.holder, "since": other.acquire_time,
                                              "renew_time": other.renew_time})
-        return {"release": result.to_dict(), "changed": False, "after": _read_after(session),
-                "msg": (f"not released: the rollout {other.holder} holds the lock since {other.acquire_time} "
-                        f"(it took over after the lock of {params.get('lock_holder')} expired); its nodes, "
-                        "outcome and last error were left as they are")}
+        return with_report({"release": result.to_dict(), "changed": False, "after": _read_after(session),
+                            "msg": (f"not released: the rollout {other.holder} holds the lock since {other.acquire_time} "
+                                    f"(it took over after the lock of {params.get('lock_holder')} expired); its nodes, "
+                                    "outcome and last error were left as they are")}, params, check_mode)
     # Not held_lock: it reads the lease up front, and the release must not fail on that read.
     # Giving the lock back writes duration 1 anyway, so the lease's own duration is not needed.
     holder = params.get("lock_holder")
@@ -81,7 +83,36 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
     result = release.run(last_error=params.get("last_error"), skipped=params.get("skipped"),
                          rollout_result=params.get("result"))
     record = release.record if release.record is not None or release.view is None else session.store.read()
-    return {"release": result.to_dict(), "changed": result.changed, "after": after_counts(release.view, record)}
+    return with_report({"release": result.to_dict(), "changed": result.changed,
+                        "after": after_counts(release.view, record)}, params, check_mode)
+
+
+def with_report(answer: dict[str, Any], params: Mapping[str, Any], check_mode: bool) -> dict[str, Any]:
+    """The release's answer with the rollout report (``params['report']``: what the role kept of the
+    plan and the batches), written to ``report_path`` when given.
+
+    Written here, after the release, rather than by a task of its own: the report is whole only once
+    the release has said how the rollout ended. A report that cannot be written does not undo the
+    release: ``report_error`` says why, and the role fails on it once it has shown the outcome.
+    """
+    given = params.get("report")
+    if given is None:
+        return answer
+    report = rollout_report(
+        given.get("plan") or {}, release=answer["release"], after=answer.get("after") or {},
+        run_id=str(given.get("run_id") or ""), ended=time.strftime(RFC3339, time.gmtime()),
+        started=given.get("started"), results=given.get("results") or [], batches=given.get("batches") or [],
+        stored=given.get("stored") or {}, hooks=given.get("hooks") or {}, cancelled=bool(given.get("cancelled")),
+        pause_seconds=int(given.get("pause_seconds") or 0))
+    answer["report"] = report
+    path = params.get("report_path")
+    if path and not check_mode:
+        try:
+            write_private_json(path, report)
+            answer["report_path"] = path
+        except OSError as exc:
+            answer["report_error"] = f"the rollout report could not be written to {path}: {exc.strerror or exc}"
+    return answer
 
 
 def _read_after(session: ClusterSession) -> Optional[dict[str, Any]]:

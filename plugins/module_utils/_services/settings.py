@@ -56,16 +56,20 @@ class NodeSettingsService:
         self.lock_factory = lock_factory
         self.check_mode = check_mode
         self.diff = diff
+        #: After ``run``: the record as stored (or read) and the lock as taken (or read), for a
+        #: caller that plans on in the same run (``_services.start``).
+        self.record: Optional[Record] = None
+        self.lock_info: Optional[LockInfo] = None
 
     # -- entry point ---------------------------------------------------------------------------
 
-    def run(self, request: SettingsRequest) -> dict[str, Any]:
+    def run(self, request: SettingsRequest, known: Optional[tuple[Optional[Record], Optional[LockInfo]]] = None) -> dict[str, Any]:
+        """``known``: the record and the lock as the caller read them already in this run (not read again)."""
         if request.cancel_rollout:
             return self._cancel(request)
         self._check_state(request)
-        record = self.store.read()
         lock = self.lock_factory(request.lock_holder, request.lock_duration)
-        lock_before = lock.read()
+        record, lock_before = known if known is not None else (self.store.read(), lock.read())
         ours = lock_before is not None and lock_before.held and lock_before.holder == request.lock_holder
         if lock_before is not None and lock_before.held and not ours:
             raise lock_held_error(lock_before)
@@ -105,6 +109,7 @@ class NodeSettingsService:
                 stored = True
 
         changed = stored or (self.check_mode and settings_changed)
+        self.record, self.lock_info = record, lock_after
         result = self._result(request, record, current, requested, recorded, new_mu, lock_after, changed)
         return result
 

@@ -1,0 +1,102 @@
+# Copyright (c) 2026 cloudstack.cks contributors
+# Apache License 2.0 (see LICENSE)
+
+"""The service behind ``cks_node_settings`` with ``plan=true``: the start of a rollout in one module run.
+
+In this order, as the rollout role did it in four runs before:
+
+1. refuse before the lock: the settings as a rollout would store them, the etcd checks the plan
+   would need and the changes CloudStack would refuse once a node is stopped (``cks_node_outdated``'s
+   ``etcd_check_refusal`` and ``refusal_error``); nothing is written;
+2. store the settings and take the lock (``NodeSettingsService``);
+3. the plan: the one judged in 1., made from the same reads, with what the record and the lock say
+   after 2. laid over it (the settings it judged are the ones just stored);
+4. the pending taint on the planned nodes (``taint_pending``).
+
+The lock is read before the cluster is: a rollout whose release ends while this run reads would
+otherwise leave a view older than the free lock this run then takes. Anything failing after the
+lock was taken runs the release, which gives the lock back and keeps why as the last error.
+In check mode nothing is written: the settings are judged, the lock is read, the plan is made.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import plan_report, record_fields
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import node_release
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.settings import NodeSettingsService
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
+
+REFUSED = "Refused before the lock (nothing changed): "
+#: The settings service's answers kept next to the plan's (the plan's own keys win: they are the same
+#: values, read once).
+SETTINGS_ONLY = ("previous_settings", "first_use", "rollout", "diff")
+
+
+def refusal(judged: Mapping[str, Any]) -> Optional[str]:
+    """Why the planned rollout is refused before the lock, or None: the etcd checks first, as before."""
+    for key in ("etcd_check_refusal", "refusal_error"):
+        if judged.get(key):
+            return REFUSED + str(judged[key])
+    return None
+
+
+def start_rollout(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
+    """cks_node_settings with plan=true (see the module's docs)."""
+    # The plan of a large cluster is as large as the cluster (a record per node, the batches).
+    with no_cycle_collection():
+        return _start(session, params, check_mode)
+
+
+def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool) -> dict[str, Any]:
+    max_unavailable = params.get("max_unavailable")
+    if max_unavailable is not None and max_unavailable < 1:
+        raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
+    changes = SettingsRequest.from_params({key: params.get(key) for key in (PARAM_OFFERINGS, PARAM_ROOT_DISKS, PARAM_AFFINITY)})
+    request = SettingsRequest.from_params(params)
+    if not request.rollout or request.cancel_rollout:
+        raise InvalidInput("plan", True, "starts a rollout: give it with rollout=true (and lock_holder), "
+                                         "never with rollout=false or cancel_rollout")
+    lock_before = session.lock(request.lock_holder, request.lock_duration).read()
+    view = session.view()
+    record = session.store.read()
+    judged = plan_report(session, params, view, record, lock_before, changes)
+    refused = refusal(judged)
+    if refused is not None:
+        raise CksError(refused)
+
+    service = NodeSettingsService(view, session.store, session.lock, check_mode=check_mode, diff=session.diff)
+    stored = service.run(request, known=(record, lock_before))
+    try:
+        result = dict(judged, **record_fields(view, service.record, service.lock_info))
+        result.update({key: stored[key] for key in SETTINGS_ONLY if key in stored})
+        result["changed"] = bool(stored.get("changed"))
+        if params.get("taint_pending") and result["hosts"] and not check_mode:
+            tainted = taint_pending(session, {"nodes": result["hosts"], "lock_holder": request.lock_holder})
+            result["pending_taint"] = tainted["pending_taint"]
+            result["changed"] = result["changed"] or bool(tainted.get("changed"))
+        return result
+    except Exception as exc:
+        if check_mode:
+            raise
+        raise _released(session, params, request.lock_holder, exc)
+
+
+def _released(session: ClusterSession, params: Mapping[str, Any], holder: Optional[str], failure: Exception) -> CksError:
+    """The lock was taken and planning failed: release (the lock back, any pending taint off, why
+    kept as the last error), then say both what failed and how the release went."""
+    why = failure.msg if isinstance(failure, CksError) else f"{type(failure).__name__}: {failure}"
+    released = "the lock was released"
+    try:
+        node_release(session, {"cluster": params.get("cluster"), "project_id": params.get("project_id"),
+                               "lock_holder": holder, "last_error": f"planning failed: {why}"})
+    except CksError as exc:
+        released = f"the release failed too ({exc.msg}); the lock expires by itself after lock_duration"
+    details = dict(failure.details) if isinstance(failure, CksError) else {}
+    return CksError(f"Planning the rollout failed: {why}; {released}", **details)
