@@ -406,6 +406,14 @@ pending_taint:
   type: dict
   sample: {"key": "cloudstack.apache.org/rollout-pending", "effect": "PreferNoSchedule", "tainted": ["alpha-node-1"],
            "already_tainted": [], "not_kubernetes_nodes": []}
+lock_version:
+  description:
+    - With O(plan=true), the resourceVersion of the lock's Lease as this run wrote it when it took the lock.
+    - Handed to the first batch's P(cloudstack.cks.cks_node_cycle#module) run as its O(cloudstack.cks.cks_node_cycle#module:lock_version),
+      so that batch renews the lock in one conditional write instead of reading the Lease first.
+  returned: with O(plan=true), when the lock was taken, not in check mode
+  type: str
+  sample: "48213"
 cancel_requested:
   description: Whether the record's cancel flag is set (after this call).
   returned: always

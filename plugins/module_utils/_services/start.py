@@ -77,6 +77,10 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
         result = dict(judged, **record_fields(view, service.record, service.lock_info))
         result.update({key: stored[key] for key in SETTINGS_ONLY if key in stored})
         result["changed"] = bool(stored.get("changed"))
+        taken = service.lock_info
+        if not check_mode and taken is not None and taken.holder == request.lock_holder and taken.resource_version:
+            # The Lease as this run left it: the first batch renews from it in one write, no read.
+            result["lock_version"] = taken.resource_version
         if params.get("taint_pending") and result["hosts"] and not check_mode:
             tainted = taint_pending(session, {"nodes": result["hosts"], "lock_holder": request.lock_holder})
             result["pending_taint"] = tainted["pending_taint"]
