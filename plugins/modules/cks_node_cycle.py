@@ -124,7 +124,7 @@ options:
       - Seconds between two reads while waiting for a pod to go, a node to come back or etcd to be healthy.
       - For a CloudStack async job it is the pause between two polls of a job running late. A job is first
         polled about when the same command's jobs end (learned from the jobs before, in this batch or as
-        O(job_seconds) says): at the end of what they are known to take when that is known to a tenth of
+        O(job_seconds) says), at the end of what they are known to take when that is known to a tenth of
         it, else in its middle and, still running, at its end. A job still running then is polled once more
         a tenth of its time later (at most this interval), then after this interval, each pause half as long
         again as the one before, up to 4 seconds, with one last poll at the deadline. A command not seen yet
@@ -134,7 +134,7 @@ options:
   job_seconds:
     description:
       - What each CloudStack async command's jobs take, from the earlier batches of this rollout (the
-        C(job_seconds) of RV(jobs) of the batch before; the rollout role passes it on): C([after, by]), the
+        C(job_seconds) of RV(jobs) of the batch before; the rollout role passes it on), as C([after, by]), the
         seconds after their submit at which they were still running and had ended. A number of seconds is
         taken as C([half of it, it]). The first poll of a job of that command is aimed by it, so a stop or
         start costs one poll, two now and then, instead of one every O(poll_interval).
