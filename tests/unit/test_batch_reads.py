@@ -158,4 +158,8 @@ def test_side_by_side_waits_for_both_and_reports_this_threads_error_first() -> N
         side_by_side(failing_here, there_after_gate)
     assert finished.is_set()
     with pytest.raises(KubernetesError):
-        side_by_side(lambda: None, lambda: (_ for _ in ()).throw(KubernetesError("connect", "refused")))
+        side_by_side(lambda: None, _refused_connect)
+
+
+def _refused_connect() -> None:
+    raise KubernetesError("connect", "refused")

@@ -250,6 +250,6 @@ def test_jobs_that_vary_cost_a_bounded_number_of_polls() -> None:
     """Stops of 10 s give or take a few tenths (a real cloud, no dates used): about 1.5 polls a job,
     the slack about the tolerance (half a second here), none polled more than a handful of times."""
     rng = random.Random(7)
-    run = model([rng.gauss(10.0, 0.3) for _ in range(200)])
+    run = model([rng.gauss(10.0, 0.3) for _job in range(200)])
     assert mean(run.polls) <= 1.8 and max(run.polls[5:]) <= 5
     assert mean(run.slack[5:]) <= 0.5
