@@ -13,11 +13,14 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting imp
 KubeObject = dict[str, Any]
 
 
-class PodList(NamedTuple):
-    """A list of pods with the resourceVersion it was read at: a watch follows on from it."""
+class ObjectList(NamedTuple):
+    """A list of objects (pods, nodes) with the resourceVersion it was read at: a watch follows on from it."""
 
     items: list[KubeObject]
     version: str
+
+
+PodList = ObjectList
 
 
 class CloudStackApi(Protocol):
@@ -40,6 +43,9 @@ class NodesApi(Protocol):
 
     def list_nodes(self) -> list[KubeObject]:
         ...
+
+    def list_nodes_at(self) -> ObjectList:
+        """Every node and the resourceVersion of the list (a watch of them can follow on from it)."""
 
     def read_node(self, name: str) -> KubeObject:
         ...
