@@ -63,6 +63,15 @@ class NodesApi(Protocol):
         ``since``: the node as a write answered, for the watch to follow on from."""
 
 
+class NodeWaits(Protocol):
+    """What a node's cycle waits on its node through: the client itself (a watch per wait), or the
+    batch's one watch of every node (``_clients.node_watch.NodeWatch``)."""
+
+    def await_node(self, name: str, check: Callable[[Optional[KubeObject]], Any], deadline: Deadline,
+                   interval: float, what: str, since: Optional[Mapping[str, Any]] = None) -> Any:
+        ...
+
+
 class PodsApi(Protocol):
     """The pods, budgets and evictions a drain works with."""
 
