@@ -10,11 +10,21 @@ from typing import Any, Callable, Optional
 
 import pytest
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_watch import NodeWatch
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import DeadlineExceeded
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
 from conftest import CycleSim, load_raw_spec
+
+
+def _node_watch(sim: CycleSim, deadline: Deadline) -> NodeWatch:
+    """A batch's shared watch, started from a list of the nodes as the batch's view is."""
+    listed = sim.kube.list_nodes_at()
+    watch = NodeWatch.for_batch(sim.kube, deadline, {n["metadata"]["name"]: n for n in listed.items},
+                                listed.version, 0.05)
+    assert watch is not None
+    return watch
 
 
 def _labelled(value: str) -> Callable[[Optional[dict[str, Any]]], Optional[dict[str, Any]]]:
@@ -140,10 +150,12 @@ def test_a_batch_converges_and_counts_its_kubernetes_calls(cycle_sim: Callable[.
           f"{len(evictions) / len(nodes):.1f} evictions; verbs: "
           f"{sorted({c.get('verb') for c in calls})}")
     if watch:
-        # Both waits of each node went through the watcher, following on from what the drain's
-        # list and the stop annotation's write answered: a stream each, no list of their own.
+        # Both waits of each node went through the watcher: its pods' from the drain's list, a
+        # stream per node; its return through the batch's one watch of the nodes, from the view's
+        # list. No list of their own.
         log = sim.kube.watcher.log
-        assert sim.kube.watch_supported and log.lists == 0 and log.streams >= 2 * len(nodes)
+        assert sim.kube.watch_supported and log.lists == 0 and log.streams == len(nodes) + 1
+        assert len(_watches(sim, "nodes")) == 1 and len(_watches(sim, "pods")) == len(nodes)
         # Evicted pods are waited for by the watch, not read one by one per poll: a pod is read
         # only after an eviction a PodDisruptionBudget refused (429), to see whether it is gone.
         reads = [c for c in calls if c.get("verb") == "get" and c.get("resource") == "pods"]
@@ -166,3 +178,83 @@ def test_a_rollout_converges_through_dropped_and_expired_watches(rollout_sim: Ca
     fired = {f["kind"] for f in sim.admin("GET", "/faults")}
     # Faults still listed did not fire all their shots; the node watches' ones must have.
     assert "watch_expired" not in fired
+
+
+def test_one_shared_watch_serves_the_waits_of_several_nodes(cycle_sim: Callable[..., CycleSim]) -> None:
+    """Three threads wait on three nodes through one watch: one stream, from the list it was given."""
+    sim = cycle_sim("small.yml", etcd=False)
+    nodes = sim.names("worker")[:3]
+    watch = _node_watch(sim, Deadline(20))
+    found: dict[str, Any] = {}
+
+    def wait(node: str) -> None:
+        found[node] = watch.await_node(node, _labelled(node), Deadline(20), 0.05, what=f"{node}'s label")
+
+    try:
+        waiters = [threading.Thread(target=wait, args=(n,)) for n in nodes]
+        for waiter in waiters:
+            waiter.start()
+        timers = [_label_later(sim, n, n, after=0.2 + 0.1 * i) for i, n in enumerate(nodes)]
+        for thread in waiters + timers:
+            thread.join()
+    finally:
+        watch.stop()
+    assert {n: v["metadata"]["labels"]["watched"] for n, v in found.items()} == {n: n for n in nodes}
+    assert len(_watches(sim)) == 1 and sim.kube.watcher.log.lists == 0
+    # The validation's view: every node, once the watch shows the last write made.
+    written = sim.kube.patch_node(nodes[0], {"metadata": {"labels": {"validated": "yes"}}})
+    assert watch.nodes_after({nodes[0]: written["metadata"]["resourceVersion"]}) is None  # stopped: list instead
+
+
+def test_a_shared_watch_rides_out_a_drop_and_a_410_for_every_node(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml", etcd=False)
+    first, second = sim.names("worker")[:2]
+    # The first stream is refused with a 410 (it takes one drop fault too, unused); the one after
+    # the relist is cut before its first event; the reconnect goes on from where it was.
+    sim.fault(kind="watch_drop", resource="nodes", after_events=0, count=2)
+    sim.fault(kind="watch_expired", resource="nodes", count=1)
+    watch = _node_watch(sim, Deadline(20))
+    try:
+        timer = _label_later(sim, first, "one")
+        assert watch.await_node(first, _labelled("one"), Deadline(20), 0.05, what="the label") is not None
+        timer.join()
+        # After the first wait the watch goes on, past the drop and the 410, for the next one.
+        written = sim.kube.patch_node(second, {"metadata": {"labels": {"watched": "two"}}})
+        assert watch.await_node(second, _labelled("two"), Deadline(20), 0.05, what="the label") is not None
+        nodes = watch.nodes_after({second: written["metadata"]["resourceVersion"]})
+        assert nodes is not None and {n["metadata"]["name"] for n in nodes} == {n.name for n in sim.view().nodes if n.is_kubernetes_node}
+    finally:
+        watch.stop()
+    log = sim.kube.watcher.log
+    assert (log.reconnects, log.relists_after_gone, log.lists) == (1, 1, 1)
+    assert len(_watches(sim)) == 3  # the refused one (410), the dropped one, the reconnect
+    assert not sim.admin("GET", "/faults")  # every fault fired
+
+
+def test_a_deadline_reached_while_the_shared_watch_waits(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim("small.yml", etcd=False)
+    node = sim.names("worker")[0]
+    watch = _node_watch(sim, Deadline(20))
+    started = time.monotonic()
+    try:
+        with pytest.raises(DeadlineExceeded) as caught:
+            watch.await_node(node, _labelled("never"), Deadline(1.5), 0.05, what=f"node {node} to come back")
+    finally:
+        watch.stop()
+    took = time.monotonic() - started
+    assert 1.4 <= took < 2.6, took
+    assert caught.value.msg.startswith(f"gave up waiting for node {node} to come back after ")
+    assert len(_watches(sim)) == 1 and not [c for c in sim.calls() if c.get("verb") == "get" and c.get("name") == node]
+
+
+def test_a_stopped_shared_watch_ends_its_stream_at_once(cycle_sim: Callable[..., CycleSim]) -> None:
+    """The batch is done long before its deadline: its watch must not stay open (nor reconnect) until then."""
+    sim = cycle_sim("small.yml", etcd=False)
+    watch = _node_watch(sim, Deadline(600))
+    node = sim.names("worker")[0]
+    timer = _label_later(sim, node, "up", after=0.1)
+    watch.await_node(node, _labelled("up"), Deadline(20), 0.05, what="the label")
+    timer.join()
+    watch.stop()
+    assert not watch._thread.is_alive()
+    assert len(_watches(sim)) == 1 and sim.kube.watcher.log.reconnects == 0

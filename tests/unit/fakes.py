@@ -20,7 +20,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_answe
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import PlaybookRun
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import object_key
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodList
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import ObjectList, PodList
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 Answer = Union[Exception, Any]
@@ -94,6 +94,9 @@ class FakeKube:
         if self.nodes_source is not None:
             self.nodes = {n["metadata"]["name"]: copy.deepcopy(n) for n in self.nodes_source()}
         return [copy.deepcopy(n) for n in self.nodes.values()]
+
+    def list_nodes_at(self) -> ObjectList:
+        return ObjectList(self.list_nodes(), str(next(self.versions)))
 
     def read_node(self, name: str) -> dict[str, Any]:
         if name not in self.nodes:

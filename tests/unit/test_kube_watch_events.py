@@ -12,6 +12,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch
     Dropped,
     Gone,
     KubeWatcher,
+    WatchStop,
+    WatchStopped,
     WatchUnsupported,
     apply_event,
     object_key,
@@ -85,7 +87,7 @@ def _scripted(watcher: KubeWatcher, lists: list[dict[str, Any]], streams: list[A
         watcher.log.lists += 1
         return dict(lists.pop(0)), "100"
 
-    def fake_stream(path: str, query: Any, version: str, deadline: Deadline) -> Any:
+    def fake_stream(path: str, query: Any, version: str, deadline: Deadline, stop: Any = None) -> Any:
         versions.append(version)
         *events, end = streams.pop(0)
         yield from events
@@ -149,3 +151,47 @@ def test_a_watch_refused_otherwise_is_not_taken_for_no_watch_support() -> None:
         KubeWatcher._refused("/api/v1/nodes", 410, b'{"message": "too old resource version"}')
     with pytest.raises(Dropped):
         KubeWatcher._refused("/api/v1/nodes", 503, b"")
+
+
+def test_a_stop_asked_for_ends_the_watch_instead_of_reconnecting() -> None:
+    """The batch's shared node watch is stopped while its stream breaks off (its socket shut down):
+    it ends with WatchStopped, no reconnect, no relist."""
+    watcher = KubeWatcher(_Http())
+    stop = WatchStop()
+    versions = _scripted(watcher, [], [
+        [{"type": "MODIFIED", "object": {"metadata": {"name": "n", "resourceVersion": "110"}}}, Dropped("shut down")],
+        [None],
+    ])
+
+    def stop_at_the_first_event(state: dict[str, Any]) -> None:
+        if "n" in state:  # asked at the start too, with the state it starts from
+            stop.stop()  # no stream attached here: only the flag
+        return None
+
+    with pytest.raises(WatchStopped):
+        watcher.until("/api/v1/nodes", stop_at_the_first_event, Deadline(10), "the batch's nodes",
+                      start=({}, "100"), stop=stop)
+    assert versions == ["100"]
+    assert (watcher.log.lists, watcher.log.reconnects) == (0, 0)
+
+
+def test_a_stop_before_the_stream_opens_shuts_it_down_when_it_attaches() -> None:
+    class _Socket:
+        def __init__(self) -> None:
+            self.shut: list[int] = []
+
+        def shutdown(self, how: int) -> None:
+            self.shut.append(how)
+
+    class _Response:
+        def __init__(self) -> None:
+            self.connection = type("Connection", (), {})()
+            self.connection.sock = _Socket()
+
+    stop = WatchStop()
+    stop.stop()
+    response = _Response()
+    stop.attach(response)
+    assert response.connection.sock.shut and stop.streaming
+    stop.detach()
+    assert not stop.streaming

@@ -47,7 +47,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http 
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import KubeWatcher, State, WatchUnsupported, object_key
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodList
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import ObjectList, PodList
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 try:
@@ -228,7 +228,12 @@ class KubeClient(KubeHttp):
                 return items
 
     def list_nodes(self) -> list[dict[str, Any]]:
-        return self._paged("list nodes", "/api/v1/nodes")
+        return self.list_nodes_at().items
+
+    def list_nodes_at(self) -> ObjectList:
+        """Every node and the list's resourceVersion (a batch's shared watch starts from it)."""
+        versions: list[str] = []
+        return ObjectList(self._paged("list nodes", "/api/v1/nodes", versions), versions[0] if versions else "")
 
     def read_node(self, name: str) -> dict[str, Any]:
         return self._json(f"read node {name}", "GET", f"/api/v1/nodes/{quote(name, safe='')}")

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import threading
 from typing import Any, Callable, Iterator, Mapping, Optional, TypeVar
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import DeadlineExceeded, KubernetesError
@@ -85,6 +87,47 @@ def stream_seconds(deadline: Deadline) -> int:
     return max(1, min(STREAM_SECONDS, int(math.ceil(deadline.remaining()))))
 
 
+class WatchStopped(Exception):
+    """The watch was stopped by its owner (``WatchStop.stop``): nothing more is waited for."""
+
+
+class WatchStop:
+    """Ends a long-running watch from another thread (a batch's shared node watch once its batch is done).
+
+    A stream blocked in a read does not notice a flag, and closing a socket from another thread
+    does not wake a blocked ``recv`` on Linux: ``stop`` shuts the open stream's socket down, which
+    does, and the watch then ends with ``WatchStopped`` instead of reconnecting. ``streaming`` says
+    whether a stream is open now (not between a drop and its reconnect, nor relisting).
+    """
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self._response: Any = None
+        self._mutex = threading.Lock()
+
+    @property
+    def streaming(self) -> bool:
+        with self._mutex:
+            return self._response is not None
+
+    def attach(self, response: Any) -> None:
+        with self._mutex:
+            self._response = response
+        if self.requested.is_set():
+            _shut_down(response)
+
+    def detach(self) -> None:
+        with self._mutex:
+            self._response = None
+
+    def stop(self) -> None:
+        self.requested.set()
+        with self._mutex:
+            response = self._response
+        if response is not None:
+            _shut_down(response)
+
+
 class Gone(Exception):
     """The watch's resourceVersion is too old (410): list again."""
 
@@ -102,12 +145,13 @@ class KubeWatcher:
 
     def until(self, path: str, done: Callable[[State], Optional[T]], deadline: Deadline, what: str,
               field_selector: Optional[str] = None, interval: float = 0.5,
-              start: Optional[tuple[State, str]] = None) -> T:
+              start: Optional[tuple[State, str]] = None, stop: Optional[WatchStop] = None) -> T:
         """The first truthy ``done(state)``; ``state`` maps "namespace/name" to the objects the
         list and watch of ``path`` (with ``field_selector``) currently show.
 
         ``start``: a state and the resourceVersion it was read at (a list or a write the caller
         made already): the watch follows from there instead of listing again. After a 410 it lists.
+        ``stop``: another thread may end the watch with it (``WatchStopped``).
         """
         query = {"fieldSelector": field_selector} if field_selector else {}
         # At the deadline a watch cannot run: one list still tells how things stand now.
@@ -121,9 +165,11 @@ class KubeWatcher:
             if value:
                 return value
             try:
-                return self._follow(path, query, state, version, done, deadline, what, interval)
+                return self._follow(path, query, state, version, done, deadline, what, interval, stop)
             except Gone:
                 self.log.relists_after_gone += 1
+                if stop is not None and stop.requested.is_set():
+                    raise WatchStopped() from None
 
     def _list(self, path: str, query: Mapping[str, str]) -> tuple[State, str]:
         self.log.lists += 1
@@ -143,14 +189,17 @@ class KubeWatcher:
                 return {object_key(i): i for i in items}, version
 
     def _follow(self, path: str, query: Mapping[str, str], state: State, version: str,
-                done: Callable[[State], Optional[T]], deadline: Deadline, what: str, interval: float) -> T:
+                done: Callable[[State], Optional[T]], deadline: Deadline, what: str, interval: float,
+                stop: Optional[WatchStop] = None) -> T:
         while True:
+            if stop is not None and stop.requested.is_set():
+                raise WatchStopped()
             if deadline.expired():
                 raise DeadlineExceeded(
                     f"gave up waiting for {what} after {deadline.elapsed():.1f}s (deadline {deadline.seconds:g}s)",
                     what=what, waited=round(deadline.elapsed(), 1), deadline=deadline.seconds)
             try:
-                for event in self._stream(path, query, version, deadline):
+                for event in self._stream(path, query, version, deadline, stop):
                     moved = apply_event(state, event)
                     if moved:
                         version = moved
@@ -160,11 +209,17 @@ class KubeWatcher:
                     if value:
                         return value
             except Dropped:
+                _raise_if_stopped(stop)
                 self.log.reconnects += 1
                 # A reset right after a reconnect would spin: the next try waits one poll interval.
                 self.http._sleep(min(interval, deadline.remaining()))
+            except Exception:
+                # A stream shut down by ``stop`` breaks off in whatever way its read was at.
+                _raise_if_stopped(stop)
+                raise
 
-    def _stream(self, path: str, query: Mapping[str, str], version: str, deadline: Deadline) -> Iterator[dict[str, Any]]:
+    def _stream(self, path: str, query: Mapping[str, str], version: str, deadline: Deadline,
+                stop: Optional[WatchStop] = None) -> Iterator[dict[str, Any]]:
         seconds = stream_seconds(deadline)
         watch_query = dict(query, watch="1", allowWatchBookmarks="true", timeoutSeconds=str(seconds))
         if version:
@@ -174,6 +229,8 @@ class KubeWatcher:
         read = min(seconds + float(self.http.options.request_timeout), deadline.remaining() + 0.5)
         response = self._open(path, watch_query, max(0.5, read))
         self.log.streams += 1
+        if stop is not None:
+            stop.attach(response)
         try:
             for line in _lines(response):
                 event = json.loads(line)
@@ -193,6 +250,8 @@ class KubeWatcher:
                 raise Dropped(str(exc)) from None
             raise
         finally:
+            if stop is not None:
+                stop.detach()
             _close(response)
 
     def _open(self, path: str, query: Mapping[str, str], read_timeout: float) -> Any:
@@ -259,6 +318,32 @@ def _lines(response: Any) -> Iterator[str]:
                 yield line.decode("utf-8", "replace")
     if buffer.strip():
         yield buffer.decode("utf-8", "replace")
+
+
+def _raise_if_stopped(stop: Optional[WatchStop]) -> None:
+    if stop is not None and stop.requested.is_set():
+        raise WatchStopped() from None
+
+
+def _shut_down(response: Any) -> None:
+    """Shut the socket under a streaming urllib3 response down (both ways): a read blocked on it
+    returns at once. Without a socket to reach, the stream ends at its own timeout instead."""
+    for sock in _sockets(response):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+            return
+        except (OSError, ValueError):  # already closed: the read has ended anyway
+            continue
+
+
+def _sockets(response: Any) -> Iterator[Any]:
+    """Where the socket of a urllib3 response is: its connection's, while the connection keeps it;
+    else (http.client hands a closing connection's socket to the response) the response's reader's."""
+    connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
+    reader = getattr(getattr(getattr(response, "_fp", None), "fp", None), "raw", None)
+    for sock in (getattr(connection, "sock", None), getattr(reader, "_sock", None)):
+        if sock is not None and hasattr(sock, "shutdown"):
+            yield sock
 
 
 def _close(response: Any) -> None:

@@ -13,11 +13,14 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting imp
 KubeObject = dict[str, Any]
 
 
-class PodList(NamedTuple):
-    """A list of pods with the resourceVersion it was read at: a watch follows on from it."""
+class ObjectList(NamedTuple):
+    """A list of objects (pods, nodes) with the resourceVersion it was read at: a watch follows on from it."""
 
     items: list[KubeObject]
     version: str
+
+
+PodList = ObjectList
 
 
 class CloudStackApi(Protocol):
@@ -41,6 +44,9 @@ class NodesApi(Protocol):
     def list_nodes(self) -> list[KubeObject]:
         ...
 
+    def list_nodes_at(self) -> ObjectList:
+        """Every node and the resourceVersion of the list (a watch of them can follow on from it)."""
+
     def read_node(self, name: str) -> KubeObject:
         ...
 
@@ -55,6 +61,15 @@ class NodesApi(Protocol):
                    interval: float, what: str, since: Optional[Mapping[str, Any]] = None) -> Any:
         """The first truthy ``check(node)``, by watch where the server watches; DeadlineExceeded.
         ``since``: the node as a write answered, for the watch to follow on from."""
+
+
+class NodeWaits(Protocol):
+    """What a node's cycle waits on its node through: the client itself (a watch per wait), or the
+    batch's one watch of every node (``_clients.node_watch.NodeWatch``)."""
+
+    def await_node(self, name: str, check: Callable[[Optional[KubeObject]], Any], deadline: Deadline,
+                   interval: float, what: str, since: Optional[Mapping[str, Any]] = None) -> Any:
+        ...
 
 
 class PodsApi(Protocol):

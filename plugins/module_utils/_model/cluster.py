@@ -216,6 +216,8 @@ class ClusterView:
     #: The Node objects as the view's list returned them, by lower-case name: a batch's first look
     #: at its nodes (its writes carry their resourceVersion, so a change since is a 409, not lost).
     k8s_objects: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty, hash=False, compare=False)
+    #: The resourceVersion of that list ("" if unknown): the batch's watch of its nodes starts there.
+    k8s_version: str = field(default="", hash=False, compare=False)
 
     def nodes_of(self, node_type: str) -> tuple[Node, ...]:
         return tuple(n for n in self.nodes if n.node_type == node_type)
@@ -382,6 +384,7 @@ def build_view(
     disk_offerings: Sequence[Mapping[str, Any]],
     affinity_groups: Sequence[Mapping[str, Any]],
     k8s_nodes: Sequence[Mapping[str, Any]],
+    k8s_version: str = "",
 ) -> ClusterView:
     """Join the raw API answers into one view. Pure: no I/O, input dicts are not changed.
 
@@ -473,6 +476,7 @@ def build_view(
         recorded_memory_mb=_int(cluster["memory"]) if cluster.get("memory") not in (None, "") else None,
         unmatched_k8s_nodes=MappingProxyType(unmatched),
         k8s_objects=MappingProxyType(kube),
+        k8s_version=k8s_version,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import Background
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import ObjectList
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import UUID_PATTERN, ClusterView, Node, build_view
 
 
@@ -22,8 +23,8 @@ class CloudLister(Protocol):
 
 
 class NodeLister(Protocol):
-    def list_nodes(self) -> list[dict]:
-        """All Kubernetes Node objects as API JSON dicts."""
+    def list_nodes_at(self) -> ObjectList:
+        """All Kubernetes Node objects as API JSON dicts, and the list's resourceVersion."""
 
 
 #: Every field the view's builders (_model.cluster) read of a catalog entry. The rest of CloudStack's
@@ -182,7 +183,7 @@ class ClusterLoader:
         # The node list goes to the API server while the CloudStack reads go to the management
         # server: the load takes the longer of the two, not their sum.
         kube = self.kube
-        k8s_nodes = Background(kube.list_nodes, name="list-nodes") if kube is not None else None
+        k8s_nodes = Background(kube.list_nodes_at, name="list-nodes") if kube is not None else None
         vms = self._vms(vm_ids, owner)
         if wanted is None:
             volumes = self._owned("listVolumes", owner, type="ROOT", listall=True)
@@ -190,9 +191,9 @@ class ClusterLoader:
         else:
             catalog = self.read_catalog(owner)
             volumes = self._batch_volumes(cluster, vms, vm_ids, owner, catalog)
-        nodes = k8s_nodes.result() if k8s_nodes is not None else []
+        nodes = k8s_nodes.result() if k8s_nodes is not None else ObjectList([], "")
         return build_view(cluster, vms, volumes, catalog.service_offerings, catalog.disk_offerings,
-                          catalog.affinity_groups, nodes)
+                          catalog.affinity_groups, nodes.items, nodes.version)
 
     def _batch_volumes(self, cluster: Mapping[str, Any], vms: list[dict], vm_ids: list[str],
                        owner: Mapping[str, Any], catalog: Catalog) -> list[dict]:

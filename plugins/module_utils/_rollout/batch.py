@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 from typing import Any, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_watch import NodeWatch
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import retry_report
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, NodeWaits, RolloutLock
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_servers import (
     API_SERVER_NAMESPACE,
@@ -84,6 +86,8 @@ class BatchCycle:
         # etcd options given: the validation asks etcd after every batch, as it always did.
         self.validate_etcd_always = validate_etcd_always
         self.daemonsets = DaemonSets(kube)
+        # Replaced by the batch's one watch of its nodes while its node threads run.
+        self.node_waits: NodeWaits = kube
 
     def run(self) -> BatchResult:
         phase = self.options.phase
@@ -121,7 +125,9 @@ class BatchCycle:
             renewer = _LockRenewer(self.lock)
             failures: list[StepFailed] = []
             renewer.start()
+            watch = None
             try:
+                watch = self.watch_nodes(view, cycles, deadline)
                 for thread in threads:
                     thread.start()
                 for thread in threads:
@@ -135,10 +141,19 @@ class BatchCycle:
                     # its members down; a worker batch cannot have cost it its quorum.
                     asks_etcd = self.validate_etcd_always or any(
                         n.node_type == ETCD or (n.node_type == CONTROL and not view.external_etcd) for n in members)
-                    result.validation = validate(ClusterReader(self.kube, self.etcd_check if asks_etcd else None),
-                                                 self.options.validation)
+                    # The watch's nodes only once it shows every node's last write: a node the cycle
+                    # wrote nothing to proves nothing about how far the watch is, so then it lists.
+                    written = {c.node.name: c.written_version or "" for c in cycles if c.node.is_kubernetes_node}
+                    watched = None
+                    if watch is not None and all(written.values()):
+                        watched = partial(watch.nodes_after, written)
+                    result.validation = validate(ClusterReader(self.kube, self.etcd_check if asks_etcd else None,
+                                                               watched), self.options.validation)
             finally:
                 renewer.stop()
+                if watch is not None:
+                    watch.stop()
+                    self.node_waits = self.kube
             if renewer.error:
                 # Nodes already down are finished rather than abandoned; the next batch will not start.
                 result.preflight["lock_renewal"] = renewer.error
@@ -169,6 +184,17 @@ class BatchCycle:
                 if hasattr(client, "deadline"):
                     client.deadline = None
         return result
+
+    def watch_nodes(self, view: ClusterView, cycles: list[NodeCycle], deadline: Deadline) -> Optional[NodeWatch]:
+        """One watch of the nodes for the whole batch (its nodes' returns, then the validation), from
+        the view's own list: started only where something will wait on it."""
+        if self.options.phase not in (PHASE_ALL, PHASE_RESTART) or not any(c.node.is_kubernetes_node for c in cycles):
+            return None
+        watch = NodeWatch.for_batch(self.kube, deadline, view.k8s_objects, view.k8s_version,
+                                    self.options.poll_interval)
+        if watch is not None:
+            self.node_waits = watch
+        return watch
 
     def return_nodes_that_are_back(self, view: ClusterView) -> list[dict[str, str]]:
         """Uncordon the nodes a stopped rollout left cordoned that are back since (or never went down).

@@ -12,11 +12,12 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks im
 
 
 def put_back(kube: NodesApi, name: str, marks: Marks, uncordon: bool,
-             node: Optional[Mapping[str, Any]] = None) -> None:
+             node: Optional[Mapping[str, Any]] = None) -> Optional[dict[str, Any]]:
     """Write ``return_patch`` to the node: uncordon it (if ``uncordon``) and take ``marks`` off.
 
     With the pending taint the list is written whole, so it is computed from the node as read
     (``node``, else a fresh read) and sent only onto that version; a mark gone meanwhile is left alone.
+    Returns the node as the write answered (None: nothing to write).
     """
     if marks.pending_taint:
         def build(current: Mapping[str, Any]) -> Optional[dict[str, Any]]:
@@ -24,8 +25,6 @@ def put_back(kube: NodesApi, name: str, marks: Marks, uncordon: bool,
             wanted = Marks(now.pending_taint, marks.lb_exclusion and now.lb_exclusion)
             return return_patch(wanted, uncordon, taints_of(current))
 
-        kube.patch_node_checked(name, build, node=dict(node) if node is not None else None)
-        return
+        return kube.patch_node_checked(name, build, node=dict(node) if node is not None else None)
     patch = return_patch(marks, uncordon)
-    if patch is not None:
-        kube.patch_node(name, patch)
+    return kube.patch_node(name, patch) if patch is not None else None

@@ -71,6 +71,9 @@ class NodeCycle:
         self._lb_ours = False  # the load-balancer exclusion label is the rollout's
         self._last_read: Optional[dict[str, Any]] = None  # the node as last read (by verify, at the latest)
         self._since_stop: Optional[dict[str, Any]] = None  # the node as the stop annotation's write left it
+        #: The resourceVersion the cycle's last write of the node answered: the validation reads the
+        #: batch's watch only once it shows every node's (a state from after the batch).
+        self.written_version: Optional[str] = None
         self._cordoned_with_annotation = False
         self._cordon = CordonDecision(False, False, False, None, "not read")
         self._exclusion = ExclusionDecision(False, False, "not read")
@@ -254,7 +257,7 @@ class NodeCycle:
             self._cordoned_with_annotation = self._cordon.cordon
             return patch or None
 
-        answer = self.kube.patch_node_checked(self.node.name, build, node=first)
+        answer = self._wrote(self.kube.patch_node_checked(self.node.name, build, node=first))
         if answer is not None:
             self._last_read = answer
         return f"boot ID {self._cordon.boot_id}"
@@ -351,8 +354,10 @@ class NodeCycle:
         try:
             # A watch: the node's next status post arrives as an event, not at the next poll.
             # From the stop annotation's answer: every status the node posts after it is an event.
-            self._last_read = self.kube.await_node(self.node.name, back, self.deadline, self.options.poll_interval,
-                                                   what=f"node {self.node.name} to come back", since=self._since_stop)
+            # The batch's one watch of its nodes, where there is one.
+            self._last_read = self.batch.node_waits.await_node(
+                self.node.name, back, self.deadline, self.options.poll_interval,
+                what=f"node {self.node.name} to come back", since=self._since_stop)
         except DeadlineExceeded:
             raise StepFailed(self.node.name, "verify", f"not back by the batch deadline: {last['why']}")
         return last["why"]
@@ -400,8 +405,15 @@ class NodeCycle:
         return f"waited {delay:g}s after the drain for the load balancers to drop the node"
 
     def _patch(self, patch: dict[str, Any], detail: str) -> str:
-        self.kube.patch_node(self.node.name, patch)
+        self._wrote(self.kube.patch_node(self.node.name, patch))
         return detail
+
+    def _wrote(self, answer: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        """Note the version a write of the node answered (None: nothing was written)."""
+        version = ((answer or {}).get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.written_version = str(version)
+        return answer
 
     def _drain(self, drainer: Drainer) -> str:
         report = drainer.drain(self.node.name, self.deadline, node_down=not self.node.running)
@@ -418,8 +430,8 @@ class NodeCycle:
         if self._k8s and self._ours:
             # Release must know a stop may have happened: then a Ready with the old boot ID is
             # never taken for "it never went down" (it may be the stale one from before the stop).
-            self._since_stop = self.kube.patch_node(self.node.name,
-                                                    {"metadata": {"annotations": {STOP_ANNOTATION: _now_text()}}})
+            self._since_stop = self._wrote(self.kube.patch_node(
+                self.node.name, {"metadata": {"annotations": {STOP_ANNOTATION: _now_text()}}}))
         try:
             how = changes.stop(self._job_deadline())
         except CloudStackError:
@@ -443,7 +455,7 @@ class NodeCycle:
     def _return(self, uncordon: bool) -> str:
         current = self._last_read if self._last_read is not None else self.kube.read_node(self.node.name)
         marks = marks_of(current)
-        put_back(self.kube, self.node.name, marks, uncordon, node=current)
+        self._wrote(put_back(self.kube, self.node.name, marks, uncordon, node=current))
         done = ["uncordoned, annotation removed"] if uncordon else []
         if marks.any:
             done.append(f"{marks.words()} removed")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Protocol
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, NodeWaits
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import DaemonSets
@@ -57,3 +57,4 @@ class BatchContext(Protocol):
     settings: Settings
     etcd_check: Optional[EtcdCheck]
     daemonsets: DaemonSets  # read once for the batch's drains
+    node_waits: NodeWaits  # the batch's one watch of its nodes, else the client

@@ -130,16 +130,22 @@ class ClusterReader:
     """One round's reads: the nodes, the API server's /readyz, and etcd if an etcd check is given.
 
     ``kube``: KubeClient; ``etcd_check``: cycle.EtcdCheck (called with nobody going down).
+    ``watched``: the nodes as the batch's watch shows them once it has caught up with the batch's
+    last writes (``NodeWatch.nodes_after``), or None: then the round lists them. Either way the
+    round judges a state from after the batch, not one from before its last change.
     """
 
-    def __init__(self, kube: KubernetesApi, etcd_check: Optional[Callable[..., tuple[bool, str]]] = None) -> None:
+    def __init__(self, kube: KubernetesApi, etcd_check: Optional[Callable[..., tuple[bool, str]]] = None,
+                 watched: Optional[Callable[[], Optional[list[dict[str, Any]]]]] = None) -> None:
         self.kube = kube
         self.etcd_check = etcd_check
+        self.watched = watched
 
     def __call__(self) -> tuple[list[str], str]:
         problems: list[str] = []
         try:
-            nodes = self.kube.list_nodes()
+            seen = self.watched() if self.watched is not None else None
+            nodes = seen if seen is not None else self.kube.list_nodes()
         except CksError as exc:
             problems.append(f"cannot list the nodes: {exc.msg}")
             nodes = []
