@@ -130,7 +130,8 @@ chaos-transient: setup
 	$(BIN)/python tests/chaos/transient.py --runs $(N) --mode drop --rate 0.05 --seed 2000 --out out/transient-drop
 
 # The kube tests again with the oldest allowed kubernetes client (its requests go out through
-# python-legacy's ApiClient.call_api, 37.x's through param_serialize).
+# python-legacy's ApiClient.call_api, 37.x's through param_serialize), and the watches: a batch's
+# shared node watch is stopped by shutting down the socket under the client's streaming response.
 $(VENV_K35)/.installed: requirements-test.txt
 	$(PYTHON) -m venv $(VENV_K35)
 	$(VENV_K35)/bin/pip install -q --upgrade pip
@@ -142,6 +143,7 @@ client-ends: setup $(VENV_K35)/.installed
 	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/sim/tests,-k kube)
 	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/unit,-k kube)
 	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/integration/test_clients_kube.py)
+	$(call pytest,$(VENV_K35)/bin/python,client-ends,tests/integration/test_kube_watch.py)
 
 # The support matrix (tests/matrix.txt): unit tests on every ansible-core the collection claims,
 # each with its own Python (found on PATH or in pyenv's versions), sanity where the list says.
