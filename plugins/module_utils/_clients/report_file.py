@@ -1,7 +1,8 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Writing a private JSON file on the controller, whole or not at all (the rollout report)."""
+"""Writing a private JSON file on the controller, whole or not at all (the rollout report, the fleet's
+outcomes and report)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import tempfile
 from typing import Any
 
 
-def write_private_json(path: str, data: Any) -> None:
+def write_private_json(path: str, data: Any, indent: int = 4, sort_keys: bool = True) -> None:
     """Write ``data`` as JSON to ``path``, mode 0600, atomically.
 
     A reader (a fleet, AWX, a tail) sees the old file or the new one, never half of one: the text
@@ -23,7 +24,7 @@ def write_private_json(path: str, data: Any) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             os.fchmod(fh.fileno(), 0o600)
-            fh.write(json.dumps(data, indent=4, sort_keys=True) + "\n")
+            fh.write(json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(partial, path)

@@ -20,6 +20,8 @@ import os
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json
+
 OUTCOME_FILE = "outcome.json"
 #: Taken around each outcome written and each fleet report rewritten (not a cluster's folder: no name clash).
 LOCK_FILE = ".fleet.lock"
@@ -38,16 +40,6 @@ def read_json(path: str) -> Optional[dict[str, Any]]:
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
-
-
-def write_json_replacing(path: str, content: Mapping[str, Any]) -> None:
-    """``content`` into ``path`` (0600) through a temp file and ``os.replace``: a reader never sees half of it."""
-    partial = f"{path}.{os.getpid()}.part"
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(content, fh, indent=2)
-        fh.write("\n")
-    os.replace(partial, path)
 
 
 class FleetRunFolder:
@@ -90,10 +82,10 @@ class FleetRunFolder:
         """
         mark = os.path.join(self.path, CANCELLED_MARK)
         with self.locked():
-            write_json_replacing(os.path.join(self.cluster_folder(folder_name), OUTCOME_FILE), outcome)
+            write_private_json(os.path.join(self.cluster_folder(folder_name), OUTCOME_FILE), outcome, indent=2, sort_keys=False)
             if not cancelled and not os.path.exists(mark):
                 return False
-            write_json_replacing(report_path, build_report(self.outcomes()))
+            write_private_json(report_path, build_report(self.outcomes()), indent=2, sort_keys=False)
             if not os.path.exists(mark):
                 os.close(os.open(mark, os.O_WRONLY | os.O_CREAT, 0o600))
             return True
