@@ -2,17 +2,17 @@
 # Apache License 2.0 (see LICENSE)
 
 """Writing a private JSON file on the controller, whole or not at all (the rollout report, the fleet's
-outcomes and report)."""
+outcomes and report, the variables a fleet hands each cluster's run)."""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from typing import Any
+from typing import Any, Optional
 
 
-def write_private_json(path: str, data: Any, indent: int = 4, sort_keys: bool = True) -> None:
+def write_private_json(path: str, data: Any, indent: Optional[int] = 4, sort_keys: bool = True) -> None:
     """Write ``data`` as JSON to ``path``, mode 0600, atomically.
 
     A reader (a fleet, AWX, a tail) sees the old file or the new one, never half of one: the text

@@ -19,7 +19,6 @@ lock so that the report left holds every cluster (see _state/fleet_run.py).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -27,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import CancelPolicy, PlaybookRunner
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import (
     ClusterOutcome,
@@ -50,12 +50,6 @@ def folder_name(cluster: str) -> str:
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def write_private(path: str, content: Mapping[str, Any]) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(content, fh)
 
 
 def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str, Any]:
@@ -86,7 +80,7 @@ def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str,
     for stale in (report_path, vars_path, failures_path):
         if os.path.exists(stale):
             os.unlink(stale)
-    write_private(vars_path, variables)
+    write_private_json(vars_path, variables, indent=None, sort_keys=False)
     dry_run = bool(params.get("check_mode"))
     cancel = CancelPolicy(lambda: ask_cancel(runner, params, given, cluster, folder), float(params.get("cancel_timeout") or DEFAULT_CANCEL_TIMEOUT))
     try:
@@ -109,7 +103,8 @@ def ask_cancel(runner: PlaybookRunner, params: Mapping[str, Any], given: Mapping
     """Run cancel.yml for this cluster, for this fleet run's lock only; whether the cancel flag was set."""
     vars_path = os.path.join(folder, "cancel-vars.json")
     failures_path = os.path.join(folder, "cancel.json")
-    write_private(vars_path, dict(given, rollout_cluster=cluster, rollout_cancel_holder=params["run_id"]))
+    write_private_json(vars_path, dict(given, rollout_cluster=cluster, rollout_cancel_holder=params["run_id"]),
+                       indent=None, sort_keys=False)
     try:
         run = runner.run(params.get("cancel_playbook") or os.path.join(os.path.dirname(params["playbook"]), "cancel.yml"),
                          vars_path, os.path.join(folder, "cancel.log"), failures_path, cwd=params["cwd"] or os.getcwd(),
