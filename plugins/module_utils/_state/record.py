@@ -362,12 +362,11 @@ class Lock:
                 if exc.status in (404, 409):
                     continue  # someone else wrote (or deleted) it between our read and write
                 raise
-            self.written_version = (answer.get("metadata") or {}).get("resourceVersion")
             stopped = None
             if info.holder and info.holder != self.holder_identity:
                 stopped = {"holder": info.holder, "renew_time": info.renew_time, "acquire_time": info.acquire_time,
                            "noticed": now}
-            return self._info(answer, taken_over_from=stopped)
+            return self._wrote(answer, taken_over_from=stopped)
         current = self.read()
         if current is not None and current.holder and current.holder != self.holder_identity:
             raise self._held(current)
@@ -400,19 +399,29 @@ class Lock:
                 return info
         return self._renew(self.kube.get_lease(self.namespace, self.name))
 
-    def _renew_unread(self, version: str) -> Optional[LockInfo]:
-        """A merge patch of renewTime onto the version this holder wrote; None: read and judge instead."""
-        patch = {"metadata": {"resourceVersion": version}, "spec": {"renewTime": format_microtime(self._clock())}}
+    def _patch_onto(self, version: str, spec: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """``spec`` as a merge patch onto the version this holder last wrote: the lease as answered, or
+        None where the lease must be read and judged instead (409: written since; 403: an identity
+        granted update but not patch, as an older Role). A 404 (the lease deleted) is the caller's."""
         try:
-            answer = self.kube.patch_lease(self.namespace, self.name, patch)
+            return self.kube.patch_lease(self.namespace, self.name, {"metadata": {"resourceVersion": version}, "spec": spec})
         except KubernetesError as exc:
-            if exc.status == 404:
-                raise LockLost(f"the rollout lock {self.namespace}/{self.name} is gone (deleted); stop this rollout")
             if exc.status == 403:
                 self.patch_allowed = False  # the documented RBAC grants patch; an older Role may not
             elif exc.status != 409:
                 raise
             self.written_version = None
+            return None
+
+    def _renew_unread(self, version: str) -> Optional[LockInfo]:
+        """A merge patch of renewTime onto the version this holder wrote; None: read and judge instead."""
+        try:
+            answer = self._patch_onto(version, {"renewTime": format_microtime(self._clock())})
+        except KubernetesError as exc:
+            if exc.status == 404:
+                raise LockLost(f"the rollout lock {self.namespace}/{self.name} is gone (deleted); stop this rollout")
+            raise
+        if answer is None:
             return None
         info = self._wrote(answer)
         if info.holder != self.holder_identity:
@@ -424,10 +433,10 @@ class Lock:
             self.duration_seconds = info.duration_seconds  # unread until now: the renewer paces by it
         return info
 
-    def _wrote(self, answer: dict[str, Any]) -> LockInfo:
+    def _wrote(self, answer: dict[str, Any], taken_over_from: Optional[dict[str, Any]] = None) -> LockInfo:
         """The lease as a write of this holder left it; its version is what the next renewal patches."""
         self.written_version = (answer.get("metadata") or {}).get("resourceVersion")
-        return self._info(answer)
+        return self._info(answer, taken_over_from=taken_over_from)
 
     def renew_at_batch_start(self) -> LockInfo:
         """``renew``, from the lease ``held_lock`` read moments ago when there is one (no second read).
@@ -445,18 +454,14 @@ class Lock:
     def _release_unread(self, version: str) -> Optional[bool]:
         """The release's lease as ``_body`` writes it, as a merge patch onto ``version``; None: read and judge."""
         now = format_microtime(self._clock())
-        patch = {"metadata": {"resourceVersion": version},
-                 "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now}}
         try:
-            self.kube.patch_lease(self.namespace, self.name, patch)
+            answer = self._patch_onto(version, {"holderIdentity": "", "leaseDurationSeconds": 1,
+                                                "acquireTime": now, "renewTime": now})
         except KubernetesError as exc:
             if exc.status == 404:
                 return False
-            if exc.status == 403:
-                self.patch_allowed = False
-            elif exc.status != 409:
-                raise
-            self.written_version = None
+            raise
+        if answer is None:
             return None
         self.written_version = None
         return True
