@@ -45,7 +45,12 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.stop_check import read_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LockInfo, Record
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import effective_settings, lock_dict, stored_max_unavailable
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import (
+    effective_settings,
+    lock_dict,
+    stored_max_unavailable,
+    stored_settings,
+)
 
 
 def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo],
@@ -117,7 +122,7 @@ def record_fields(view: ClusterView, record: Optional[Record], lock: Optional[Lo
     """The part of ``report`` that the record and the lock decide, apart: a run that stores the
     settings and takes the lock after planning lays these over its plan instead of planning again."""
     return {
-        "settings_recorded": record is not None and bool(record.settings),
+        "settings_recorded": stored_settings(record) is not None,
         "lock": lock_dict(lock),
         "lock_holder": lock.holder if lock is not None and lock.held else None,
         "last_error": record.last_error if record is not None else None,
