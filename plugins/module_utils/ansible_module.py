@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 import traceback
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol
 
-from ansible.module_utils.basic import AnsibleFallbackNotFound, AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.basic import AnsibleFallbackNotFound, env_fallback, missing_required_lib
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CS_IMPORT_ERROR, HAS_CS, CloudStackClient, CloudStackOptions, redact
@@ -45,6 +45,27 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.quorum import ENDPOINTS, KUBECONFIG, QuorumClient, quorum_path
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
+
+
+class ModuleHost(Protocol):
+    """What the glue below uses of AnsibleModule: AnsibleModule itself in a shipped module, the
+    controller's stand-in (plugin_utils/controller_module.py) for a module run in the controller."""
+
+    params: dict[str, Any]
+    check_mode: bool
+    _diff: bool
+    no_log_values: set[str]
+
+    def warn(self, warning: str) -> None: ...
+
+    def exit_json(self, **kwargs: Any) -> NoReturn: ...
+
+    def fail_json(self, msg: str, **kwargs: Any) -> NoReturn: ...
+
+
+def libraries_present() -> bool:
+    """Whether this Python has the clients' libraries (``cs`` and ``kubernetes``)."""
+    return HAS_CS and HAS_KUBERNETES
 
 
 def _validate_certs_from_no_tls_verify() -> bool:
@@ -137,7 +158,7 @@ def kubernetes_argument_spec() -> dict[str, dict[str, Any]]:
     }
 
 
-def cloudstack_client(module: AnsibleModule) -> CloudStackClient:
+def cloudstack_client(module: ModuleHost) -> CloudStackClient:
     if not HAS_CS:
         module.fail_json(msg=missing_required_lib("cs"), exception=CS_IMPORT_ERROR)
     options = CloudStackOptions.from_params(module.params)
@@ -162,7 +183,7 @@ def kube_options(params: Mapping[str, Any], warn: Callable[[str], None] = lambda
     })
 
 
-def kube_client(module: AnsibleModule, cloudstack: Optional[CloudStackClient] = None,
+def kube_client(module: ModuleHost, cloudstack: Optional[CloudStackClient] = None,
                 cluster_id: Optional[str] = None) -> KubeClient:
     """The cluster's Kubernetes client; without a kubeconfig option it is fetched from CloudStack."""
     if not HAS_KUBERNETES:
@@ -183,7 +204,7 @@ def kube_client(module: AnsibleModule, cloudstack: Optional[CloudStackClient] = 
     return KubeClient.connect(options, cloudstack=cloudstack, cluster_id=cluster_id)
 
 
-def cluster_session(module: AnsibleModule) -> ClusterSession:
+def cluster_session(module: ModuleHost) -> ClusterSession:
     """The module's way into its cluster (``cluster``, ``project_id`` and the connection options).
 
     Without a kubeconfig option the Kubernetes client is built from the cluster's own kubeconfig,
@@ -195,7 +216,7 @@ def cluster_session(module: AnsibleModule) -> ClusterSession:
                           diff=bool(module._diff), catalog=Catalog.from_option(module.params.get("catalog")))
 
 
-def run_service(module: AnsibleModule, service: Callable[[ClusterSession, Mapping[str, Any], bool], Mapping[str, Any]]) -> None:
+def run_service(module: ModuleHost, service: Callable[[ClusterSession, Mapping[str, Any], bool], Mapping[str, Any]]) -> None:
     """Run ``service(session, params, check_mode)`` on the module's cluster, and exit or fail with its result."""
 
     def work() -> Mapping[str, Any]:
@@ -205,7 +226,7 @@ def run_service(module: AnsibleModule, service: Callable[[ClusterSession, Mappin
     run(module, work)
 
 
-def run_quorum(module: AnsibleModule, service: Callable[[QuorumClient, Mapping[str, Any], str], Mapping[str, Any]]) -> None:
+def run_quorum(module: ModuleHost, service: Callable[[QuorumClient, Mapping[str, Any], str], Mapping[str, Any]]) -> None:
     """Run ``service(client, params, path)`` with the quorum client the options choose (``quorum.quorum_path``).
 
     The endpoints need neither CloudStack nor Kubernetes; a kubeconfig needs no CloudStack call;
@@ -243,7 +264,7 @@ def _kubeconfig_secrets(config: Mapping[str, Any]) -> set[str]:
     return secrets
 
 
-def run(module: AnsibleModule, fn: Callable[[], Optional[Mapping[str, Any]]]) -> None:
+def run(module: ModuleHost, fn: Callable[[], Optional[Mapping[str, Any]]]) -> None:
     """Run the module's work: exit with the dict ``fn`` returns, or fail with a clear message."""
     try:
         result = fn()

@@ -318,13 +318,19 @@ def argument_spec() -> dict[str, dict[str, Any]]:
     return spec
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec=argument_spec(),
-        required_together=[("etcd_client_cert", "etcd_client_key")],
-        supports_check_mode=True,
-    )
+def module_options() -> dict[str, Any]:
+    """AnsibleModule's arguments, written once for main() and for the action that runs this module
+    in the controller (plugins/action/cks_etcd_quorum.py)."""
+    return {"argument_spec": argument_spec(), "required_together": [("etcd_client_cert", "etcd_client_key")],
+            "supports_check_mode": True}
+
+
+def run(module: glue.ModuleHost) -> None:
     glue.run_quorum(module, etcd_quorum)
+
+
+def main() -> None:
+    run(AnsibleModule(**module_options()))
 
 
 if __name__ == "__main__":

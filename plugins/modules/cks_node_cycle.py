@@ -646,15 +646,20 @@ def argument_spec() -> dict[str, dict[str, Any]]:
     })
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec=argument_spec(),
-        required_if=[("mode", "cycle", ("nodes",)), ("mode", "taint_pending", ("nodes",))],
-        required_together=[("etcd_client_cert", "etcd_client_key")],
-        supports_check_mode=True,
-    )
+def module_options() -> dict[str, Any]:
+    """AnsibleModule's arguments, written once for main() and for the action that runs this module
+    in the controller (plugins/action/cks_node_cycle.py)."""
+    return {"argument_spec": argument_spec(),
+            "required_if": [("mode", "cycle", ("nodes",)), ("mode", "taint_pending", ("nodes",))],
+            "required_together": [("etcd_client_cert", "etcd_client_key")], "supports_check_mode": True}
 
+
+def run(module: glue.ModuleHost) -> None:
     glue.run_service(module, SERVICES[module.params["mode"]])
+
+
+def main() -> None:
+    run(AnsibleModule(**module_options()))
 
 
 if __name__ == "__main__":

@@ -606,11 +606,19 @@ def argument_spec() -> dict[str, Any]:
     return glue.cluster_module_argument_spec(spec)
 
 
-def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
-                           required_together=[("etcd_client_cert", "etcd_client_key")])
+def module_options() -> dict[str, Any]:
+    """AnsibleModule's arguments, written once for main() and for the action that runs this module
+    in the controller (plugins/action/cks_node_outdated.py)."""
+    return {"argument_spec": argument_spec(), "required_together": [("etcd_client_cert", "etcd_client_key")],
+            "supports_check_mode": True}
 
+
+def run(module: glue.ModuleHost) -> None:
     glue.run_service(module, node_outdated)
+
+
+def main() -> None:
+    run(AnsibleModule(**module_options()))
 
 
 if __name__ == "__main__":

@@ -472,12 +472,20 @@ def argument_spec() -> dict[str, Any]:
     return glue.cluster_module_argument_spec(spec)
 
 
-def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
-                           required_if=[("rollout", True, ("lock_holder",)), ("plan", True, ("lock_holder",))],
-                           required_together=[("etcd_client_cert", "etcd_client_key")])
+def module_options() -> dict[str, Any]:
+    """AnsibleModule's arguments, written once for main() and for the action that runs this module
+    in the controller (plugins/action/cks_node_settings.py)."""
+    return {"argument_spec": argument_spec(), "supports_check_mode": True,
+            "required_if": [("rollout", True, ("lock_holder",)), ("plan", True, ("lock_holder",))],
+            "required_together": [("etcd_client_cert", "etcd_client_key")]}
 
+
+def run(module: glue.ModuleHost) -> None:
     glue.run_service(module, start_rollout if module.params["plan"] else node_settings)
+
+
+def main() -> None:
+    run(AnsibleModule(**module_options()))
 
 
 if __name__ == "__main__":

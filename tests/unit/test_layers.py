@@ -29,6 +29,8 @@ LAYERS = (
     "module_utils.ansible_module",  # AnsibleModule glue: argument specs, failing in one place
     "filter",
     "modules",
+    "plugin_utils",  # controller side: running a module in the controller's worker
+    "action",  # one per module: where it runs
     "inventory",
 )
 
@@ -43,7 +45,7 @@ def layer_of(dotted: str) -> int:
 
 def sources() -> dict[str, Path]:
     found = {}
-    for folder in ("module_utils", "modules", "filter", "inventory"):
+    for folder in ("module_utils", "modules", "filter", "plugin_utils", "action", "inventory"):
         for path in sorted((ROOT / "plugins" / folder).rglob("*.py")):
             if path.name == "__init__.py":
                 continue
