@@ -227,3 +227,14 @@ def test_snake_case_node_info_is_read_too() -> None:
         node["status"]["node_info"] = {"boot_id": "snake"}
         del node["status"]["nodeInfo"]
     assert build_view(*raw).node(f.w(1)).boot_id == "snake"
+
+
+def test_every_node_is_found_by_name_in_any_case_from_one_index() -> None:
+    f = ClusterFactory(control=3, workers=40)
+    view = f.view()
+    for node in view.nodes:
+        assert view.find_node(node.name.upper()) is node
+    assert view.find_node("nope") is None
+    # One index per view, built on the first look (planning looks every node up).
+    assert view._nodes_by_name is view._nodes_by_name  # pylint: disable=protected-access
+    assert len(view._nodes_by_name) == len(view.nodes) == 43  # pylint: disable=protected-access

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -222,12 +223,18 @@ class ClusterView:
     def nodes_of(self, node_type: str) -> tuple[Node, ...]:
         return tuple(n for n in self.nodes if n.node_type == node_type)
 
-    def find_node(self, name: str) -> Optional[Node]:
-        wanted = name.lower()
+    @cached_property
+    def _nodes_by_name(self) -> Mapping[str, Node]:
+        # Planning looks every node of the cluster up by name: a scan each time made it quadratic
+        # (issue 19: 3,000 nodes cost 0.73 s in this lookup alone). The first node of a name wins, as
+        # the scan had it.
+        index: dict[str, Node] = {}
         for node in self.nodes:
-            if node.name == wanted:
-                return node
-        return None
+            index.setdefault(node.name, node)
+        return MappingProxyType(index)
+
+    def find_node(self, name: str) -> Optional[Node]:
+        return self._nodes_by_name.get(name.lower())
 
     def node(self, name: str) -> Node:
         found = self.find_node(name)
