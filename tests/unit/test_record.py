@@ -274,3 +274,35 @@ def test_set_cancel_keeps_the_rest_of_the_record() -> None:
 def test_holder_identity_default_is_unique_per_lock() -> None:
     a, b = rec.default_holder_identity(), rec.default_holder_identity()
     assert a != b and a.rsplit("-", 2)[1].isdigit()
+
+
+def test_acquire_judges_the_lease_the_run_read_moments_ago_without_reading_again() -> None:
+    kube, clock = FakeKube(), Clock()
+    lock(kube, clock, "run-a").acquire()
+    lock(kube, clock, "run-a").release()
+    seen = lock(kube, clock, "run-b").read()
+    reads = _counting_reads(kube)
+    taken = lock(kube, clock, "run-b").acquire(seen=seen)
+    assert reads == [] and taken.holder == "run-b" and taken.transitions == 1
+    # No lease at all, as the read found: created without a read.
+    other, clock2 = FakeKube(), Clock()
+    reads = _counting_reads(other)
+    assert lock(other, clock2, "run-a").acquire(absent=True).holder == "run-a" and reads == []
+
+
+def test_acquire_on_a_lease_written_since_the_read_reads_again_and_judges_that() -> None:
+    kube, clock = FakeKube(), Clock()
+    lock(kube, clock, "run-a").acquire()
+    clock.now += timedelta(seconds=120)  # run-a stopped renewing: expired when read
+    seen = lock(kube, clock, "run-b").read()
+    assert seen is not None and seen.expired
+    lock(kube, clock, "run-c").acquire()  # another rollout took it over meanwhile
+    reads = _counting_reads(kube)
+    with pytest.raises(LockHeld, match="run-c"):
+        lock(kube, clock, "run-b").acquire(seen=seen)  # the replace on the old version is a 409
+    assert reads  # and the lease was read again to judge it
+    # Created by someone else since a read that found none: the create is a 409, then judged.
+    other, clock2 = FakeKube(), Clock()
+    lock(other, clock2, "run-x").acquire()
+    with pytest.raises(LockHeld, match="run-x"):
+        lock(other, clock2, "run-y").acquire(absent=True)

@@ -97,7 +97,8 @@ class NodeSettingsService:
         stored = False
         if not self.check_mode:
             if request.rollout:
-                lock_after = lock.acquire()
+                # Judged on the read above (one read less); the write is conditional on its version.
+                lock_after = lock.acquire(seen=lock_before, absent=lock_before is None)
                 try:
                     if settings_changed or lock_after.taken_over_from or (record is not None and record.cancel):
                         record = self._store(record, current if recorded else None, requested, new_mu, lock_after)

@@ -332,24 +332,30 @@ class Lock:
             },
         }
 
-    def acquire(self) -> LockInfo:
+    def acquire(self, seen: Optional[LockInfo] = None, absent: bool = False) -> LockInfo:
         """Take the lock, or renew it if this holder has it already.
 
         An expired lease (or a released one) is taken over; ``taken_over_from`` then names the
         previous holder and its last renewal when it had not released. ``LockHeld`` if another
         rollout holds it.
+
+        ``seen`` (or ``absent``: there was no lease): the lease as this run read it moments ago. The
+        first attempt judges that instead of reading again; its write is conditional on that
+        version all the same (a create fails if one was made since), so a lease written since the
+        read is a 409 and is read again, as if it had been read here.
         """
-        for _attempt in range(3):
-            lease = self.kube.get_lease(self.namespace, self.name)
+        for attempt in range(3):
+            info = seen if attempt == 0 and (seen is not None or absent) else self.read()
+            if info is not None and info.holder:
+                self.last_seen = info
             now = format_microtime(self._clock())
-            if lease is None:
+            if info is None:
                 try:
                     return self._wrote(self.kube.create_lease(self.namespace, self._body(None, now, 0)))
                 except KubernetesError as exc:
                     if exc.status == 409:
                         continue  # created by someone else meanwhile: look again
                     raise
-            info = self._info(lease)
             if info.holder == self.holder_identity:
                 body = self._body(info.resource_version, info.acquire_time or now, info.transitions)
             elif info.holder and not info.expired:
