@@ -287,7 +287,11 @@ def _cloudstack_why(r: dict[str, Any]) -> str:
             f"{round(r['nodes_rolled'] / max(1, o['batches']), 1)} nodes plus the plan, lock and release runs. "
             "Each batch reads afresh before its drain what could refuse its changes once its nodes are stopped "
             "(the cluster's state, its VMs, their ROOT volumes for a disk change, the owner's headroom for a larger "
-            "offering); a kubeconfig given (K8S_AUTH_KUBECONFIG) saves the getKubernetesClusterConfig of each run")
+            "offering); a kubeconfig given (K8S_AUTH_KUBECONFIG) saves the getKubernetesClusterConfig of each run"
+            + (". The jobs of one command that run at once in a batch share what they know of it as they started: "
+               "a batch's bracket narrows once per batch, not once per job, so a rollout of few large batches "
+               "probes most of its jobs (a probe and an end poll each)"
+               if r["nodes_rolled"] > o["batches"] and per_job > 1.5 else ""))
 
 
 #: The Kubernetes calls each rolled node costs: its three writes (the boot ID annotation with the cordon in
