@@ -43,10 +43,17 @@ class Case:
     bug: Optional[str] = None  # a known bug elsewhere: the row is a strict xfail until it is fixed
 
 
+#: Ports bound and never listened on, kept so for the whole module: a connection to one is refused.
+#: A port closed again could be taken meanwhile by a simulator of another test worker (it was: the
+#: "unreachable" CloudStack then answered 401).
+_REFUSING: list[socket.socket] = []
+
+
 def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    sock = socket.socket()  # pylint: disable=consider-using-with  # kept open on purpose
+    sock.bind(("127.0.0.1", 0))
+    _REFUSING.append(sock)
+    return sock.getsockname()[1]
 
 
 def _kubeconfig_variant(sim: Any, name: str, change: Callable[[dict[str, Any]], None]) -> str:
