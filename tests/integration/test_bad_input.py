@@ -50,7 +50,7 @@ _REFUSING: list[socket.socket] = []
 
 
 def _closed_port() -> int:
-    sock = socket.socket()  # pylint: disable=consider-using-with  # kept open on purpose
+    sock = socket.socket()  # pylint: disable=consider-using-with
     sock.bind(("127.0.0.1", 0))
     _REFUSING.append(sock)
     return sock.getsockname()[1]
