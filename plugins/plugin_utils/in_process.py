@@ -26,10 +26,13 @@ from types import ModuleType
 from typing import Any, Iterator, Mapping, Optional
 
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 
 from ansible_collections.cloudstack.cks.plugins.module_utils.ansible_module import libraries_present
 from ansible_collections.cloudstack.cks.plugins.plugin_utils.controller_module import ControllerModule, ModuleResult
+
+display = Display()
 
 
 @contextmanager
@@ -58,17 +61,29 @@ class InProcessModuleAction(ActionBase):
     def run(self, tmp: Optional[str] = None, task_vars: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         del tmp  # unused, as ActionBase.run says
-        if not self.runs_here():
+        why_shipped = self.why_shipped()
+        if why_shipped:
+            display.vvv(f"{self._task.action}: shipped as a module ({why_shipped})")
             return self._shipped(result, task_vars)
+        display.vvv(f"{self._task.action}: run in the controller's worker")
         values: dict[str, Any] = {}
         self._compute_environment_string(values)
         with environment(values):
             return merge_hash(result, self._run_here())
 
-    def runs_here(self) -> bool:
-        """True where the module would run on this machine, as this user, in the foreground."""
-        return (getattr(self._connection, "transport", None) == "local" and not self._play_context.become
-                and not self._task.async_val and libraries_present())
+    def why_shipped(self) -> str:
+        """Why the module cannot run here ("" where it would run on this machine, as this user, in the
+        foreground, with the libraries it needs)."""
+        transport = getattr(self._connection, "transport", None)
+        if transport != "local":
+            return f"connection {transport}"
+        if self._play_context.become:
+            return "become"
+        if self._task.async_val:
+            return "async"
+        if not libraries_present():
+            return "cs or kubernetes is not installed in the controller's Python"
+        return ""
 
     def _run_here(self) -> dict[str, Any]:
         name = self._task.action

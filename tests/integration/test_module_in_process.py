@@ -62,7 +62,7 @@ def test_modules_run_in_the_controller_unless_shipped_and_give_the_same_result(s
     env.update(ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1", ANSIBLE_KEEP_REMOTE_FILES="1",
                ANSIBLE_REMOTE_TMP=str(remote), ANSIBLE_LOCAL_TEMP=str(tmp_path / "local"),
                ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_ASYNC_DIR=str(tmp_path / "async"))
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), "-v", str(playbook)], env=env, capture_output=True,
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), "-vvv", str(playbook)], env=env, capture_output=True,
                           text=True, timeout=300, cwd=str(tmp_path), check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())
@@ -71,6 +71,9 @@ def test_modules_run_in_the_controller_unless_shipped_and_give_the_same_result(s
     # Only the async task shipped the module: its payload is the one written.
     payloads = glob.glob(str(remote / "*" / "AnsiballZ_cks_node_outdated.py"))
     assert len(payloads) == 1, payloads
+    # -vvv says where each ran.
+    assert proc.stdout.count("cloudstack.cks.cks_node_outdated: run in the controller's worker") == 2, proc.stdout[-4000:]
+    assert "cloudstack.cks.cks_node_outdated: shipped as a module (async)" in proc.stdout
     assert results["here"]["workernodesoutofdate"] > 0
     for key in PLAN_KEYS:
         assert results["here"][key] == results["shipped"][key] == results["by_env"][key], key
