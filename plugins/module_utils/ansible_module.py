@@ -56,11 +56,14 @@ class ModuleHost(Protocol):
     _diff: bool
     no_log_values: set[str]
 
-    def warn(self, warning: str) -> None: ...
+    def warn(self, warning: str) -> None:
+        """Add ``warning`` to the result's warnings."""
 
-    def exit_json(self, **kwargs: Any) -> NoReturn: ...
+    def exit_json(self, **kwargs: Any) -> NoReturn:
+        """End the run with ``kwargs`` as its result."""
 
-    def fail_json(self, msg: str, **kwargs: Any) -> NoReturn: ...
+    def fail_json(self, msg: str, **kwargs: Any) -> NoReturn:
+        """End the run as failed with ``msg`` and ``kwargs``."""
 
 
 def libraries_present() -> bool:

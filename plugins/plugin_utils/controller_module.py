@@ -36,13 +36,15 @@ class ControllerModule:
     """AnsibleModule's options and results for a module run in this process."""
 
     def __init__(self, name: str, args: dict[str, Any], check_mode: bool, diff: bool,
-                 argument_spec: dict[str, Any], supports_check_mode: bool = False,
+                 argument_spec: dict[str, Any], supports_check_mode: bool = False, invocation: bool = True,
                  mutually_exclusive: Optional[Sequence[Any]] = None, required_together: Optional[Sequence[Any]] = None,
                  required_one_of: Optional[Sequence[Any]] = None, required_if: Optional[Sequence[Any]] = None,
                  required_by: Optional[dict[str, Any]] = None) -> None:
         self._name = name
         self.check_mode = check_mode
         self._diff = diff
+        # ansible-core 2.21 returns a module's invocation only when asked (INJECT_INVOCATION); before, always.
+        self._invocation = invocation
         self.no_log_values: set[str] = set()
         self._warnings: list[str] = []
         # Ansible's own arguments (_ansible_*) never reach here: the action passes the task's.
@@ -73,7 +75,10 @@ class ControllerModule:
         raise ModuleResult(self._formatted(kwargs))
 
     def _formatted(self, result: dict[str, Any]) -> dict[str, Any]:
-        result.setdefault("invocation", {"module_args": self.params})
+        if self._invocation:
+            result.setdefault("invocation", {"module_args": self.params})
+        else:
+            result.pop("invocation", None)
         result.setdefault("changed", False)
         if self._warnings:
             result["warnings"] = list(self._warnings)

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Iterator, Mapping, Optional
 
+from ansible import constants as C
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
@@ -69,7 +70,14 @@ class InProcessModuleAction(ActionBase):
         values: dict[str, Any] = {}
         self._compute_environment_string(values)
         with environment(values):
-            return merge_hash(result, self._run_here())
+            return merge_hash(result, self._run_here(self._invocation_wanted(task_vars)))
+
+    @staticmethod
+    def _invocation_wanted(task_vars: Optional[dict[str, Any]]) -> bool:
+        """ansible-core 2.21's INJECT_INVOCATION (default false); before it, a module always returned its invocation."""
+        if "INJECT_INVOCATION" not in C.config.get_configuration_definitions():
+            return True
+        return bool(C.config.get_config_value("INJECT_INVOCATION", variables=task_vars or {}))
 
     def why_shipped(self) -> str:
         """Why the module cannot run here ("" where it would run on this machine, as this user, in the
@@ -85,11 +93,11 @@ class InProcessModuleAction(ActionBase):
             return "cs or kubernetes is not installed in the controller's Python"
         return ""
 
-    def _run_here(self) -> dict[str, Any]:
+    def _run_here(self, invocation: bool) -> dict[str, Any]:
         name = self._task.action
         try:
             module = ControllerModule(name, dict(self._task.args), check_mode=bool(self._task.check_mode),
-                                      diff=bool(self._task.diff), **self.MODULE.module_options())
+                                      diff=bool(self._task.diff), invocation=invocation, **self.MODULE.module_options())
             self.MODULE.run(module)
         except ModuleResult as done:
             return done.result

@@ -6,19 +6,34 @@ same refusal or the same result, with the same secrets removed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+from unittest import mock
 
 import pytest
+from ansible.module_utils import basic
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.testing import patch_module_args
+from ansible.module_utils.common.parameters import PASS_VARS
 
 from ansible_collections.cloudstack.cks.plugins.module_utils.ansible_module import run
 from ansible_collections.cloudstack.cks.plugins.modules import cks_etcd_quorum, cks_node_cycle, cks_node_outdated, cks_node_settings
 from ansible_collections.cloudstack.cks.plugins.plugin_utils.controller_module import ControllerModule, ModuleResult
 
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core before 2.19: the way its unit tests always gave a module its arguments
+
+    @contextlib.contextmanager
+    def patch_module_args(args: dict[str, Any]) -> Iterator[None]:  # type: ignore[no-redef]
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()):
+            yield
+
+
 MODULES = {m.__name__.rsplit(".", 1)[-1]: m for m in (cks_node_cycle, cks_node_settings, cks_node_outdated, cks_etcd_quorum)}
+#: Whether AnsibleModule returns its invocation unasked: ansible-core 2.21 added INJECT_INVOCATION (default false).
+INVOCATION_UNASKED = "inject_invocation" not in PASS_VARS
 SECRET = "s3cr3t-api-secret"
 CONNECTION = {"api_url": "https://cloud.example/client/api", "api_key": "key", "api_secret": SECRET}
 
@@ -38,7 +53,8 @@ def through_ansible_module(module: ModuleType, args: dict[str, Any], work: Calla
 def through_controller(module: ModuleType, args: dict[str, Any], work: Callable[[Any], None]) -> dict[str, Any]:
     name = f"cloudstack.cks.{module.__name__.rsplit('.', 1)[-1]}"
     with pytest.raises(ModuleResult) as done:
-        work(ControllerModule(name, args, check_mode=False, diff=False, **module.module_options()))
+        work(ControllerModule(name, args, check_mode=False, diff=False, invocation=INVOCATION_UNASKED,
+                              **module.module_options()))
     result = dict(done.value.result)
     result.pop("warnings", None)
     return result
@@ -82,6 +98,20 @@ def test_params_defaults_and_masked_secret_equal_ansible_modules(name: str, caps
     # The secret is a param, but never in the result: masked in both the result and its invocation.
     assert SECRET not in json.dumps(got)
     assert got["seen"]["api_secret"] == "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+    assert ("invocation" in got) is INVOCATION_UNASKED
+
+
+@pytest.mark.parametrize("invocation", [True, False])
+def test_the_invocation_is_returned_when_asked_with_its_secrets_masked(invocation: bool) -> None:
+    module = ControllerModule("cloudstack.cks.cks_node_outdated", dict(CONNECTION, cluster="c1"), check_mode=False,
+                              diff=False, invocation=invocation, **cks_node_outdated.module_options())
+    with pytest.raises(ModuleResult) as done:
+        module.exit_json(changed=False, invocation={"module_args": {"api_secret": SECRET}})
+    result = done.value.result
+    if invocation:
+        assert result["invocation"]["module_args"]["api_secret"] == "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+    else:
+        assert "invocation" not in result
 
 
 def test_environment_fallbacks_fill_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,7 +137,7 @@ def test_a_failure_carries_its_details_warnings_and_no_secret() -> None:
     assert result["failed"] is True and result["changed"] is False and result["node"] == "n1"
     assert result["msg"] == "refused with ********"
     assert result["warnings"] == ["kube_validate_certs is false"]
-    assert result["invocation"]["module_args"]["nodes"] == ["n1"]
+    assert result["invocation"]["module_args"]["nodes"] == ["n1"]  # asked for by default, as before ansible-core 2.21
 
 
 def test_the_result_passes_the_modules_last_net() -> None:
