@@ -47,7 +47,8 @@ class ControllerModule:
         self._invocation = invocation
         self.no_log_values: set[str] = set()
         self._warnings: list[str] = []
-        # Ansible's own arguments (_ansible_*) never reach here: the action passes the task's.
+        # The task's arguments. Ansible's own (_ansible_*) are added only to a shipped module's payload;
+        # dropped here should one ever come along, as AnsibleModule takes them out of its params.
         self.params: dict[str, Any] = {k: v for k, v in args.items() if not k.startswith("_ansible_")}
         validator = ModuleArgumentSpecValidator(argument_spec, mutually_exclusive, required_together,
                                                 required_one_of, required_if, required_by)
