@@ -458,10 +458,57 @@ refusal_error:
   returned: always
   type: str
   sample: null
+would_not_be_placed:
+  description:
+    - The strict affinity groups (C(host anti-affinity), C(host affinity)) the planned change puts nodes into whose
+      members CloudStack's deployment planner could not all place once the nodes are stopped, counted from the
+      zone's Up and Enabled hosts (those dedicated to the nodes' ExplicitDedication group, where it has any), the
+      members already placed and each host's free CPU and memory (with its overprovisioning) for the new offering.
+      Needs a key that may list hosts (a root admin); otherwise RV(not_checked) says so.
+    - The rollout role refuses before it takes the lock when any is listed, and nothing is touched.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    group:
+      description: The affinity group.
+      type: str
+    group_type:
+      description: C(host anti-affinity) or C(host affinity).
+      type: str
+    nodes:
+      description: The planned nodes in the group after their change.
+      type: list
+      elements: str
+    node_type:
+      description: Their node type.
+      type: str
+    members:
+      description: How many members the group would have.
+      type: int
+    hosts:
+      description: How many hosts can hold them (anti-affinity); 0 for affinity.
+      type: int
+    why:
+      description: Why the planner would refuse the start (533).
+      type: str
+    change:
+      description: What to change - hosts to add, a non-strict group, a smaller offering.
+      type: str
+    message:
+      description: The group, its nodes, why and what to change in one line.
+      type: str
+  sample: []
+placement_error:
+  description: All of RV(would_not_be_placed) in one message; null when every node can be placed (or it was not checked).
+  returned: always
+  type: str
+  sample: null
 not_checked:
   description:
     - What could not be judged because the key cannot read it (its own account, the owner's limits, the limits of
       the domains above the owner).
+    - Whether the nodes of strict affinity groups can be placed, when the key cannot list the zone's hosts.
   returned: always
   type: list
   elements: str

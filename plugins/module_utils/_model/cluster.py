@@ -110,6 +110,7 @@ class Offering:
     state: str = "Active"
     storage_type: str = "shared"  # shared | local: where its volumes may live
     storage_tags: tuple[str, ...] = ()
+    cpu_speed_mhz: int = 0  # per core; what the deployment planner counts a VM's CPU in
 
 
 @dataclass(frozen=True)
@@ -300,6 +301,7 @@ def _offering(raw: Mapping[str, Any]) -> Offering:
         state=str(raw.get("state") or "Active"),
         storage_type=str(raw.get("storagetype") or "shared").lower(),
         storage_tags=_tags(raw.get("storagetags")),
+        cpu_speed_mhz=_int(raw.get("cpuspeed")),
     )
 
 

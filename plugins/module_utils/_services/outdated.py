@@ -21,12 +21,14 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import exec_access
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import pod_access, quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.owners import OwnerReads
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.placement import read_placement
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, PodAccess, etcd_check_paths, etcd_check_refusal
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.order import plan
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import PlacementReads, placement_error, placement_refusals
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report import (
     DrainCheck,
@@ -58,11 +60,13 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
            changes: Optional[SettingsRequest] = None, canary: bool = False,
            drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None,
            etcd_endpoints_given: bool = False, etcd_exec_access: Optional[ExecAccess] = None,
-           owner_reads: Optional[OwnerReads] = None, etcd_pod_access: Optional[PodAccess] = None) -> dict[str, Any]:
+           owner_reads: Optional[OwnerReads] = None, etcd_pod_access: Optional[PodAccess] = None,
+           placement: Optional[tuple[Optional[PlacementReads], list[str]]] = None) -> dict[str, Any]:
     """Everything cks_node_outdated returns, from what was read. Pure.
 
     ``owner_reads``: who the key is and the owner's headroom (``planned_settings`` and
     ``planned_nodes`` say for what); without them no change is judged against them.
+    ``placement``: the hosts and strict groups' members (``_clients.placement``) and why not.
     """
     if max_unavailable is not None and (isinstance(max_unavailable, bool) or max_unavailable < 1):
         raise InvalidInput("max_unavailable", max_unavailable, "must be at least 1")
@@ -114,7 +118,12 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
     refusals = stop_refusals(view, settings, planned_nodes(view, rollout_plan.hosts), reads.caller, reads.headroom)
     result["would_be_refused"] = [r.to_dict() for r in refusals]
     result["refusal_error"] = refusal_error(refusals)
-    result["not_checked"] = list(reads.notes)
+    hosts_read, placement_notes = placement or (None, [])
+    misfits = (placement_refusals(view, settings, planned_nodes(view, rollout_plan.hosts), hosts_read)
+               if hosts_read is not None else [])
+    result["would_not_be_placed"] = [r.to_dict() for r in misfits]
+    result["placement_error"] = placement_error(misfits)
+    result["not_checked"] = list(reads.notes) + list(placement_notes)
     return result
 
 
@@ -250,10 +259,14 @@ def plan_report(session: ClusterSession, params: Mapping[str, Any], view: Cluste
                    changes=changes, canary=bool(params.get("canary")), drain_check=check, etcd_endpoints_given=given)
     # Only the reads the planned changes need: a plan with no growth and no group change costs none.
     reads = read_for(session.cloud, view, planned_settings(view, record, changes), planned_nodes(view, first["hosts"]))
-    if reads.caller is not None or reads.headroom is not None or reads.notes:
+    # Whether the deployment planner can place the nodes a change puts into strict groups: read only
+    # for such a change (listHosts, the groups' VMs), noted as not checked for a key that may not.
+    placement = read_placement(session.cloud, view, planned_settings(view, record, changes),
+                               planned_nodes(view, first["hosts"]))
+    if reads.caller is not None or reads.headroom is not None or reads.notes or placement != (None, []):
         first = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
                        changes=changes, canary=bool(params.get("canary")), drain_check=check,
-                       etcd_endpoints_given=given, owner_reads=reads)
+                       etcd_endpoints_given=given, owner_reads=reads, placement=placement)
     # etcd is asked only when the plan has etcd members to restart: a workers-only plan costs no
     # exec and no access review (the planning call budget of a large cluster).
     if not given and not any(w.get("node_type") in (CONTROL, ETCD) for w in first["work"]):
@@ -263,7 +276,8 @@ def plan_report(session: ClusterSession, params: Mapping[str, Any], view: Cluste
     judged = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
                     changes=changes, canary=bool(params.get("canary")), drain_check=check,
                     etcd_health=read_etcd_health(params, session, view, access, pod),
-                    etcd_endpoints_given=given, etcd_exec_access=access, owner_reads=reads, etcd_pod_access=pod)
+                    etcd_endpoints_given=given, etcd_exec_access=access, owner_reads=reads, etcd_pod_access=pod,
+                    placement=placement)
     # The later runs of a rollout take it over (their catalog option) instead of listing it again.
     judged["catalog"] = session.catalog_dict()
     return judged

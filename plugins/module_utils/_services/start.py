@@ -6,8 +6,9 @@
 In this order, as the rollout role did it in four runs before:
 
 1. refuse before the lock: the settings as a rollout would store them, the etcd checks the plan
-   would need and the changes CloudStack would refuse once a node is stopped (``cks_node_outdated``'s
-   ``etcd_check_refusal`` and ``refusal_error``); nothing is written;
+   would need, the changes CloudStack would refuse once a node is stopped and the nodes its deployment
+   planner could not place in their strict affinity groups (``cks_node_outdated``'s
+   ``etcd_check_refusal``, ``refusal_error`` and ``placement_error``); nothing is written;
 2. store the settings and take the lock (``NodeSettingsService``);
 3. the plan: the one judged in 1., made from the same reads, with what the record and the lock say
    after 2. laid over it (the settings it judged are the ones just stored);
@@ -41,7 +42,7 @@ SETTINGS_ONLY = ("previous_settings", "first_use", "rollout", "diff")
 
 def refusal(judged: Mapping[str, Any]) -> Optional[str]:
     """Why the planned rollout is refused before the lock, or None: the etcd checks first, as before."""
-    for key in ("etcd_check_refusal", "refusal_error"):
+    for key in ("etcd_check_refusal", "refusal_error", "placement_error"):
         if judged.get(key):
             return REFUSED + str(judged[key])
     return None
