@@ -266,3 +266,31 @@ def test_a_member_holds_its_host_only_while_it_is_on_one() -> None:
 
 def test_no_refusal_no_message() -> None:
     assert placement_error([]) is None
+
+
+# -- starts one after another ---------------------------------------------------------------------------
+
+def test_nodes_sharing_a_strict_group_start_one_after_another() -> None:
+    from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import start_one_by_one
+
+    v = view(workers=3)
+    assert start_one_by_one(v, spread(), list(v.nodes)) == {f"k8s-node-{i}": ("g-spread",) for i in range(3)}
+    # The group they have now counts as well (its last host is avoided whatever the change).
+    v = view(workers=2, groups=("g-ded", "g-together"))
+    assert start_one_by_one(v, Settings(worker=TypeSettings(root_disk_gb=40)), list(v.nodes)) == {
+        "k8s-node-0": ("g-together",), "k8s-node-1": ("g-together",)}
+
+
+@pytest.mark.parametrize("group", ["g-soft", "g-ded"])
+def test_non_strict_and_dedication_groups_start_together(group: str) -> None:
+    from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import start_one_by_one
+
+    v = view(workers=3)
+    assert start_one_by_one(v, spread(group=group), list(v.nodes)) == {f"k8s-node-{i}": () for i in range(3)}
+
+
+def test_a_node_alone_in_its_group_in_the_batch_waits_for_none() -> None:
+    from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import start_one_by_one
+
+    v = view(workers=2)
+    assert start_one_by_one(v, spread(), [v.nodes[0]]) == {"k8s-node-0": ()}

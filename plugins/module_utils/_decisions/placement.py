@@ -306,3 +306,20 @@ def not_checked_note(why: str) -> str:
     return (f"this key cannot list the zone's hosts ({why}): whether CloudStack's deployment planner can place "
             "the nodes of the strict affinity groups this change puts them into was not checked; a start it "
             "refuses puts the node back on what it had")
+
+
+def start_one_by_one(view: ClusterView, settings: Settings, nodes: Sequence[Node]) -> dict[str, tuple[str, ...]]:
+    """For each node of a batch, the strict groups it shares with another node of the batch (before or
+    after its change): their starts go one after another. Two starts of one strict group at the
+    same moment may both pass ``HostAntiAffinityProcessor``'s check, each before the other VM has
+    a host, and land on one host (CloudStack's issue 9110)."""
+    strict: dict[str, set[str]] = {}
+    for node in nodes:
+        ids = {g.id for g in node.affinity_groups} | set(target_group_ids(node, settings))
+        found = [view.group(gid) for gid in ids]
+        strict[node.name] = {g.id for g in found if g is not None and g.type in STRICT_TYPES}
+    shared: dict[str, tuple[str, ...]] = {}
+    for name, groups in strict.items():
+        others = set().union(*(g for other, g in strict.items() if other != name))
+        shared[name] = tuple(sorted(groups & others))
+    return shared

@@ -45,6 +45,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_serv
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import seconds_left
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import start_one_by_one
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.states import ROLLOUT_STATES
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, ClusterView, Node
@@ -55,6 +56,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_cycle import NodeCycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import BatchResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.start_gates import StartGates
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.stop_check import check_before_stop
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ClusterReader, validate
@@ -88,6 +90,8 @@ class BatchCycle:
         self.daemonsets = DaemonSets(kube)
         # Replaced by the batch's one watch of its nodes while its node threads run.
         self.node_waits: NodeWaits = kube
+        # Set per batch from its nodes' strict groups (see ``StartGates``).
+        self.start_gates = StartGates()
 
     def run(self) -> BatchResult:
         phase = self.options.phase
@@ -117,6 +121,7 @@ class BatchCycle:
                 # Again before the restart phase drains: the before_drain hooks ran since the cordon
                 # phase's preflight, maybe for minutes, and another node may have gone down meanwhile.
                 result.preflight = self.preflight(view, members)
+            self.start_gates = StartGates(start_one_by_one(view, self.settings, members))
             cycles = [NodeCycle(self, view, node, deadline) for node in members]
             if self.options.check_mode:
                 result.results = [c.would_run() for c in cycles]

@@ -11,7 +11,13 @@ from typing import Any, Callable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, DeadlineExceeded, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.after_stop import put_back_cause, refused_after_stop
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.after_stop import (
+    put_back_cause,
+    refused_after_stop,
+    start_refusal_cause,
+    start_refused_after_change,
+    to_undo,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import (
     LB_EXCLUSION_LABEL,
     ExclusionDecision,
@@ -193,6 +199,8 @@ class NodeCycle:
             self.failure = exc
             if self.options.put_back_on_refusal and refused_after_stop(exc.step, exc.details):
                 self.failure = self._put_back_after(exc)
+            elif self.options.put_back_on_refusal and start_refused_after_change(exc.step, exc.details, self._changed()):
+                self.failure = self._put_back_after(exc, undo=to_undo(self._changed()))
         except Exception as exc:  # a bug must still end this node's thread with a result
             self.failure = StepFailed(self.node.name, self.result.steps[-1].name if self.result.steps else "cycle",
                                       f"{type(exc).__name__}: {exc}")
@@ -202,13 +210,22 @@ class NodeCycle:
                                  **{k: v for k, v in self.failure.details.items() if k not in ("node", "step")}}
         self.result.ended = time.time()
 
-    def _put_back_after(self, refusal: StepFailed) -> StepFailed:
+    def _changed(self) -> list[str]:
+        """The steps of this cycle that went through."""
+        return [r.name for r in self.result.steps if r.outcome == "ok"]
+
+    def _put_back_after(self, refusal: StepFailed, undo: Optional[list[str]] = None) -> StepFailed:
         """CloudStack refused a change of the Stopped VM: start it on what it has now, see it back and
         return it to service, so that a refusal never leaves a drained node down. The batch still
         fails with the refusal (the node stays out of date; the next run retries it). A put-back
-        that fails leaves the node as it is, cordoned, for the rerun to resume."""
+        that fails leaves the node as it is, cordoned, for the rerun to resume.
+
+        ``undo``: the planner refused the start of the changed VM; these changes (its groups, its
+        offering) are undone first, so that it starts on what it had."""
         answer = {k: v for k, v in refusal.details.items() if k not in ("node", "step")}
         refused = step_failure_cause(refusal)
+        if undo is not None:
+            return self._put_back_unchanged(refusal, undo, answer, refused)
         try:
             self._step("start", self._run_start)
             self._step("verify", self._verify_put_back)
@@ -222,6 +239,39 @@ class NodeCycle:
                               **answer, put_back=False)
         return StepFailed(self.node.name, refusal.step, put_back_cause(refused, None, self._ours),
                           **answer, put_back=True)
+
+    def _put_back_unchanged(self, refusal: StepFailed, undo: list[str], answer: dict[str, Any],
+                            refused: str) -> StepFailed:
+        try:
+            for name in undo:
+                self._step(f"restore_{name.split('_', 1)[1]}", getattr(self, f"_undo_{name}"))
+            self._step("start", self._run_start)
+            self._step("verify", self._verify_put_back)
+            if self._k8s and self._ours:
+                self._step("uncordon", self._run_uncordon)
+            elif self._k8s and self._marks_left():
+                self._step("unmark", self._run_unmark)
+        except StepFailed as failed:
+            why = f"{failed.step}: {step_failure_cause(failed)}"
+            return StepFailed(self.node.name, refusal.step, start_refusal_cause(refused, undo, why, False),
+                              **answer, put_back=False)
+        return StepFailed(self.node.name, refusal.step, start_refusal_cause(refused, undo, None, self._ours),
+                          **answer, put_back=True)
+
+    def _undo_update_affinity_groups(self) -> str:
+        groups = self.plan.affinity_groups
+        if groups is None:
+            raise AssertionError("only a change of groups is undone")
+        names = self.result.changes.get("affinity_groups", {})
+        return settled(f"{names.get('to')} -> {names.get('from')} (as before the rollout)",
+                       self._changes.set_affinity_groups(list(groups.from_), self._job_deadline()))
+
+    def _undo_change_offering(self) -> str:
+        offering = self.plan.offering
+        if offering is None or offering.from_ is None:
+            raise StepFailed(self.node.name, "restore_offering", "the VM's previous offering is not known")
+        return settled(f"{self.view.offering_name(offering.to)} -> {self.view.offering_name(offering.from_)} "
+                       "(as before the rollout)", self._changes.change_offering(offering.from_, self.deadline))
 
     def _verify_put_back(self) -> str:
         """As verify, but the VM still differs from the settings: that is what was refused."""
@@ -305,7 +355,14 @@ class NodeCycle:
                        self._changes.set_affinity_groups(groups.to, self._job_deadline()))
 
     def _run_start(self) -> str:
-        return settled("Running", self._changes.start(self._job_deadline()))
+        gates = getattr(self.batch, "start_gates", None)
+        if gates is None or not gates.groups_of(self.node.name):
+            return settled("Running", self._changes.start(self._job_deadline()))
+        # Not at the same moment as another node of its strict groups: each is planned with the
+        # one before already on its host.
+        with gates.held(self.node.name):
+            how = self._changes.start(self._job_deadline())
+        return settled("Running", how) + " (one at a time in its strict affinity groups)"
 
     def _run_verify(self) -> str:
         parts = []

@@ -13,6 +13,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain im
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import DaemonSets
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.start_gates import StartGates
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
 
@@ -58,3 +59,4 @@ class BatchContext(Protocol):
     etcd_check: Optional[EtcdCheck]
     daemonsets: DaemonSets  # read once for the batch's drains
     node_waits: NodeWaits  # the batch's one watch of its nodes, else the client
+    start_gates: StartGates  # starts of nodes sharing a strict affinity group, one after another
