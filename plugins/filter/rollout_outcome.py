@@ -20,7 +20,9 @@ description:
     built and returns one line each for how the rollout ended (its result first, V(failed at batch 2 of 5) with the
     error, then the cluster's health), the nodes restarted (outcome V(done) or V(restarted), as the progress
     line counts them), the nodes not reached, uncordoned and left cordoned, the out-of-date counts now, the capacity, the
-    last error and the report's path. An empty list shows as V(-).
+    last error and the report's path. An empty list shows as V(-). Nodes with work left that the counts do not
+    show (a VM not Running, a node still cordoned or annotated by the rollout) get a line of their own,
+    V(Work left), after the counts.
 options:
   _input:
     description: The rollout report, as C(cloudstack.cks.rollout_report) returns it.
@@ -62,6 +64,7 @@ _value:
 from typing import Any, Iterable, Mapping
 
 from ansible_collections.cloudstack.cks.plugins.filter.batch_progress import DONE_OUTCOMES
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.work_left import work_left_line
 
 
 def _shown(value: Any) -> str:
@@ -90,6 +93,8 @@ def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str,
     counted = ("controlnodesoutofdate", "workernodesoutofdate", "etcdnodesoutofdate")
     counts = {key: _shown(after.get(key)) for key in counted}
     restarted = [node for node in report.get("nodes") or [] if node.get("outcome") in DONE_OUTCOMES]
+    # A node down or still cordoned by the rollout is work left even when nothing is out of date.
+    left = list(after.get("work_left") or [])
     return [
         f"Rollout {_shown(report.get('run_id'))} of {_shown(cluster)}: {_ended(report)}; "
         f"cluster health: {_shown(report.get('outcome'))}",
@@ -99,6 +104,7 @@ def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str,
         f"Left cordoned: {_names(report.get('left_cordoned') or [])}",
         f"Out of date now: control {counts['controlnodesoutofdate']}, worker {counts['workernodesoutofdate']}, "
         f"etcd {counts['etcdnodesoutofdate']}",
+        *([work_left_line(left)] if left else []),
         f"Capacity: {capacity.get('cores', '')} cores, {capacity.get('memory_mb', '')} MB (CloudStack reports "
         f"{capacity.get('cloudstack_cores', '')} cores, {capacity.get('cloudstack_memory_mb', '')} MB)",
         f"Last error: {report.get('last_error') or '-'}",

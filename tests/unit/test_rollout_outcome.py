@@ -75,3 +75,12 @@ def test_restarted_means_what_the_progress_line_counts_as_done() -> None:
 
 def test_registered() -> None:
     assert FilterModule().filters() == {"rollout_outcome": rollout_outcome}
+
+
+def test_work_left_stands_beside_counts_of_nothing_out_of_date() -> None:
+    left = [{"node": "w4", "why": ["VM Stopped", "cordoned by the rollout"],
+             "message": "w4 (VM Stopped, cordoned by the rollout)"}]
+    after = dict(AFTER, workernodesoutofdate=0, work_left=left)
+    lines = rollout_outcome(report(result="failed at batch 4 of 4"), cluster="demo", after=after)
+    assert lines[5:7] == ["Out of date now: control 0, worker 0, etcd 0",
+                          "Work left: w4 (VM Stopped, cordoned by the rollout)"]

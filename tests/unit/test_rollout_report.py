@@ -157,7 +157,7 @@ def test_every_key_and_nothing_but_json() -> None:
         "settings", "previous_settings", "max_unavailable", "worker_batch_size", "canary", "pause_seconds", "hooks",
         "selected", "not_selected", "batches_planned", "batches", "nodes", "nodes_not_reached", "uncordoned",
         "left_cordoned", "cordoned_by_others", "pending_taint_removed", "lb_exclusion_removed", "lb_exclusion_kept",
-        "out_of_date_before", "out_of_date_after", "still_out_of_date", "not_rolled", "capacity", "problems"]
+        "out_of_date_before", "out_of_date_after", "still_out_of_date", "work_left", "not_rolled", "capacity", "problems"]
     assert json.loads(json.dumps(shown)) == shown
 
 

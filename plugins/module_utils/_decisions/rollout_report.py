@@ -123,6 +123,7 @@ def rollout_report(plan: Mapping[str, Any], release: Mapping[str, Any], after: M
         "out_of_date_before": _counts(plan),
         "out_of_date_after": _counts(after),
         "still_out_of_date": after.get("out_of_date"),
+        "work_left": after.get("work_left") or [],
         "not_rolled": plan.get("unrollable", {}),
         "capacity": release.get("capacity"),
         "problems": release.get("problems"),

@@ -43,6 +43,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report i
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest, describe
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS, Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.stop_refusals import refusal_error, stop_refusals
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.work_left import work_left
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, NODE_TYPES, ClusterView, Node
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.stop_check import read_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
@@ -84,6 +85,8 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
         "cluster": {"id": view.id, "name": view.name, "state": view.state, "external_etcd": view.external_etcd},
         "nodes": nodes,
         "out_of_date": [n["name"] for n in nodes if n["out_of_date"]],
+        # Beside the counts: a node down or still cordoned by the rollout is work left, out of date or not.
+        "work_left": work_left(nodes),
         "node_types": node_type_summary(view, rollout_plan),
         "plan": laid_out["batches"],
         "serial": laid_out["serial"],

@@ -27,7 +27,7 @@ def after_counts(view: Optional[ClusterView], record: Optional[Record]) -> Optio
     if view is None:
         return None
     judged = report(view, record, None)
-    after: dict[str, Any] = {"out_of_date": judged["out_of_date"],
+    after: dict[str, Any] = {"out_of_date": judged["out_of_date"], "work_left": judged["work_left"],
                              "node_types": {t: {"nodes": judged["node_types"][t]["nodes"],
                                                 "out_of_date": judged["node_types"][t]["out_of_date"]}
                                             for t in NODE_TYPES}}
