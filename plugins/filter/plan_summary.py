@@ -24,6 +24,7 @@ description:
     counts per node type and the workers' batch size, each batch with each of its nodes and what changes on it (from ->
     to) or V(no change), and, from a dry run's drain check, what would block the node's drain now.
   - Last the node types not rolled and why, the nodes a selection left out, the nodes uncordoned without a restart,
+    what the key could not check (C(not_checked), one V(Not checked) line each),
     the per-node hooks, the pause between batches, and that nothing is in the way of the drains when the drain check
     found nothing.
 options:
@@ -158,6 +159,8 @@ def plan_summary(plan: Mapping[str, Any], check_mode: bool = False, lock: Option
     lines += [f"Not rolled, {node_type}: {reason}" for node_type, reason in (plan.get("unrollable") or {}).items()]
     lines += _joined("Not selected (rollout_select), still out of date: ", plan.get("not_selected"))
     lines += _joined("Uncordoned without a restart (back since a rollout stopped): ", plan.get("to_release"))
+    # What the key could not read is named, never guessed: the checks it leaves to the batches.
+    lines += [f"Not checked: {note}" for note in plan.get("not_checked") or []]
     lines += _hooks(hooks or {})
     if _as_int(pause_seconds) > 0 and len(plan.get("plan") or []) > 1:
         lines.append(f"Pause between batches: {pause_seconds} s")

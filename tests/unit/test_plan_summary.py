@@ -156,3 +156,11 @@ def test_every_line_in_order() -> None:
 
 def test_registered() -> None:
     assert FilterModule().filters() == {"plan_summary": plan_summary}
+
+
+def test_what_the_key_could_not_check_is_named() -> None:
+    from ansible_collections.cloudstack.cks.plugins.filter.plan_summary import plan_summary
+
+    note = "this key cannot list the zone's hosts (not available for user): ... was not checked"
+    assert f"Not checked: {note}" in plan_summary({"not_checked": [note]})
+    assert not [line for line in plan_summary({}) if line.startswith("Not checked")]
