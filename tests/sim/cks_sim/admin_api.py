@@ -145,6 +145,8 @@ class AdminApp:
             if kind == "scan":
                 cloud.scan_once()
                 return {"clusters": {c.id: c.state for c in cloud.clusters.values()}}
+            if kind in ("add_host", "set_host", "set_host_cluster", "dedicate_host"):
+                return self._host_action(kind, data)
             if kind == "set_config":
                 return self._set_config(data)
             if kind == "restart_management_server":
@@ -157,7 +159,64 @@ class AdminApp:
                 return {"compacted_to": {w.cluster_id: w.current_rv() for w in worlds}}
         raise ActionError(
             f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, set_boot_id, set_api_server, scan,"
-            " set_config, restart_management_server, compact_watch_cache")
+            " set_config, restart_management_server, compact_watch_cache, add_host, set_host, set_host_cluster,"
+            " dedicate_host")
+
+    def _host_action(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Shape the zone's hosts at run time: add one, change its state, a cluster's ratios, a dedication."""
+        from . import spec as specmod
+        from .spec import SpecError
+
+        cloud = self.sim.cloud
+        zones = list(cloud.zone_by_name)
+        try:
+            if kind == "add_host":
+                entry = {k: v for k, v in data.items() if k != "action"}
+                if any(h.name == entry.get("name") for h in cloud.hosts.values()):
+                    raise ActionError(f"a host named {entry.get('name')!r} exists already")
+                clusters = [{"name": c.name, "zone": cloud.zones[c.zone_id]["name"]} for c in cloud.host_clusters.values()]
+                host = cloud.add_host(specmod.host_entry(entry, "add_host", zones, clusters))
+                return {"host": host.name, "id": host.id}
+            if kind == "set_host":
+                host = self._host(data.get("host"))
+                for field, allowed in (("state", specmod.HOST_STATES), ("resourcestate", specmod.RESOURCE_STATES)):
+                    if field in data:
+                        if data[field] not in allowed:
+                            raise ActionError(f"{field} must be one of {', '.join(allowed)}")
+                        setattr(host, field, str(data[field]))
+                for field in ("cpu", "memory", "cpuspeed"):
+                    if field in data:
+                        setattr(host, field, specmod._int(data[field], field, 1))
+                return {"host": host.name, "state": host.state, "resourcestate": host.resourcestate,
+                        "cpu": host.cpu, "memory": host.memory, "cpuspeed": host.cpuspeed}
+            if kind == "set_host_cluster":
+                name = data.get("cluster")
+                cluster = next((c for c in cloud.host_clusters.values() if name in (c.id, c.name)), None)
+                if cluster is None:
+                    raise ActionError(f"no host cluster {name!r}")
+                if "cpu_overcommit_ratio" in data:
+                    cluster.cpu_ratio = specmod._ratio(data["cpu_overcommit_ratio"], "cpu_overcommit_ratio")
+                if "memory_overcommit_ratio" in data:
+                    cluster.memory_ratio = specmod._ratio(data["memory_overcommit_ratio"], "memory_overcommit_ratio")
+                return {"cluster": cluster.name, "cpu_overcommit_ratio": cluster.cpu_ratio,
+                        "memory_overcommit_ratio": cluster.memory_ratio}
+            host = self._host(data.get("host"))
+            group = next((g for g in cloud.affinity_groups.values() if data.get("group") in (g.id, g.name)), None)
+            if group is None or group.type != "ExplicitDedication":
+                raise ActionError(f"no ExplicitDedication affinity group {data.get('group')!r}")
+            if any(host.id in g.dedicated_host_ids for g in cloud.affinity_groups.values()):
+                raise ActionError(f"host {host.name} is dedicated already")
+            group.dedicated_host_ids.append(host.id)
+            cloud.dedication_ids[(group.id, host.id)] = cloud.side_ids.uuid()
+            return {"host": host.name, "group": group.name}
+        except SpecError as exc:
+            raise ActionError(str(exc)) from None
+
+    def _host(self, ref: Any) -> Any:
+        for host in self.sim.cloud.hosts.values():
+            if ref in (host.id, host.name):
+                return host
+        raise ActionError(f"no host {ref!r}")
 
     def _restart_management_server(self, data: dict[str, Any]) -> dict[str, Any]:
         """The management server dies and comes back: its API port refuses connections for

@@ -45,38 +45,60 @@ EXTRA_COMMANDS: dict[str, dict[str, Any]] = {
 
 
 def _list_command(name: str, java_class: str, response_object: str, params: list[tuple[str, str]],
-                  fields: list[str]) -> dict[str, Any]:
+                  fields: list[str], since: Optional[str] = None) -> dict[str, Any]:
     return {
         "async": False, "list": True, "response_name": f"{name.lower()}response", "response_kind": "list",
-        "response_object": response_object, "java_class": java_class, "since": None,
-        "params": [{"name": n, "type": t, "required": False} for n, t in params
-                   + [("keyword", "string"), ("page", "integer"), ("pagesize", "integer")]],
+        "response_object": response_object, "java_class": java_class, "since": since,
+        "params": sorted(({"name": n, "type": t, "required": False} for n, t in params
+                          + [("keyword", "string"), ("page", "integer"), ("pagesize", "integer")]),
+                         key=lambda p: p["name"]),
         "response_fields": fields, "response_field_types": {},
     }
 
 
-# Owners and limits (ListAccountsCmd, ListResourceLimitsCmd, ListProjectsCmd), not in the data file.
+# Owners and limits (ListAccountsCmd, ListResourceLimitsCmd, ListProjectsCmd), not in the data file:
+# the parameter names of shared/reference/cloudstack-apis-extra.json (cloudstack-go, 4.22.1), typed
+# as the commands' @Parameter annotations declare them.
 EXTRA_COMMANDS["listAccounts"] = _list_command(
     "listAccounts", "ListAccountsCmd", "account",
     [("id", "uuid"), ("name", "string"), ("domainid", "uuid"), ("isrecursive", "boolean"), ("listall", "boolean"),
-     ("accounttype", "integer"), ("state", "string")],
+     ("accounttype", "integer"), ("state", "string"), ("apikeyaccess", "string"), ("details", "list"),
+     ("iscleanuprequired", "boolean"), ("showicon", "boolean"), ("tag", "string")],
     ["id", "name", "accounttype", "roletype", "domainid", "domain", "domainpath", "state", "cpulimit", "cputotal",
      "cpuavailable", "memorylimit", "memorytotal", "memoryavailable", "primarystoragelimit", "primarystoragetotal",
      "primarystorageavailable"])
 EXTRA_COMMANDS["listResourceLimits"] = _list_command(
     "listResourceLimits", "ListResourceLimitsCmd", "resourcelimit",
     [("id", "long"), ("account", "string"), ("domainid", "uuid"), ("projectid", "uuid"), ("isrecursive", "boolean"),
-     ("listall", "boolean"), ("resourcetype", "integer"), ("resourcetypename", "string")],
+     ("listall", "boolean"), ("resourcetype", "integer"), ("resourcetypename", "string"), ("tag", "string")],
     ["account", "domainid", "domain", "domainpath", "project", "projectid", "resourcetype", "resourcetypename", "max"])
 EXTRA_COMMANDS["listProjects"] = _list_command(
     "listProjects", "ListProjectsCmd", "project",
     [("id", "uuid"), ("name", "string"), ("account", "string"), ("domainid", "uuid"), ("isrecursive", "boolean"),
-     ("listall", "boolean"), ("state", "string")],
+     ("listall", "boolean"), ("state", "string"), ("details", "list"), ("displaytext", "string"),
+     ("showicon", "boolean"), ("tags", "map"), ("username", "string")],
     ["id", "name", "displaytext", "domainid", "domain", "domainpath", "state", "cpulimit", "cputotal", "cpuavailable",
      "memorylimit", "memorytotal", "memoryavailable", "primarystoragelimit", "primarystoragetotal",
      "primarystorageavailable"])
+for _extra in ({"name": "resourceid", "type": "uuid", "required": False},
+               {"name": "resourcetype", "type": "string", "required": False}):
+    EXTRA_COMMANDS["listAsyncJobs"]["params"].append(_extra)
+EXTRA_COMMANDS["listAsyncJobs"]["params"].sort(key=lambda p: p["name"])
 
-ADMIN_ONLY_COMMANDS = {"listHosts"}
+# Root-admin commands for the zone's hosts (ListClustersCmd, ListDedicatedHostsCmd), not in the data file.
+EXTRA_COMMANDS["listClusters"] = _list_command(
+    "listClusters", "ListClustersCmd", "cluster",
+    [("id", "uuid"), ("name", "string"), ("zoneid", "uuid"), ("podid", "uuid"), ("hypervisor", "string"),
+     ("clustertype", "string"), ("allocationstate", "string"), ("managedstate", "string"),
+     ("showcapacities", "boolean"), ("arch", "string")],
+    ["id", "name", "zoneid", "zonename", "podid", "podname", "hypervisortype", "clustertype", "allocationstate",
+     "managedstate", "cpuovercommitratio", "memoryovercommitratio", "arch"])
+EXTRA_COMMANDS["listDedicatedHosts"] = _list_command(
+    "listDedicatedHosts", "ListDedicatedHostsCmd", "dedicatedhost",
+    [("hostid", "uuid"), ("domainid", "uuid"), ("account", "string"), ("affinitygroupid", "uuid")],
+    ["id", "hostid", "hostname", "domainid", "domainname", "accountid", "accountname", "affinitygroupid"])
+
+ADMIN_ONLY_COMMANDS = {"listHosts", "listClusters", "listDedicatedHosts"}
 
 
 @lru_cache(maxsize=1)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
+from . import placement
 from . import spec as specmod
 from .core import Sim
 from .owners import Account, Directory, OwnerError
@@ -66,6 +67,8 @@ class Host:
     ipaddress: str
     created: str
     zone_id: str = ""
+    resourcestate: str = "Enabled"  # ResourceState: Enabled, Disabled, Maintenance, ...
+    cluster_id: str = ""  # the host cluster (placement.HostCluster), with its overcommit ratios
 
 
 @dataclass
@@ -317,6 +320,11 @@ class CloudWorld:
             self.storage_pools[pool_id] = StoragePool(pool_id, pool["name"], pool["scope"], pool["tags"])
         self.template_id = self.ids.uuid()
         self.hosts: dict[str, Host] = {}
+        self.host_clusters: dict[str, placement.HostCluster] = {}
+        # Hosts, host clusters and dedications added by the spec or at run time take their IDs from
+        # their own sequence, so the IDs of everything else stay what they always were.
+        self.side_ids = specmod.IdFactory(spec["seed"], "hosts")
+        self.dedication_ids: dict[tuple[str, str], str] = {}
         self.disk_offerings: dict[str, DiskOffering] = {}
         self.service_offerings: dict[str, ServiceOffering] = {}
         self.affinity_groups: dict[str, AffinityGroup] = {}
@@ -368,10 +376,13 @@ class CloudWorld:
         return iso(self._tick_ms(250) / 1000)
 
     def _build(self, spec: dict[str, Any]) -> None:
-        for i, h in enumerate(spec["hosts"]):
-            host = Host(self.ids.uuid(), h["name"], h["cpu"], h["memory"], h["cpuspeed"], h["state"],
-                        f"10.0.0.{11 + i}", self._stamp(), self.zone_by_name[h.get("zone", self.zone_name)])
-            self.hosts[host.id] = host
+        for c in spec.get("host_clusters", []):
+            zone_id = self.zone_by_name[c["zone"]]
+            cluster = placement.HostCluster(self.side_ids.uuid(), c["name"], zone_id, zone_id,
+                                            c["cpu_overcommit_ratio"], c["memory_overcommit_ratio"])
+            self.host_clusters[cluster.id] = cluster
+        for h in spec["hosts"]:
+            self.add_host(h, host_id=self.ids.uuid(), created=self._stamp())
         for d in spec["disk_offerings"]:
             off = DiskOffering(self.ids.uuid(), d["name"], d["size"], d["iscustomized"], d["disksizestrictness"],
                                d["displaytext"], self._stamp(), tags=d.get("tags"), storagetype=d["storagetype"])
@@ -404,8 +415,25 @@ class CloudWorld:
             else:
                 group.owner_id = self.directory.owner_id(g)
             self.affinity_groups[group.id] = group
+            for host_id in group.dedicated_host_ids:
+                self.dedication_ids[(group.id, host_id)] = self.side_ids.uuid()
         for index, c in enumerate(spec["clusters"]):
             self._build_cluster(c, index)
+
+    def add_host(self, h: dict[str, Any], host_id: Optional[str] = None, created: Optional[str] = None) -> Host:
+        """A host of the spec, or one added at run time (admin API add_host)."""
+        zone_id = self.zone_by_name[h.get("zone", self.zone_name)]
+        cluster_name = h.get("cluster") or specmod.default_host_cluster(self.zones[zone_id]["name"], list(self.zone_by_name))
+        cluster = next((c for c in self.host_clusters.values() if c.name == cluster_name), None)
+        if cluster is None:
+            # The zone's implicit cluster: its ID is the zone's, as the sim always showed it.
+            cluster = placement.HostCluster(zone_id, cluster_name, zone_id, zone_id)
+            self.host_clusters[cluster.id] = cluster
+        host = Host(host_id or self.side_ids.uuid(), h["name"], h["cpu"], h["memory"], h["cpuspeed"], h["state"],
+                    f"10.0.0.{11 + len(self.hosts)}", created or iso(time.time()), zone_id,
+                    h.get("resourcestate", "Enabled"), cluster.id)
+        self.hosts[host.id] = host
+        return host
 
     def offering_by_name(self, name: str) -> ServiceOffering:
         return next(o for o in self.service_offerings.values() if o.name == name)
@@ -709,27 +737,38 @@ class CloudWorld:
             if vm.state == "Error":
                 raise CloudError(530, f"Unable to start {self.vm_ref(vm)}: it is in Error state", CS_CLOUD_RUNTIME)
             capacity = self.sim.faults.take("start_capacity", vm=vm.name)
+            # The plan is made when the start job begins; the host is claimed only when the VM is up.
+            # Two starts that overlap both plan against the same picture, so two members of one strict
+            # anti-affinity group can land on one host (apache/cloudstack issue 9110).
             host = None if capacity else self._place(vm, considerlasthost, hostid)
+            self._timeline(vm, "start_began", job=job.id, host=host.name if host else None)
             if host is None:
-                affinity = any(self.affinity_groups[g].type != "ExplicitDedication" for g in vm.affinity_group_ids)
+                # VirtualMachineManagerImpl.orchestrateStart: InsufficientServerCapacityException with
+                # areAffinityGroupsAssociated (any group); StartVMCmd.execute appends the hint to it.
                 text = f"Unable to create a deployment for {self.vm_ref(vm)}"
-                if affinity:
+                if vm.affinity_group_ids:
                     text += ", Please check the affinity groups provided, there may not be sufficient capacity to follow them"
-                self.sim.scheduler.schedule(self.sim.delay("start") / 10, lambda: (self._fail(job, 533, text), done()))
+
+                def refuse() -> None:
+                    self._fail(job, 533, text)
+                    self._timeline(vm, "start_ended", job=job.id, ok=False, errorcode=533)
+                    done()
+
+                self.sim.scheduler.schedule(self.sim.delay("start") / 10, refuse)
                 return
             fault = self._job_fault(command, vm)
-            vm.host_id = host.id
             self._set_state(vm, "Starting")
 
             def finish() -> None:
                 if fault is not None:
-                    vm.host_id = None
                     self._set_state(vm, "Stopped")
                     self._fail_from_fault(job, fault)
+                    self._timeline(vm, "start_ended", job=job.id, ok=False, errorcode=int(fault.get("code", 530)))
                 else:
-                    vm.last_host_id = vm.host_id
+                    vm.host_id = vm.last_host_id = host.id
                     self._set_state(vm, "Running")
                     self._timeline(vm, "started", host=host.name)
+                    self._timeline(vm, "start_ended", job=job.id, ok=True, host=host.name)
                     self._powered_on(vm)
                     self._complete(job, {"virtualmachine": self.vm_view(vm)})
                 done()
@@ -802,62 +841,12 @@ class CloudWorld:
     # -- placement ---------------------------------------------------------------------------
 
     def host_usage(self) -> dict[str, tuple[int, int]]:
-        usage = {h: [0, 0] for h in self.hosts}
-        for vm in self.vms.values():
-            if vm.host_id and vm.state in ("Starting", "Running", "Stopping"):
-                cpu, memory = self.vm_cpu_memory(vm)
-                usage[vm.host_id][0] += cpu
-                usage[vm.host_id][1] += memory
-        return {h: (u[0], u[1]) for h, u in usage.items()}
+        """Allocated (cpu MHz, memory MB) per host."""
+        return placement.host_usage(self)
 
     def _place(self, vm: VM, considerlasthost: bool, hostid: Optional[str] = None) -> Optional[Host]:
-        """First fit over the hosts, honouring strict affinity rules; None means 533."""
-        usage = self.host_usage()
-        cpu, memory = self.vm_cpu_memory(vm)
-        release = self.sim.clock.real(self.cloud_opts["capacity_release_interval"])
-        now = time.monotonic()
-        # DeploymentPlanningManagerImpl plans within the VM's zone (its data center) only.
-        zone_id = self.vm_zone(vm)["id"]
-        allowed = {h.id for h in self.hosts.values() if h.state == "Up" and h.zone_id == zone_id}
-        if hostid:
-            allowed &= {hostid}
-        preference: dict[str, int] = {h: 0 for h in allowed}
-        for group_id in vm.affinity_group_ids:
-            group = self.affinity_groups[group_id]
-            if group.type == "ExplicitDedication":
-                if group.dedicated_host_ids:
-                    allowed &= set(group.dedicated_host_ids)
-                continue
-            peers = [p for p in self.vms.values() if p.id != vm.id and group_id in p.affinity_group_ids]
-            peer_hosts = {p.host_id for p in peers if p.host_id}
-            if group.type == "host anti-affinity":
-                # HostAntiAffinityProcessor also avoids the last host of a peer stopped less than
-                # vm.capacity.release.interval ago.
-                recent = {p.last_host_id for p in peers if not p.host_id and p.state in ("Stopped", "Starting")
-                          and p.last_host_id and now - p.stopped_at < release}
-                allowed -= peer_hosts | recent
-            elif group.type == "host affinity":
-                if peer_hosts:
-                    allowed &= peer_hosts
-            elif group.type == "non-strict host anti-affinity":
-                for h in peer_hosts:
-                    if h in preference:
-                        preference[h] += 1
-            elif group.type == "non-strict host affinity":
-                for h in allowed:
-                    if h not in peer_hosts and peer_hosts:
-                        preference[h] += 1
-        order = [h for h in self.hosts if h in allowed]
-        order.sort(key=lambda h: preference.get(h, 0))
-        if considerlasthost and vm.last_host_id in allowed:
-            order.remove(vm.last_host_id)
-            order.insert(0, vm.last_host_id)
-        for host_id in order:
-            host = self.hosts[host_id]
-            used_cpu, used_memory = usage[host_id]
-            if used_cpu + cpu <= host.cpu and used_memory + memory <= host.memory:
-                return host
-        return None
+        """DeploymentPlanningManagerImpl.planDeployment (placement.plan); None means 533."""
+        return placement.plan(self, vm, considerlasthost, hostid)
 
     # -- offering and disk changes -----------------------------------------------------------
 
@@ -1612,24 +1601,8 @@ class CloudWorld:
             ]
         return view
 
-    def host_view(self, host: Host, usage: tuple[int, int]) -> dict[str, Any]:
-        cpu_used, mem_used = usage
-        return {
-            "id": host.id, "name": host.name, "type": "Routing", "state": host.state, "resourcestate": "Enabled",
-            "ipaddress": host.ipaddress, "zoneid": host.zone_id, "zonename": self.zones[host.zone_id]["name"],
-            "podid": host.zone_id,
-            "podname": "pod-1", "clusterid": host.zone_id, "clustername": "cluster-1", "clustertype": "CloudManaged",
-            "hypervisor": "KVM", "hypervisorversion": "8.2.0", "version": self.cloud_opts["version"],
-            "cpunumber": host.cpu, "cpuspeed": host.cpuspeed, "cpusockets": 2,
-            "cpuallocated": f"{100 * cpu_used / host.cpu:.2f}%", "cpuallocatedvalue": cpu_used * host.cpuspeed,
-            "cpuallocatedpercentage": f"{100 * cpu_used / host.cpu:.2f}%",
-            "memorytotal": host.memory * 1024 * 1024, "memoryallocated": mem_used * 1024 * 1024,
-            "memoryallocatedbytes": mem_used * 1024 * 1024,
-            "memoryallocatedpercentage": f"{100 * mem_used / host.memory:.2f}%", "created": host.created,
-            "islocalstorageactive": False, "hahost": False, "hasannotations": False, "arch": "x86_64",
-            "events": "", "lastpinged": "1970-01-20T00:00:00+0000", "managementserverid": self.zone_id,
-            "outofbandmanagement": {"enabled": False, "powerstate": "Disabled"},
-        }
+    def host_view(self, host: Host, usage: tuple[int, int], details: Optional[set[str]] = None) -> dict[str, Any]:
+        return placement.host_view(self, host, usage, details)
 
     def vm_zone(self, vm: VM) -> dict[str, Any]:
         """The zone a VM lives in: its cluster's (a VM without one is in the first zone)."""
@@ -1723,7 +1696,8 @@ class CloudWorld:
             "zone": {"id": self.zone_id, "name": self.zone_name},
             "zones": [{"id": z["id"], "name": z["name"]} for z in self.zones.values()],
             "hosts": [{"id": h.id, "name": h.name, "cpu": h.cpu, "memory": h.memory, "state": h.state,
-                       "cpu_used": usage[h.id][0], "memory_used": usage[h.id][1]} for h in self.hosts.values()],
+                       "resourcestate": h.resourcestate, "cluster": self.host_clusters[h.cluster_id].name,
+                       "cpu_used_mhz": usage[h.id][0], "memory_used": usage[h.id][1]} for h in self.hosts.values()],
             "clusters": [{
                 "id": c.id, "name": c.name, "state": c.state,
                 "vms": [{

@@ -17,6 +17,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import apis
 from . import owners
+from . import placement
 from .cloud import CS_SERVER_API, GB as GIB, CloudError, CloudWorld, Job, param_error
 from .core import Sim, drop_connection
 from .signing import SignatureError, verify
@@ -450,28 +451,76 @@ def list_affinity_group_types(call: Call) -> dict[str, Any]:
     return call.listing([t for t in types if _keyword(t, call.get("keyword"), "type")])
 
 
+HOST_DETAILS = ("all", "capacity", "events", "stats", "min")  # ApiConstants.HostDetails
+
+
 @handler("listHosts")
 def list_hosts(call: Call) -> dict[str, Any]:
+    """ListHostsCmd -> QueryManagerImpl.searchForServersInternal, HostJoinDaoImpl.newHostResponse."""
     cloud = call.cloud
+    details = set(call.get("details") or ["all"])
+    if not details <= set(HOST_DETAILS):
+        # ListHostsCmd.getDetails
+        raise param_error("The details parameter contains a non permitted value. "
+                          f"The allowed values are [{', '.join(HOST_DETAILS)}]")
     usage = cloud.host_usage()
     vm_host = None
     if call.get("virtualmachineid"):
         vm_host = cloud.get_vm(call.get("virtualmachineid"), "virtualmachineid").host_id or ""
+    filters = {"id": "id", "zoneid": "zone_id", "clusterid": "cluster_id", "state": "state",
+               "resourcestate": "resourcestate", "name": "name"}
     out = []
     for host in cloud.hosts.values():
-        if call.get("id") and host.id != call.get("id"):
+        if any(call.get(param) and getattr(host, attr) != call.get(param) for param, attr in filters.items()):
             continue
-        if call.get("name") and host.name != call.get("name"):
+        if call.get("podid") and cloud.host_clusters[host.cluster_id].pod_id != call.get("podid"):
             continue
         if call.get("type") and call.get("type") != "Routing":
             continue
-        if call.get("state") and host.state != call.get("state"):
+        if call.get("hypervisor") and call.get("hypervisor").lower() != "kvm":
             continue
         if vm_host is not None and host.id != vm_host:
             continue
         if call.get("keyword") and call.get("keyword").lower() not in host.name.lower():
             continue
-        out.append(cloud.host_view(host, usage[host.id]))
+        out.append(cloud.host_view(host, usage[host.id], details))
+    return call.listing(out)
+
+
+@handler("listClusters")
+def list_clusters(call: Call) -> dict[str, Any]:
+    """ListClustersCmd (root admin): the host clusters with their overcommit ratios."""
+    cloud = call.cloud
+    out = []
+    for cluster in cloud.host_clusters.values():
+        if call.get("id") and cluster.id != call.get("id"):
+            continue
+        if call.get("name") and cluster.name != call.get("name"):
+            continue
+        if call.get("zoneid") and cluster.zone_id != call.get("zoneid"):
+            continue
+        if call.get("podid") and cluster.pod_id != call.get("podid"):
+            continue
+        if call.get("keyword") and call.get("keyword").lower() not in cluster.name.lower():
+            continue
+        out.append(placement.cluster_view(cloud, cluster))
+    return call.listing(out)
+
+
+@handler("listDedicatedHosts")
+def list_dedicated_hosts(call: Call) -> dict[str, Any]:
+    """ListDedicatedHostsCmd (root admin): DedicatedResourceManagerImpl.listDedicatedHosts."""
+    out = []
+    for entry in placement.dedicated_host_views(call.cloud):
+        if call.get("hostid") and entry["hostid"] != call.get("hostid"):
+            continue
+        if call.get("domainid") and entry["domainid"] != call.get("domainid"):
+            continue
+        if call.get("affinitygroupid") and entry["affinitygroupid"] != call.get("affinitygroupid"):
+            continue
+        if call.get("account") and entry.get("accountname") != call.get("account"):
+            continue
+        out.append(entry)
     return call.listing(out)
 
 
@@ -856,8 +905,11 @@ class CloudStackApp:
             # verifyRequest refuses a command it does not know before it even checks the signature.
             return self._error("errorresponse", 401, UNAUTHORIZED_TEXT, None), 401, {}
         if caller.role != "admin" and name in apis.ADMIN_ONLY_COMMANDS:
-            text = f"The given command '{name}' either does not exist, is not available for user."
-            return self._error(response_name, 401, text, CS_SERVER_API), 401, {}
+            # DynamicRoleBasedAPIAccessChecker.checkAccess: a role without the API throws
+            # UnavailableCommandException; ApiServer.commandAvailable answers it 432
+            # (UNSUPPORTED_ACTION_ERROR), and getSerializedApiError names it errorresponse.
+            text = f"The API [{name}] does not exist or is not available for the account {caller.ref()}."
+            return self._error("errorresponse", 432, text, CS_SERVER_API), 432, {}
         fault = self.sim.faults.take("cloudstack_error", command=name)
         if fault is not None:
             code = int(fault.get("code", 530))

@@ -131,6 +131,7 @@ TOP_LEVEL = (
     "time_scale", "seed", "timings", "zone", "account", "hosts", "disk_offerings",
     "service_offerings", "affinity_groups", "clusters", "workloads", "pdbs", "invariants", "scale",
     "cloud", "created", "kube", "etcd", "domains", "accounts", "projects", "storage_pools", "zones",
+    "host_clusters",
 )
 STORAGE_TYPES = ("shared", "local")
 ROLES = ("admin", "domainadmin", "user")
@@ -183,7 +184,9 @@ def normalize(raw: Any) -> dict[str, Any]:
     _unknown(scale, ("workers", "control_nodes", "etcd_nodes", "hosts"), "scale")
     out["scale"] = {key: _int(value, f"scale.{key}") for key, value in scale.items()}
 
-    out["hosts"] = _hosts(spec.get("hosts"), out["scale"].get("hosts"), [z["name"] for z in out["zones"]])
+    out["host_clusters"] = _host_clusters(spec.get("host_clusters"), [z["name"] for z in out["zones"]])
+    out["hosts"] = _hosts(spec.get("hosts"), out["scale"].get("hosts"), [z["name"] for z in out["zones"]],
+                          out["host_clusters"])
     out["storage_pools"] = _storage_pools(spec.get("storage_pools"))
     out["disk_offerings"] = _disk_offerings(spec.get("disk_offerings"))
     out["service_offerings"] = _service_offerings(spec.get("service_offerings"), out["disk_offerings"])
@@ -337,25 +340,82 @@ def _zone(entry: dict[str, Any], where: str, default_name: Optional[str]) -> dic
     }
 
 
-def _hosts(raw: Any, scale_hosts: Optional[int], zones: list[str]) -> list[dict[str, Any]]:
-    hosts = []
-    for i, entry in enumerate(_list(raw, "hosts")):
-        where = f"hosts[{i}]"
+# com.cloud.host.Status and com.cloud.resource.ResourceState, as listHosts shows them.
+HOST_STATES = ("Creating", "Connecting", "Up", "Down", "Disconnected", "Alert", "Removed", "Error", "Rebalancing",
+               "Unknown")
+RESOURCE_STATES = ("Creating", "Enabled", "Disabled", "PrepareForMaintenance", "ErrorInMaintenance", "Maintenance",
+                   "Error", "ErrorInPrepareForMaintenance")
+
+
+def default_host_cluster(zone: str, zones: list[str]) -> str:
+    """The host cluster of a host that names none: one per zone, ``cluster-1`` in the first."""
+    return "cluster-1" if zone == zones[0] else f"{zone}-cluster-1"
+
+
+def _ratio(value: Any, where: str) -> float:
+    ratio = _number(value, where)
+    if ratio <= 0:
+        raise SpecError(f"{where} must be a number above 0 (the cluster's overcommit ratio), got {value!r}")
+    return float(ratio)
+
+
+def _host_clusters(raw: Any, zones: list[str]) -> list[dict[str, Any]]:
+    """Host clusters (CloudStack clusters of hypervisor hosts) with their overcommit ratios."""
+    out = []
+    for i, entry in enumerate(_list(raw, "host_clusters")):
+        where = f"host_clusters[{i}]"
         entry = _mapping(entry, where)
-        _unknown(entry, ("name", "cpu", "memory", "cpuspeed", "state", "zone"), where)
+        _unknown(entry, ("name", "zone", "cpu_overcommit_ratio", "memory_overcommit_ratio"), where)
         zone = str(entry.get("zone", zones[0]))
         if zone not in zones:
             raise SpecError(f"{where}.zone: no zone named {zone!r}; add it to zones")
-        hosts.append({
+        out.append({
             "name": _str(entry.get("name"), f"{where}.name"),
-            "cpu": _int(entry.get("cpu", 64), f"{where}.cpu", 1),
-            "memory": _int(entry.get("memory", 262144), f"{where}.memory", 1),
-            "cpuspeed": _int(entry.get("cpuspeed", 2400), f"{where}.cpuspeed", 1),
-            "state": str(entry.get("state", "Up")),
             "zone": zone,
+            # cluster details cpuOvercommitRatio / memoryOvercommitRatio (default 1).
+            "cpu_overcommit_ratio": _ratio(entry.get("cpu_overcommit_ratio", 1.0), f"{where}.cpu_overcommit_ratio"),
+            "memory_overcommit_ratio": _ratio(entry.get("memory_overcommit_ratio", 1.0), f"{where}.memory_overcommit_ratio"),
         })
+    _unique([c["name"] for c in out], "host_clusters")
+    return out
+
+
+def host_entry(entry: Any, where: str, zones: list[str], clusters: list[dict[str, Any]]) -> dict[str, Any]:
+    """One host of the spec (also what the admin API's add_host takes)."""
+    entry = _mapping(entry, where)
+    _unknown(entry, ("name", "cpu", "memory", "cpuspeed", "state", "resourcestate", "zone", "cluster"), where)
+    zone = str(entry.get("zone", zones[0]))
+    if zone not in zones:
+        raise SpecError(f"{where}.zone: no zone named {zone!r}; add it to zones")
+    cluster = str(entry.get("cluster", default_host_cluster(zone, zones)))
+    named = next((c for c in clusters if c["name"] == cluster), None)
+    if named is None and cluster != default_host_cluster(zone, zones):
+        raise SpecError(f"{where}.cluster: no host cluster named {cluster!r}; add it to host_clusters")
+    if named is not None and named["zone"] != zone:
+        raise SpecError(f"{where}.cluster: host cluster {cluster!r} is in zone {named['zone']!r}, not {zone!r}")
+    state = str(entry.get("state", "Up"))
+    if state not in HOST_STATES:
+        raise SpecError(f"{where}.state must be one of {', '.join(HOST_STATES)}, got {state!r}")
+    resourcestate = str(entry.get("resourcestate", "Enabled"))
+    if resourcestate not in RESOURCE_STATES:
+        raise SpecError(f"{where}.resourcestate must be one of {', '.join(RESOURCE_STATES)}, got {resourcestate!r}")
+    return {
+        "name": _str(entry.get("name"), f"{where}.name"),
+        "cpu": _int(entry.get("cpu", 64), f"{where}.cpu", 1),
+        "memory": _int(entry.get("memory", 262144), f"{where}.memory", 1),
+        "cpuspeed": _int(entry.get("cpuspeed", 2400), f"{where}.cpuspeed", 1),
+        "state": state,
+        "resourcestate": resourcestate,
+        "zone": zone,
+        "cluster": cluster,
+    }
+
+
+def _hosts(raw: Any, scale_hosts: Optional[int], zones: list[str],
+           clusters: Optional[list[dict[str, Any]]] = None) -> list[dict[str, Any]]:
+    hosts = [host_entry(entry, f"hosts[{i}]", zones, clusters or []) for i, entry in enumerate(_list(raw, "hosts"))]
     if not hosts:
-        hosts = [{"name": "kvm-1", "cpu": 64, "memory": 262144, "cpuspeed": 2400, "state": "Up", "zone": zones[0]}]
+        hosts = [host_entry({"name": "kvm-1"}, "hosts[0]", zones, clusters or [])]
     if scale_hosts:
         template = hosts[-1]
         while len(hosts) < scale_hosts:
@@ -642,8 +702,10 @@ def _node_overrides(raw: Any, where: str, cluster: dict[str, Any], offering: Any
 class IdFactory:
     """uuid4 values from a seeded generator, so the same spec gives the same IDs."""
 
-    def __init__(self, seed: int) -> None:
-        self._random = random.Random(f"cks-sim-ids-{seed}")
+    def __init__(self, seed: int, kind: str = "ids") -> None:
+        # ``kind`` gives an independent sequence (hosts added later, host clusters, dedications),
+        # so new entities never shift the IDs a spec always had.
+        self._random = random.Random(f"cks-sim-{kind}-{seed}")
 
     def uuid(self) -> str:
         return str(uuid.UUID(int=self._random.getrandbits(128), version=4))

@@ -216,9 +216,10 @@ def test_start_capacity_fault_is_533_once(sim):
 
 def test_host_capacity_limits_placement(sim_factory):
     raw = small_spec()
-    raw["hosts"] = [{"name": "kvm-1", "cpu": 16, "memory": 65536}]
+    # CapacityManagerImpl counts CPU in MHz: 16 cores x 2000 MHz, 8 VMs x 2 cores x 2000 MHz: full.
+    raw["hosts"] = [{"name": "kvm-1", "cpu": 16, "cpuspeed": 2000, "memory": 65536}]
     raw["clusters"][0]["control_nodes"] = 1
-    raw["clusters"][0]["workers"] = 7  # 8 x 2 cores = 16: full
+    raw["clusters"][0]["workers"] = 7
     handle = sim_factory(spec=raw)
     vm = handle.node_vms("worker")[0]
     _stop(handle, vm)
