@@ -96,6 +96,7 @@ _value:
       C(canary), C(pause_seconds), C(hooks), C(selected), C(not_selected), C(batches_planned), C(batches), C(nodes),
       C(nodes_not_reached), C(uncordoned), C(left_cordoned), C(cordoned_by_others), C(pending_taint_removed),
       C(lb_exclusion_removed), C(lb_exclusion_kept), C(out_of_date_before), C(out_of_date_after), C(still_out_of_date),
+      C(work_left) (the nodes whose VM is not Running or that the rollout left cordoned or annotated, each with why),
       C(not_rolled), C(capacity) and C(problems).
   type: dict
 """

@@ -17,8 +17,9 @@ description:
     uncordon - and then the whole cluster is validated (O(validate_count)).
   - One deadline, O(batch_timeout), covers the batch. A failure at any step leaves the node as it is, and the task
     fails naming the node, the step and what CloudStack or Kubernetes answered; run O(mode=release) afterwards.
-    The one exception is a change CloudStack refuses once the VM is stopped - the node is started again on what it
-    has and returned to service before the task fails (O(put_back_on_refusal)).
+    The one exception is a change CloudStack refuses once the VM is stopped, or a start its deployment planner
+    refuses after the change - the node is started again on what it had and returned to service before the task
+    fails (O(put_back_on_refusal)).
   - With O(phase), a batch runs in three runs (V(cordon), V(restart), V(uncordon)) so that tasks of the operator can
     run on each node between them (the rollout role's per-node hooks).
   - With O(mode=release), ends a rollout however it ended - uncordons the nodes that are back, leaves the others
@@ -184,8 +185,14 @@ options:
         if the rollout cordoned it, and then fail the batch with CloudStack's answer, naming the node and the
         change. The node stays out of date, so the next run changes it.
       - If V(false), the node is left Stopped and cordoned for the operator to look at first; a rerun resumes it.
-      - A start that itself fails (for example 533, no capacity) leaves the node Stopped and cordoned either way.
-        A change that did not answer in time is no refusal (it may still be carried out) and is left alone.
+      - A start the deployment planner refuses after this run changed the node's affinity groups or offering (533,
+        or 530/531 from the planner - a strict host anti-affinity group with no host left for it, no host with room
+        for the new offering) is put back the same way, after its previous groups and offering are restored (a grown
+        root disk stays grown); the batch fails with CloudStack's answer and the reason. A start that fails with
+        nothing of this run to undo leaves the node Stopped and cordoned. A change that did not answer in time is no
+        refusal (it may still be carried out) and is left alone.
+      - Nodes of one batch that share a strict host affinity or anti-affinity group are started one after another,
+        each once the one before is Running, never at the same moment.
     type: bool
     default: true
   max_unavailable:

@@ -249,3 +249,31 @@ def test_etcd_options_that_could_never_reach_etcd_are_refused_not_reported() -> 
         read_etcd_health({"etcd_endpoints": ["etcd-1:2379"]})
     assert "http://" in info.value.msg
     assert read_etcd_health({"etcd_endpoints": []}) is None
+
+
+# -- placement and work left ------------------------------------------------------------------------
+
+def test_a_strict_group_too_few_hosts_can_hold_is_reported_and_a_key_without_hosts_is_named() -> None:
+    from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import HostRoom, PlacementReads
+
+    factory = ClusterFactory(workers=3)
+    view = factory.view()
+    changes = SettingsRequest.from_params({"node_affinity_groups": {"worker": ["spread"]}})
+    host = {"state": "Up", "resourcestate": "Enabled", "cpunumber": 64, "cpuspeed": 2000, "memorytotal": 1 << 40}
+    two = PlacementReads(tuple(HostRoom.from_listed(dict(host, id=f"h{i}", name=f"h{i}")) for i in (1, 2)))
+    result = report(view, None, None, changes=changes, placement=(two, []))
+    (misfit,) = result["would_not_be_placed"]
+    assert (misfit["group"], misfit["members"], misfit["hosts"]) == ("spread", 3, 2)
+    assert result["placement_error"] and "affinity group spread" in result["placement_error"]
+    # A key that cannot list hosts: nothing judged, the note says so.
+    unread = report(view, None, None, changes=changes, placement=(None, ["hosts not listed"]))
+    assert unread["would_not_be_placed"] == [] and unread["placement_error"] is None
+    assert unread["not_checked"] == ["hosts not listed"]
+
+
+def test_a_stopped_node_is_work_left_though_nothing_is_out_of_date() -> None:
+    factory = ClusterFactory(workers=2)
+    factory.stop(factory.w(2))
+    result = report(factory.view(), None, None)
+    assert result["out_of_date"] == []
+    assert [e["node"] for e in result["work_left"]] == [factory.w(2).lower()]

@@ -16,6 +16,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._services.start imp
     ({"etcd_check_refusal": None, "refusal_error": "w1: account limit"}, "w1: account limit"),
     # Both: the etcd check first, as the role asserted it first.
     ({"etcd_check_refusal": "may not exec", "refusal_error": "w1: account limit"}, "may not exec"),
+    # The nodes the deployment planner could not place in their strict groups, after the others.
+    ({"etcd_check_refusal": None, "refusal_error": None, "placement_error": "group spread: 4 members"},
+     "group spread: 4 members"),
+    ({"etcd_check_refusal": None, "refusal_error": "w1: account limit", "placement_error": "group spread"},
+     "w1: account limit"),
 ])
 def test_the_refusal_before_the_lock(judged: dict[str, Any], expected: Any) -> None:
     found = refusal(judged)
