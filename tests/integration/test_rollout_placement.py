@@ -2,7 +2,7 @@
 anti-affinity group the zone has too few hosts for, as CloudStack's deployment planner decides it
 (``DeploymentPlanningManagerImpl`` with ``HostAntiAffinityProcessor``: 533 when no host is left).
 
-specs/placement.yml: 4 workers of the domain admin ``ops`` on 3 hosts, the group ``ops-spread``.
+specs/rollout_placement.yml: 4 workers of the domain admin ``ops`` on 3 hosts, the group ``ops-spread``.
 A root admin key lists the hosts, so the change is refused before the lock; a domain admin key
 cannot, so the prediction is named as not checked, and the start the planner refuses puts the node
 back on its old groups; a rerun once the operator has added a host converges. The starts of a
@@ -45,7 +45,7 @@ def changes_sent(sim: Any, since: float) -> list[str]:
 
 
 def test_a_root_admin_key_sees_too_few_hosts_and_is_refused_before_the_lock(rollout_sim: Any) -> None:
-    sim = rollout_sim("placement.yml")
+    sim = rollout_sim("rollout_placement.yml")
     since = time.time()
 
     run = sim.rollout(rollout_node_affinity_groups=SPREAD)
@@ -64,7 +64,7 @@ def test_a_root_admin_key_sees_too_few_hosts_and_is_refused_before_the_lock(roll
 def test_a_host_in_maintenance_is_not_counted(rollout_sim: Any) -> None:
     hosts = copy.deepcopy(FOUR_HOSTS)
     hosts[3]["resourcestate"] = "Maintenance"
-    sim = rollout_sim("placement.yml", hosts=hosts)
+    sim = rollout_sim("rollout_placement.yml", hosts=hosts)
     since = time.time()
 
     run = sim.rollout(rollout_node_affinity_groups=SPREAD)
@@ -76,7 +76,7 @@ def test_a_host_in_maintenance_is_not_counted(rollout_sim: Any) -> None:
 
 
 def test_a_domain_admin_key_cannot_check_and_the_refused_start_puts_the_node_back(rollout_sim: Any) -> None:
-    sim = rollout_sim("placement.yml")
+    sim = rollout_sim("rollout_placement.yml")
     workers = sim.names("worker")
 
     run = sim.rollout(env=ops_key(sim), rollout_node_affinity_groups=SPREAD)
@@ -112,7 +112,7 @@ def test_a_domain_admin_key_cannot_check_and_the_refused_start_puts_the_node_bac
 
 
 def test_without_put_back_the_node_stays_stopped_and_is_named_as_work_left(rollout_sim: Any) -> None:
-    sim = rollout_sim("placement.yml")
+    sim = rollout_sim("rollout_placement.yml")
 
     run = sim.rollout(env=ops_key(sim), rollout_node_affinity_groups=SPREAD, rollout_put_back_on_refusal=False)
 
@@ -128,7 +128,7 @@ def test_without_put_back_the_node_stays_stopped_and_is_named_as_work_left(rollo
 
 
 def test_a_batch_of_three_in_one_strict_group_starts_one_after_another(rollout_sim: Any) -> None:
-    sim = rollout_sim("placement.yml", hosts=FOUR_HOSTS)
+    sim = rollout_sim("rollout_placement.yml", hosts=FOUR_HOSTS)
     workers = sim.names("worker")
     since = time.time()
 

@@ -211,8 +211,10 @@ def test_only_hosts_dedicated_to_the_nodes_dedication_group_count() -> None:
     assert [r.hosts for r in found] == [1] and "dedicated to dedicated-admin" in found[0].why
 
 
-@pytest.mark.parametrize(("kind", "rid", "fits"), [("Cluster", "cl-1", True), ("Cluster", "cl-2", False),
-                                                    ("Pod", "p-1", True), ("Zone", "z-1", True), ("Zone", "z-9", False)])
+@pytest.mark.parametrize(("kind", "rid", "fits"), [
+    ("Cluster", "cl-1", True), ("Cluster", "cl-2", False), ("Pod", "p-1", True), ("Zone", "z-1", True),
+    ("Zone", "z-9", False),
+])
 def test_a_dedicated_cluster_pod_or_zone_holds_its_hosts(kind: str, rid: str, fits: bool) -> None:
     v = view(workers=2)
     dedicated = {"g-ded": Dedication("dedicated-admin", ((kind, rid),))}
