@@ -165,6 +165,27 @@ def plan(cloud: CloudWorld, vm: VM, considerlasthost: bool, hostid: Optional[str
     return None
 
 
+def record_broken_affinity(cloud: CloudWorld, vm: VM) -> None:
+    """An invariant when a VM now Running breaks a strict group it is in: a member of its host
+    anti-affinity group on its host, or one of its host affinity group on another host (what the
+    start race can do; CloudStack does not check this after the fact)."""
+    for group_id in vm.affinity_group_ids:
+        group = cloud.affinity_groups[group_id]
+        if group.type not in ("host anti-affinity", "host affinity"):
+            continue
+        peers = [p for p in cloud.vms.values() if p.id != vm.id and group_id in p.affinity_group_ids
+                 and p.state == "Running" and p.host_id]
+        if group.type == "host anti-affinity":
+            broken = [p for p in peers if p.host_id == vm.host_id]
+        else:
+            broken = [p for p in peers if p.host_id != vm.host_id]
+        if broken:
+            cloud.sim.invariants.add(
+                kind="anti_affinity_broken" if group.type == "host anti-affinity" else "affinity_broken",
+                group=group.name, vm=vm.name, host=cloud.hosts[vm.host_id or ""].name,
+                others={p.name: cloud.hosts[p.host_id or ""].name for p in broken})
+
+
 # -- listHosts -------------------------------------------------------------------------------
 
 

@@ -270,6 +270,8 @@ def test_overlapping_starts_in_a_strict_group_can_share_a_host(sim_factory):
     began = [e["t"] for e in events if e["event"] == "start_began"]
     ended = [e["t"] for e in events if e["event"] == "start_ended"]
     assert max(began) < min(ended)  # the two starts overlapped
+    [broken] = [v for v in handle.admin("GET", "/invariants") if v["kind"] == "anti_affinity_broken"]
+    assert broken["group"] == "workers-spread" and set(broken["others"].values()) == {broken["host"]}
 
 
 def test_starts_one_after_another_keep_the_group_apart(sim_factory):
@@ -283,6 +285,7 @@ def test_starts_one_after_another_keep_the_group_apart(sim_factory):
     assert [e["event"] for e in events] == ["start_began", "start_ended", "start_began", "start_ended"]
     assert [e["ok"] for e in events if e["event"] == "start_ended"] == [True, True]
     assert events[0]["vm"] == events[1]["vm"] != events[2]["vm"]
+    assert [v for v in handle.admin("GET", "/invariants") if v["kind"] == "anti_affinity_broken"] == []
 
 
 # -- examples/placement.yml: the operator's case -------------------------------------------------
