@@ -311,3 +311,18 @@ def test_the_placement_example_cannot_hold_four_strict_members_on_three_hosts(si
         except CloudStackApiException as exc:
             outcomes.append(exc.error["errorcode"])
     assert outcomes[3] == 533 and len(set(outcomes[:3])) == 3
+
+
+def test_a_host_given_by_a_root_admin_skips_the_affinity_processors(sim_factory):
+    """planDeployment: with plan.getHostId() the host is used unless avoided (disabled, dedicated);
+    the affinity group chain runs only after that branch."""
+    handle = sim_factory(spec=_spread_spec(_hosts(3), workers=2))
+    cs = handle.cs()
+    first, second = handle.node_vms("worker")
+    cs.stopVirtualMachine(id=second["id"], fetch_result=True)
+    started = cs.startVirtualMachine(id=second["id"], hostid=first["hostid"], fetch_result=True)["virtualmachine"]
+    assert started["hostid"] == first["hostid"]
+    cs.stopVirtualMachine(id=second["id"], fetch_result=True)
+    handle.admin("POST", "/actions", {"action": "set_host", "host": _host_name(handle, first["hostid"]),
+                                      "resourcestate": "Disabled"})
+    assert _job_error(cs.startVirtualMachine, id=second["id"], hostid=first["hostid"])["errorcode"] == 533
