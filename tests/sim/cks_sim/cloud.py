@@ -769,6 +769,7 @@ class CloudWorld:
                     self._set_state(vm, "Running")
                     self._timeline(vm, "started", host=host.name)
                     self._timeline(vm, "start_ended", job=job.id, ok=True, host=host.name)
+                    placement.record_broken_affinity(self, vm)
                     self._powered_on(vm)
                     self._complete(job, {"virtualmachine": self.vm_view(vm)})
                 done()

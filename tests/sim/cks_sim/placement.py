@@ -98,9 +98,10 @@ def has_capacity(cloud: CloudWorld, host: Host, vm: VM, used: tuple[int, int]) -
     if host.cpu < cores or host.cpuspeed < speed:
         return False
     cluster = cloud.host_clusters[host.cluster_id]
-    total_mhz = host.cpu * host.cpuspeed * cluster.cpu_ratio
-    total_mb = host.memory * cluster.memory_ratio
-    return used[0] + mhz <= total_mhz and used[1] + memory <= total_mb
+    # totalCpu = (long) (actualTotalCpu * cpuOvercommitRatio), the same for memory (bytes).
+    total_mhz = int(host.cpu * host.cpuspeed * f32(cluster.cpu_ratio))
+    total_bytes = int(host.memory * MB * f32(cluster.memory_ratio))
+    return used[0] + mhz <= total_mhz and (used[1] + memory) * MB <= total_bytes
 
 
 def usable(host: Host) -> bool:
@@ -126,6 +127,11 @@ def plan(cloud: CloudWorld, vm: VM, considerlasthost: bool, hostid: Optional[str
     if not dedications:
         # checkForNonDedicatedResources: a user VM without a dedication group keeps off dedicated hosts.
         avoid |= dedicated_hosts(cloud)
+    if hostid:
+        # planDeployment with a host given: that host unless avoided (dedication, disabled); the
+        # affinity processors run only after this branch, so they do not apply.
+        host = next((h for h in in_zone if h.id == hostid and h.id not in avoid), None)
+        return host if host is not None and has_capacity(cloud, host, vm, usage[host.id]) else None
     priority: dict[str, int] = {h.id: 0 for h in in_zone}
     release = cloud.sim.clock.real(cloud.cloud_opts["capacity_release_interval"])
     now = time.monotonic()
@@ -152,8 +158,6 @@ def plan(cloud: CloudWorld, vm: VM, considerlasthost: bool, hostid: Optional[str
                 if peer_hosts and h not in peer_hosts:
                     priority[h] += 1
     candidates = [h for h in in_zone if h.id not in avoid]
-    if hostid:
-        candidates = [h for h in candidates if h.id == hostid]
     if considerlasthost and vm.last_host_id:
         last = next((h for h in candidates if h.id == vm.last_host_id), None)
         if last is not None and has_capacity(cloud, last, vm, usage[last.id]):
@@ -163,6 +167,27 @@ def plan(cloud: CloudWorld, vm: VM, considerlasthost: bool, hostid: Optional[str
         if has_capacity(cloud, host, vm, usage[host.id]):
             return host
     return None
+
+
+def record_broken_affinity(cloud: CloudWorld, vm: VM) -> None:
+    """An invariant when a VM now Running breaks a strict group it is in: a member of its host
+    anti-affinity group on its host, or one of its host affinity group on another host (what the
+    start race can do; CloudStack does not check this after the fact)."""
+    for group_id in vm.affinity_group_ids:
+        group = cloud.affinity_groups[group_id]
+        if group.type not in ("host anti-affinity", "host affinity"):
+            continue
+        peers = [p for p in cloud.vms.values() if p.id != vm.id and group_id in p.affinity_group_ids
+                 and p.state == "Running" and p.host_id]
+        if group.type == "host anti-affinity":
+            broken = [p for p in peers if p.host_id == vm.host_id]
+        else:
+            broken = [p for p in peers if p.host_id != vm.host_id]
+        if broken:
+            cloud.sim.invariants.add(
+                kind="anti_affinity_broken" if group.type == "host anti-affinity" else "affinity_broken",
+                group=group.name, vm=vm.name, host=cloud.hosts[vm.host_id or ""].name,
+                others={p.name: cloud.hosts[p.host_id or ""].name for p in broken})
 
 
 # -- listHosts -------------------------------------------------------------------------------

@@ -270,6 +270,8 @@ def test_overlapping_starts_in_a_strict_group_can_share_a_host(sim_factory):
     began = [e["t"] for e in events if e["event"] == "start_began"]
     ended = [e["t"] for e in events if e["event"] == "start_ended"]
     assert max(began) < min(ended)  # the two starts overlapped
+    [broken] = [v for v in handle.admin("GET", "/invariants") if v["kind"] == "anti_affinity_broken"]
+    assert broken["group"] == "workers-spread" and set(broken["others"].values()) == {broken["host"]}
 
 
 def test_starts_one_after_another_keep_the_group_apart(sim_factory):
@@ -283,3 +285,44 @@ def test_starts_one_after_another_keep_the_group_apart(sim_factory):
     assert [e["event"] for e in events] == ["start_began", "start_ended", "start_began", "start_ended"]
     assert [e["ok"] for e in events if e["event"] == "start_ended"] == [True, True]
     assert events[0]["vm"] == events[1]["vm"] != events[2]["vm"]
+    assert [v for v in handle.admin("GET", "/invariants") if v["kind"] == "anti_affinity_broken"] == []
+
+
+# -- examples/placement.yml: the operator's case -------------------------------------------------
+
+
+def test_the_placement_example_cannot_hold_four_strict_members_on_three_hosts(sim_factory):
+    """HostAntiAffinityProcessor + avoidDisabledHosts: the host in Maintenance does not count."""
+    spec = load_spec(os.path.join(os.path.dirname(__file__), "..", "examples", "placement.yml"))
+    spec["time_scale"] = 0.01
+    handle = sim_factory(spec=spec)
+    root = handle.cs(key="root-key", secret="root-secret")
+    usable = [h for h in root.listHosts(fetch_list=True) if (h["state"], h["resourcestate"]) == ("Up", "Enabled")]
+    assert len(usable) == 3
+    spread = root.listAffinityGroups(name="alice-spread", listall=True)["affinitygroup"][0]
+    workers = [vm for vm in root.listVirtualMachines(listall=True, fetch_list=True) if "-node-" in vm["name"]]
+    outcomes = []
+    for vm in workers:
+        root.stopVirtualMachine(id=vm["id"], fetch_result=True)
+        groups = [g["id"] for g in vm["affinitygroup"]] + [spread["id"]]
+        root.updateVMAffinityGroup(id=vm["id"], affinitygroupids=groups, fetch_result=True)
+        try:
+            outcomes.append(root.startVirtualMachine(id=vm["id"], fetch_result=True)["virtualmachine"]["hostid"])
+        except CloudStackApiException as exc:
+            outcomes.append(exc.error["errorcode"])
+    assert outcomes[3] == 533 and len(set(outcomes[:3])) == 3
+
+
+def test_a_host_given_by_a_root_admin_skips_the_affinity_processors(sim_factory):
+    """planDeployment: with plan.getHostId() the host is used unless avoided (disabled, dedicated);
+    the affinity group chain runs only after that branch."""
+    handle = sim_factory(spec=_spread_spec(_hosts(3), workers=2))
+    cs = handle.cs()
+    first, second = handle.node_vms("worker")
+    cs.stopVirtualMachine(id=second["id"], fetch_result=True)
+    started = cs.startVirtualMachine(id=second["id"], hostid=first["hostid"], fetch_result=True)["virtualmachine"]
+    assert started["hostid"] == first["hostid"]
+    cs.stopVirtualMachine(id=second["id"], fetch_result=True)
+    handle.admin("POST", "/actions", {"action": "set_host", "host": _host_name(handle, first["hostid"]),
+                                      "resourcestate": "Disabled"})
+    assert _job_error(cs.startVirtualMachine, id=second["id"], hostid=first["hostid"])["errorcode"] == 533
