@@ -92,15 +92,21 @@ def test_a_batch_reads_only_what_its_changes_need() -> None:
                                            "startVirtualMachine", "queryAsyncJobResult"}, dict(calls)
 
         # A change of groups alone: no volume, no headroom; the key's own account says which
-        # groups it may send (root admin: the VM's owner's).
+        # groups it may send (root admin: the VM's owner's). alice-spread is a strict host
+        # anti-affinity group: the zone's hosts, the group's VMs and what is dedicated to the node's
+        # ExplicitDedication group are read once, for the placement check before the cordon.
         spread = Settings(worker=TypeSettings(affinity_group_ids=(group_id(catalog, "alice-spread"),)))
         result, calls = one_batch(sim, second, spread, catalog)
         assert not result.get("failed"), result.get("msg")
         assert [n["outcome"] for n in result["nodes"]] == ["done"]
         assert {c: calls[c] for c in READS} == {
-            "listKubernetesClusters": 1, "getKubernetesClusterConfig": 1, "listVirtualMachines": 1,
+            "listKubernetesClusters": 1, "getKubernetesClusterConfig": 1, "listVirtualMachines": 2,
             "listVolumes": 0, "listAccounts": 1, "listProjects": 0}, dict(calls)
-        assert {c: calls[c] for c in CATALOG} == dict.fromkeys(CATALOG, 0)
+        assert calls["listHosts"] == 1, dict(calls)
+        # The catalog is not listed again: the one listAffinityGroups is the node's own groups.
+        assert {c: calls[c] for c in CATALOG} == dict(dict.fromkeys(CATALOG, 0), listAffinityGroups=1)
+        groups = [c["params"] for c in sim.calls() if c.get("command") == "listAffinityGroups"]
+        assert groups[-1].get("virtualmachineid") == workers(sim)[second]["id"], groups[-1]
         assert calls["updateVMAffinityGroup"] == 1 and calls["changeServiceForVirtualMachine"] == 0
         assert "alice-spread" in workers(sim)[second]["affinity_groups"]
         answer = sim.admin("GET", "/invariants")

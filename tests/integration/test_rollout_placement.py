@@ -13,16 +13,24 @@ between two starts of one group would allow.
 from __future__ import annotations
 
 import copy
+import os
 import time
 from typing import Any
 
 import pytest
+import yaml
+from rollout_helpers import SPECS
 
 pytestmark = pytest.mark.timeout(900)
 
 SPREAD = {"worker": ["ops-spread"]}
 CHANGES = ("stopVirtualMachine", "updateVMAffinityGroup", "changeServiceForVirtualMachine", "startVirtualMachine")
 FOUR_HOSTS = [{"name": f"kvm-{i}", "cpu": 64, "memory": 262144} for i in range(1, 5)]
+
+
+def spec(**top_level: Any) -> dict[str, Any]:
+    with open(os.path.join(SPECS, "rollout_placement.yml"), encoding="utf-8") as fh:
+        return dict(yaml.safe_load(fh), **top_level)
 
 
 def ops_key(sim: Any) -> dict[str, str]:
@@ -153,3 +161,25 @@ def test_a_batch_of_three_in_one_strict_group_starts_one_after_another(rollout_s
     assert running == set(workers), items
     batches = (run.report or {}).get("batches_planned") or []
     assert any(len(b.get("nodes", [])) == 3 for b in batches), batches
+
+
+def test_a_batch_whose_host_went_into_maintenance_since_the_plan_stops_before_its_cordon(cycle_sim: Any) -> None:
+    """The plan counted 4 hosts; before the last worker's batch, kvm-4 goes into Maintenance: the
+    batch's preflight counts again and refuses, nothing cordoned or stopped."""
+    from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+
+    sim = cycle_sim(spec(hosts=FOUR_HOSTS))
+    workers = sim.names("worker")
+    settings = Settings(worker=TypeSettings(affinity_group_ids=(sim.group_id("ops-spread"),)))
+    first = sim.cycle(workers[:3], settings)
+    assert first.error is None, first.error
+    sim.admin("POST", "/actions", {"action": "set_host", "host": "kvm-4", "resourcestate": "Maintenance"})
+    since = time.time()
+
+    last = sim.cycle(workers[3:], settings)
+
+    assert last.error is not None and last.error.step == "preflight", last.error
+    assert "affinity group ops-spread" in last.error.msg and "4 members" in last.error.msg, last.error.msg
+    assert last.results == [] and changes_sent(sim, since) == []
+    node = sim.view().node(workers[3])
+    assert node.running and not node.unschedulable and not node.annotated

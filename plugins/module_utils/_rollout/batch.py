@@ -33,6 +33,7 @@ from functools import partial
 from typing import Any, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_watch import NodeWatch
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.placement import read_placement
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import retry_report
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, NodeWaits, RolloutLock
@@ -45,7 +46,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_serv
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import seconds_left
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import start_one_by_one
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import placement_refusals, start_one_by_one
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.states import ROLLOUT_STATES
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, ClusterView, Node
@@ -232,6 +233,13 @@ class BatchCycle:
         if notes:
             checks["not_checked"] = notes
         problems.extend(r.message for r in refusals)
+        # Again for placement: a host may have gone into Maintenance, or filled up, since the plan.
+        hosts, placement_notes = read_placement(self.cloud, view, self.settings, members)
+        misfits = placement_refusals(view, self.settings, members, hosts) if hosts is not None else []
+        checks["placement_refusals"] = [r.to_dict() for r in misfits]
+        if placement_notes:
+            checks["not_checked"] = list(notes) + placement_notes
+        problems.extend(r.message for r in misfits)
         quorum_members = [n for n in members if n.node_type == ETCD
                           or (n.node_type == CONTROL and not view.external_etcd)]
         healthy_view = not problems
