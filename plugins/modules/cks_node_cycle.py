@@ -372,6 +372,9 @@ preflight:
     - C(stop_refusals) lists the changes CloudStack would refuse only once a VM is stopped (affinity groups the key
       may not send, the owner's CPU, memory or primary-storage limit, the offering's state or storage fit); any
       fails the batch here, before a node is cordoned. C(not_checked) says what the key could not read.
+    - C(placement_refusals) lists the strict affinity groups whose members CloudStack's deployment planner could not
+      all place (the zone's Up and Enabled hosts with room, read again here as a host may have gone into Maintenance
+      since the plan); any fails the batch here too. A key that cannot list hosts gets a C(not_checked) note.
   returned: mode=cycle, when the preflight passed
   type: dict
   sample: {cluster_state: Running, ok: true}
