@@ -85,4 +85,4 @@ def test_a_batch_runs_cks_node_cycle_from_one_task_in_one_run_and_in_phases() ->
     assert whole["ansible.builtin.import_tasks"] == "cycle.yml" and phase["ansible.builtin.include_tasks"] == "cycle.yml"
     assert whole["vars"] == {"rollout_phase": "all"} and whole["when"] == "not rollout_hooked"
     # A phase's rollout_phase comes from hooked.yml's loop over the three phases.
-    assert "vars" not in phase and phase["when"] == "not rollout_phase_stop"
+    assert "vars" not in phase and phase["when"] == "not hostvars['localhost'].rollout_phase_stop"
