@@ -11,6 +11,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import side_by_side
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import needs_root_volume
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
@@ -125,17 +126,14 @@ def validation_options(params: Mapping[str, Any]) -> ValidationOptions:
     )
 
 
-def give_job_seconds(cloud: Any, given: Any) -> None:
+def give_job_seconds(cloud: CloudStackApi, given: Any) -> None:
     """What the earlier batches' jobs took (the rollout's ``job_seconds``): this batch's first polls wait that long."""
     if not given:
         return
     if not isinstance(given, Mapping):
         raise InvalidInput("rollout.job_seconds", given, "must map a CloudStack command to the seconds its jobs took")
-    times = getattr(cloud, "job_times", None)
-    if times is None:
-        return
     try:
-        times.give_priors(given)
+        cloud.job_times.give_priors(given)
     except (TypeError, ValueError) as exc:
         raise InvalidInput("rollout.job_seconds", given, f"each value must be a number of seconds, 0 or more ({exc})")
 
