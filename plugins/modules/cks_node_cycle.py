@@ -49,10 +49,12 @@ attributes:
 options:
   mode:
     description:
-      - V(cycle) restarts the nodes of O(nodes); V(release) ends the rollout; V(taint_pending) taints the
-        nodes of O(nodes) as waiting their turn (see the description).
+      - What this run does (see the description). Each choice is a job of its own with its own options.
     type: str
-    choices: [cycle, release, taint_pending]
+    choices:
+      cycle: Restart the nodes of O(nodes), one batch (or one O(phase) of it), and validate the cluster after it.
+      release: End the rollout however it ended - uncordon what is back, record the outcome, give back the lock.
+      taint_pending: Taint the nodes of O(nodes) as waiting their turn, before the first batch.
     default: cycle
   nodes:
     description:
@@ -78,11 +80,14 @@ options:
     default: 1800
   phase:
     description:
-      - V(all) runs the whole batch; V(cordon), V(restart) and V(uncordon) run one phase of it (see B(Phases) in
-        the description), in that order, each after the one before succeeded for the whole batch.
-      - Only with O(mode=cycle).
+      - Which part of the batch this run does. The three phases run in order, each after the one before succeeded for
+        the whole batch, so that tasks of the operator can run on each node between them. Only with O(mode=cycle).
     type: str
-    choices: [all, cordon, restart, uncordon]
+    choices:
+      all: The whole batch in one run.
+      cordon: Annotate and cordon the nodes (and label them out of the load balancers).
+      restart: Drain, stop, change, start and verify the nodes; the batch's deadline counts from its V(cordon) run.
+      uncordon: Check that each node is still back, uncordon it, and validate the cluster.
     default: all
   job_timeout:
     description:
@@ -199,8 +204,8 @@ options:
         O(batch_timeout) from the batch's V(cordon) run it finds there.
       - With O(mode=release), how the rollout ended (V(done), V(failed at batch 2 of 5),
         V(cancelled before batch 3 of 5)) and its last error are read from its last batch, else from its
-        C(last_error) (for example V({last_error: "planning failed: ..."}); V(null) clears the record's last
-        error); the report is made from it when it carries a plan.
+        C(last_error) (as a rollout that failed before its first batch passes it); none clears the record's last
+        error. The report is made from it when it carries a plan.
       - Omitted, a run stands alone, as a direct call of the module needs.
     type: dict
   report_path:
@@ -581,11 +586,17 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import argument_specs
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import node_cycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import node_release
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
 
 SERVICES = {"cycle": node_cycle, "release": node_release, "taint_pending": taint_pending}
+
+BATCH_OPTIONS_SPEC = argument_specs(
+    "batch_timeout", "job_timeout", "delete_emptydir_data", "force", "grace_period", "eviction_retry_interval",
+    "poll_interval", "validate_count", "validate_interval", "validate_timeout", "exclude_from_load_balancers",
+    "exclude_delay", "put_back_on_refusal", "max_unavailable")
 
 
 def argument_spec() -> dict[str, dict[str, Any]]:
@@ -593,21 +604,9 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "mode": {"type": "str", "choices": ["cycle", "release", "taint_pending"], "default": "cycle"},
         "nodes": {"type": "list", "elements": "str"},
         "settings": {"type": "dict"},
-        "batch_timeout": {"type": "float", "default": 1800.0},
-        "job_timeout": {"type": "float", "default": 900.0},
-        "delete_emptydir_data": {"type": "bool", "default": True},
-        "force": {"type": "bool", "default": False},
-        "grace_period": {"type": "int"},
-        "eviction_retry_interval": {"type": "float", "default": 5.0},
-        "poll_interval": {"type": "float", "default": 0.5},
-        "validate_count": {"type": "int", "default": 1},
-        "validate_interval": {"type": "float", "default": 10.0},
-        "validate_timeout": {"type": "float", "default": 300.0},
-        "exclude_from_load_balancers": {"type": "bool", "default": False},
-        "exclude_delay": {"type": "float", "default": 10.0},
-        "put_back_on_refusal": {"type": "bool", "default": True},
+        # The batch's options, with their types and defaults from their one table.
+        **BATCH_OPTIONS_SPEC,
         "phase": {"type": "str", "choices": ["all", "cordon", "restart", "uncordon"], "default": "all"},
-        "max_unavailable": {"type": "int"},
         **glue.etcd_argument_spec(),
         "lock_holder": {"type": "str"},
         "rollout": {"type": "dict"},

@@ -11,6 +11,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import side_by_side
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import needs_root_volume
@@ -20,6 +21,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck, etcd_check_from
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import (
     DEFAULT_BATCH_TIMEOUT,
+    DEFAULT_EVICTION_RETRY_INTERVAL,
     DEFAULT_EXCLUDE_DELAY,
     DEFAULT_JOB_TIMEOUT,
     DEFAULT_POLL_INTERVAL,
@@ -76,10 +78,10 @@ def max_unavailable_of(params: Mapping[str, Any], record: Any) -> int:
 def cycle_options(params: Mapping[str, Any], check_mode: bool, max_unavailable: Optional[int] = None,
                   batch_started: Optional[float] = None) -> CycleOptions:
     drain = DrainOptions(
-        delete_emptydir_data=bool(params.get("delete_emptydir_data", True)),
+        delete_emptydir_data=bool(params.get("delete_emptydir_data", default_of("delete_emptydir_data"))),
         force=bool(params.get("force")),
         grace_period=params.get("grace_period"),
-        eviction_retry_interval=float(params.get("eviction_retry_interval") or 5.0),
+        eviction_retry_interval=float(params.get("eviction_retry_interval") or DEFAULT_EVICTION_RETRY_INTERVAL),
         poll_interval=float(params.get("poll_interval") or DEFAULT_POLL_INTERVAL),
     )
     return CycleOptions(
