@@ -19,7 +19,7 @@ description:
   - Used by the C(cloudstack.cks.rollout) role. A batch in one C(cloudstack.cks.cks_node_cycle) run ends in that
     run; a batch with per-node hooks runs in phases, and this puts its phase runs (kept in the rollout object) and
     its nodes' hook steps together - each node once, its steps in the order they ran - and records the batch.
-  - With O(error), the batch of O(nodes) failed outside its runs (a task of the role failed): it is recorded as
+  - With O(error), the batch of O(nodes) failed outside its runs (a task of the role failed); it is recorded as
     failed with that error and what its runs returned so far.
   - The returned object's C(progress) is the batch's progress line, its C(batches) ends with the batch's record.
 options:
