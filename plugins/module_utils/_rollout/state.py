@@ -202,25 +202,25 @@ class Rollout:
             self.job_seconds = dict(self.job_seconds, **learned)
         if phase == PHASE_ALL:
             self.current = None
-        self._open(nodes)
-        assert self.current is not None
-        self.current.runs.append(dict(run))
+        batch = self._open(nodes)
+        batch.runs.append(dict(run))
         if phase == PHASE_ALL:
-            self._end(dict(run), retries=run.get("retries") or {})
+            self._end(batch, dict(run), retries=run.get("retries") or {})
 
     def end_batch(self, nodes: Sequence[str], hook_steps: Sequence[Mapping[str, Any]] = ()) -> None:
         """The batch of these nodes, run in phases, ends: its runs and its nodes' hook steps as one batch result.
         A batch that ended already (a run failed before it recorded anything) stays as it ended."""
         if not self._is_current(nodes) and self._last_is(nodes):
             return
-        self._open(nodes)
-        assert self.current is not None
-        self._end(merge_phases(self.current.runs, hook_steps), retries={})
+        batch = self._open(nodes)
+        self._end(batch, merge_phases(batch.runs, hook_steps), retries={})
 
-    def _open(self, nodes: Sequence[str]) -> None:
+    def _open(self, nodes: Sequence[str]) -> BatchInProgress:
+        """The batch in progress of these nodes, begun now if it is not the one in progress."""
         if self.current is None or not self._is_current(nodes):
             number, node_type = self.planned_batch(nodes)
             self.current = BatchInProgress(batch=number, node_type=node_type, nodes=[str(n) for n in nodes])
+        return self.current
 
     def batch_failed(self, nodes: Sequence[str], error: str) -> None:
         """The batch of these nodes failed outside its runs (a task of the role failed): recorded with
@@ -229,21 +229,20 @@ class Rollout:
             last = self.batches[-1]
             last.outcome, last.error = FAILED, error  # ended already: only its outcome changes
             return
-        self._open(nodes)
-        assert self.current is not None
+        batch = self._open(nodes)
         # Only phase runs are left open (a run of phase ``all`` ends its batch).
-        merged = merge_phases(self.current.runs) if self.current.runs else {}
-        self._end(dict(merged, msg=error), retries={}, cancelled=False)
+        merged = merge_phases(batch.runs) if batch.runs else {}
+        self._end(batch, dict(merged, msg=error), retries={}, cancelled=False)
 
-    def _end(self, result: dict[str, Any], retries: Mapping[str, Any], cancelled: Optional[bool] = None) -> None:
-        assert self.current is not None
+    def _end(self, batch: BatchInProgress, result: dict[str, Any], retries: Mapping[str, Any],
+             cancelled: Optional[bool] = None) -> None:
         stopped_by_cancel = bool(result.get("cancelled")) if cancelled is None else cancelled
         failed = result.get("msg") is not None
         outcome = CANCELLED if failed and stopped_by_cancel else FAILED if failed else DONE
-        node_type = self.current.node_type or next(
+        node_type = batch.node_type or next(
             (node.get("node_type") for node in result.get("nodes") or [] if node.get("node_type")), None)
         record = BatchRecord(
-            batch=self.current.batch, node_type=node_type, nodes=list(self.current.nodes),
+            batch=batch.batch, node_type=node_type, nodes=list(batch.nodes),
             outcome=outcome, error=str(result["msg"]) if outcome == FAILED else None,
             uncordoned=list(result.get("uncordoned") or []), validation=result.get("validation"),
             retries=dict(retries))
