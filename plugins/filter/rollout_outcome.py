@@ -63,7 +63,7 @@ _value:
 
 from typing import Any, Iterable, Mapping
 
-from ansible_collections.cloudstack.cks.plugins.filter.batch_progress import DONE_OUTCOMES
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.progress import DONE_OUTCOMES
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.work_left import work_left_line
 
 

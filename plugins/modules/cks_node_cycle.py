@@ -23,7 +23,7 @@ description:
   - With O(phase), a batch runs in three runs (V(cordon), V(restart), V(uncordon)) so that tasks of the operator can
     run on each node between them (the rollout role's per-node hooks).
   - With O(mode=release), ends a rollout however it ended - uncordons the nodes that are back, leaves the others
-    cordoned and says why, recounts the cluster's capacity, records the outcome and O(last_error), and gives back
+    cordoned and says why, recounts the cluster's capacity, records the outcome and the last error (from O(rollout)), and gives back
     the lock. With O(mode=taint_pending), puts the C(cloudstack.apache.org/rollout-pending:PreferNoSchedule) taint
     on O(nodes) before the first batch.
   - Each step in detail, and the reasons behind it, are in the collection's guide C(docs/docsite/rst/node_cycle.rst)
@@ -50,10 +50,12 @@ attributes:
 options:
   mode:
     description:
-      - V(cycle) restarts the nodes of O(nodes); V(release) ends the rollout; V(taint_pending) taints the
-        nodes of O(nodes) as waiting their turn (see the description).
+      - What this run does (see the description). Each choice is a job of its own with its own options.
     type: str
-    choices: [cycle, release, taint_pending]
+    choices:
+      cycle: Restart the nodes of O(nodes), one batch (or one O(phase) of it), and validate the cluster after it.
+      release: End the rollout however it ended - uncordon what is back, record the outcome, give back the lock.
+      taint_pending: Taint the nodes of O(nodes) as waiting their turn, before the first batch.
     default: cycle
   nodes:
     description:
@@ -73,23 +75,21 @@ options:
   batch_timeout:
     description:
       - Seconds the whole batch may take, from the preflight to the last uncordon.
-      - With phases, counted from O(batch_started); a V(restart) phase that starts after the deadline fails at
-        its preflight, before anything is drained.
+      - With phases, counted from the start of the batch's V(cordon) run (as O(rollout) carries it); a V(restart)
+        phase that starts after the deadline fails at its preflight, before anything is drained.
     type: float
     default: 1800
   phase:
     description:
-      - V(all) runs the whole batch; V(cordon), V(restart) and V(uncordon) run one phase of it (see B(Phases) in
-        the description), in that order, each after the one before succeeded for the whole batch.
-      - Only with O(mode=cycle).
+      - Which part of the batch this run does. The three phases run in order, each after the one before succeeded for
+        the whole batch, so that tasks of the operator can run on each node between them. Only with O(mode=cycle).
     type: str
-    choices: [all, cordon, restart, uncordon]
+    choices:
+      all: The whole batch in one run.
+      cordon: Annotate and cordon the nodes (and label them out of the load balancers).
+      restart: Drain, stop, change, start and verify the nodes; the batch's deadline counts from its V(cordon) run.
+      uncordon: Check that each node is still back, uncordon it, and validate the cluster.
     default: all
-  batch_started:
-    description:
-      - With a O(phase) after V(cordon), the Unix time the batch started (the RV(started) of its V(cordon) run), so
-        that O(batch_timeout) counts from there. If not given, from the start of this run.
-    type: float
   job_timeout:
     description:
       - Seconds each CloudStack async job (stop, resize, affinity, start) may take, cut down to what the
@@ -124,24 +124,14 @@ options:
     description:
       - Seconds between two reads while waiting for a pod to go, a node to come back or etcd to be healthy.
       - For a CloudStack async job it is the pause between two polls of a job running late. A job is first
-        polled about when the same command's jobs end (learned from the jobs before, in this batch or as
-        O(job_seconds) says), at the end of what they are known to take when that is known to a tenth of
+        polled about when the same command's jobs end (learned from the jobs before, in this batch or in the
+        earlier batches of O(rollout)), at the end of what they are known to take when that is known to a tenth of
         it, else in its middle and, still running, at its end. A job still running then is polled once more
         a tenth of its time later (at most this interval), then after this interval, each pause half as long
         again as the one before, up to 4 seconds, with one last poll at the deadline. A command not seen yet
         is first polled after this interval.
     type: float
     default: 0.5
-  job_seconds:
-    description:
-      - What each CloudStack async command's jobs take, from the earlier batches of this rollout (the
-        C(job_seconds) of RV(jobs) of the batch before; the rollout role passes it on), as C([after, by]), the
-        seconds after their submit at which they were still running and had ended. A number of seconds is
-        taken as C([half of it, it]). The first poll of a job of that command is aimed by it, so a stop or
-        start costs one poll, two now and then, instead of one every O(poll_interval).
-      - Omitted, the first job of each command is polled from O(poll_interval) on, and the later ones of the
-        batch are aimed by it.
-    type: dict
   validate_count:
     description:
       - How many consecutive validation rounds must pass after the batch's nodes are done (kOps's
@@ -208,43 +198,26 @@ options:
       - With O(mode=cycle) or O(mode=taint_pending), nothing is changed unless this holder still holds the lock,
         which is renewed.
       - With O(mode=release), the lock is given back if this holder holds it (else left alone).
-      - If not given, the lock is neither checked nor released.
+      - If not given, the C(run_id) of O(rollout); without either, the lock is neither checked nor released.
     type: str
-  lock_version:
+  rollout:
     description:
-      - With O(mode=cycle) and O(lock_holder), the lease's resourceVersion as the previous batch's run left it (its
-        RV(lock_version)). The batch then renews the lock with one write made conditional on that version, without
-        reading it first; if anyone wrote the lease since, it is read and judged as without this option.
-    type: str
-  last_error:
-    description:
-      - With O(mode=release), why the rollout stopped, stored in the record. V(null) clears the last error
-        (unless O(skipped) is given).
-    type: str
-  result:
-    description:
-      - With O(mode=release), how the rollout ended, stored in the record for the C(status) playbook, for
-        example V(done), V(failed at batch 2 of 5) or V(cancelled before batch 3 of 5).
-      - If not given, V(failed) when O(last_error) is given, else V(done).
-    type: str
-  skipped:
-    description:
-      - With O(mode=release), the node types or nodes that were skipped and why (for example the plan's
-        C(skipped) reasons), stored in the record's last error.
-    type: list
-    elements: str
-    default: []
-  report:
-    description:
-      - With O(mode=release), what the rollout kept for its report - C(plan) (the plan's C(cluster), C(plan),
-        C(hosts), C(node_types), C(unrollable), C(max_unavailable), C(worker_batch_size), C(canary), C(selected),
-        C(not_selected)), C(run_id), C(started), C(results) (the batches' node results), C(batches), C(stored)
-        (C(settings), C(previous_settings), C(lock)), C(hooks), C(cancelled) and C(pause_seconds). The release puts
-        the report together with its own outcome and the counts after it (RV(report)); the rollout role passes it.
+      - The rollout's state, as the previous run of this module returned it (RV(rollout)); the rollout role keeps
+        it in one fact and passes it to every run. It carries the rollout's C(run_id) (the lock holder), the
+        lock's version as the last run renewed it (renewed again in one conditional write), what the earlier
+        batches' CloudStack jobs took (each first poll of a stop or start is aimed by it), the plan's summary,
+        the batches run with their outcome and node results, and the node types skipped.
+      - With O(mode=cycle), the run records its batch in it and returns it. A O(phase) after V(cordon) counts
+        O(batch_timeout) from the batch's V(cordon) run it finds there.
+      - With O(mode=release), how the rollout ended (V(done), V(failed at batch 2 of 5),
+        V(cancelled before batch 3 of 5)) and its last error are read from its last batch, else from its
+        C(last_error) (as a rollout that failed before its first batch passes it); none clears the record's last
+        error. The report is made from it when it carries a plan.
+      - Omitted, a run stands alone, as a direct call of the module needs.
     type: dict
   report_path:
     description:
-      - With O(mode=release) and O(report), the file the report is written to as JSON (mode 0600, written whole
+      - With O(mode=release) and a O(rollout) that planned, the file the report is written to as JSON (mode 0600, written whole
         or not at all - to a file beside it, then renamed), on the controller. Not written in check mode.
       - A report that cannot be written does not fail the release; RV(report_error) says why.
     type: path
@@ -316,7 +289,8 @@ EXAMPLES = r"""
     nodes: "{{ ansible_play_batch }}"
     lock_holder: "{{ rollout_id }}"
     phase: restart
-    batch_started: "{{ cordoned.started }}"
+    # The cordon run's rollout object: the batch's deadline counts from the cordon run's start.
+    rollout: "{{ cordoned.rollout }}"
   delegate_to: localhost
   run_once: true
 
@@ -331,17 +305,23 @@ EXAMPLES = r"""
   cloudstack.cks.cks_node_cycle:
     cluster: prod
     mode: release
-    lock_holder: "{{ rollout_id }}"
-    last_error: "{{ rollout_error | default(omit) }}"
-    skipped: "{{ plan.skipped.values() | list }}"
+    # The last batch's rollout object: its outcome, and the last error, are recorded.
+    rollout: "{{ cycled.rollout | default({'run_id': rollout_id}) }}"
 """
 
 RETURN = r"""
 lock_version:
-  description: The rollout lock's resourceVersion as this run's last renewal left it (pass it on as O(lock_version)).
+  description: The rollout lock's resourceVersion as this run's last renewal left it (RV(rollout) carries it on).
   returned: mode=cycle, with O(lock_holder)
   type: str
   sample: "48213"
+rollout:
+  description:
+    - The rollout object (O(rollout)) with this run recorded in it - its batch with the outcome, the node results,
+      the lock's version and the jobs' timings; pass it to the next run. Also returned when the batch failed.
+  returned: mode=cycle
+  type: dict
+  sample: {version: 1, run_id: rollout-20261203T101500-42, lock_version: "48213", batches: [{batch: 1, outcome: done}]}
 batch:
   description: The nodes of the batch, in lowercase.
   returned: mode=cycle
@@ -354,7 +334,7 @@ phase:
   type: str
   sample: all
 started:
-  description: Unix time this run started the batch (pass it on as O(batch_started)).
+  description: Unix time this run started the batch (RV(rollout) carries it to the batch's later phases).
   returned: mode=cycle
   type: float
   sample: 1767000000.25
@@ -445,7 +425,7 @@ jobs:
     - The CloudStack async jobs of this run. C(polls) is the number of queryAsyncJobResult polls in all,
       C(waits) one entry per job (C(command), C(jobid), C(target), C(polls), C(seconds) it took, C(aimed)
       when its first poll went, C(running_at) the last poll that saw it running or V(null)), and
-      C(job_seconds) per command C([after, by]) as learned, for O(job_seconds) of the next batch.
+      C(job_seconds) per command C([after, by]) as learned, carried in RV(rollout) to the next batch.
   returned: mode=cycle
   type: dict
   sample: {polls: 3, waits: [{command: stopVirtualMachine, jobid: 0c6f..., target: prod-node-2a1f, polls: 1, seconds: 10.9,
@@ -553,7 +533,7 @@ release:
       description: V(Running) or V(Alert), as stored in the record (the cluster's health after the release).
       type: str
     result:
-      description: How the rollout ended, as stored in the record (O(result)).
+      description: How the rollout ended, as stored in the record (from O(rollout)).
       type: str
     problems:
       description: Why the outcome is V(Alert).
@@ -595,8 +575,8 @@ after:
            etcd: {nodes: 0, out_of_date: 0}}, controlnodesoutofdate: 0, workernodesoutofdate: 0, etcdnodesoutofdate: 0}
 report:
   description:
-    - With O(report), the rollout report (as the C(cloudstack.cks.rollout_report) filter makes it), ended now.
-  returned: mode=release, with O(report)
+    - With a O(rollout) that planned, the rollout report (as the C(cloudstack.cks.rollout_report) filter makes it), ended now.
+  returned: mode=release, with a O(rollout) that planned
   type: dict
   sample: {run_id: rollout-20261203T101500-42, outcome: Running, result: done, last_error: null, nodes: []}
 report_path:
@@ -616,11 +596,17 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import argument_specs
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import node_cycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import node_release
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
 
 SERVICES = {"cycle": node_cycle, "release": node_release, "taint_pending": taint_pending}
+
+BATCH_OPTIONS_SPEC = argument_specs(
+    "batch_timeout", "job_timeout", "delete_emptydir_data", "force", "grace_period", "eviction_retry_interval",
+    "poll_interval", "validate_count", "validate_interval", "validate_timeout", "exclude_from_load_balancers",
+    "exclude_delay", "put_back_on_refusal", "max_unavailable")
 
 
 def argument_spec() -> dict[str, dict[str, Any]]:
@@ -628,30 +614,12 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "mode": {"type": "str", "choices": ["cycle", "release", "taint_pending"], "default": "cycle"},
         "nodes": {"type": "list", "elements": "str"},
         "settings": {"type": "dict"},
-        "batch_timeout": {"type": "float", "default": 1800.0},
-        "job_timeout": {"type": "float", "default": 900.0},
-        "delete_emptydir_data": {"type": "bool", "default": True},
-        "force": {"type": "bool", "default": False},
-        "grace_period": {"type": "int"},
-        "eviction_retry_interval": {"type": "float", "default": 5.0},
-        "poll_interval": {"type": "float", "default": 0.5},
-        "job_seconds": {"type": "dict"},
-        "validate_count": {"type": "int", "default": 1},
-        "validate_interval": {"type": "float", "default": 10.0},
-        "validate_timeout": {"type": "float", "default": 300.0},
-        "exclude_from_load_balancers": {"type": "bool", "default": False},
-        "exclude_delay": {"type": "float", "default": 10.0},
-        "put_back_on_refusal": {"type": "bool", "default": True},
+        # The batch's options, with their types and defaults from their one table.
+        **BATCH_OPTIONS_SPEC,
         "phase": {"type": "str", "choices": ["all", "cordon", "restart", "uncordon"], "default": "all"},
-        "batch_started": {"type": "float"},
-        "max_unavailable": {"type": "int"},
         **glue.etcd_argument_spec(),
         "lock_holder": {"type": "str"},
-        "lock_version": {"type": "str"},
-        "last_error": {"type": "str"},
-        "result": {"type": "str"},
-        "skipped": {"type": "list", "elements": "str", "default": []},
-        "report": {"type": "dict"},
+        "rollout": {"type": "dict"},
         "report_path": {"type": "path"},
     })
 

@@ -409,8 +409,9 @@ pending_taint:
 lock_version:
   description:
     - With O(plan=true), the resourceVersion of the lock's Lease as this run wrote it when it took the lock.
-    - Handed to the first batch's P(cloudstack.cks.cks_node_cycle#module) run as its O(cloudstack.cks.cks_node_cycle#module:lock_version),
-      so that batch renews the lock in one conditional write instead of reading the Lease first.
+    - Carried to the first batch's P(cloudstack.cks.cks_node_cycle#module) run in its
+      O(cloudstack.cks.cks_node_cycle#module:rollout) (the rollout object starts from this result), so that batch
+      renews the lock in one conditional write instead of reading the Lease first.
   returned: with O(plan=true), when the lock was taken, not in check mode
   type: str
   sample: "48213"

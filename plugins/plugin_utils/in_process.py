@@ -6,7 +6,7 @@ the controller anyway, else shipped to its host as any module is.
 Why: every module of the collection talks to CloudStack and Kubernetes over HTTP, and nearly always
 from the controller (``delegate_to: localhost``). Shipped, each run pays for a new Python, the
 AnsiballZ payload and the import of ``kubernetes``, ``cs`` and the collection's own code: about
-0.5 s a run, once per batch of a rollout (issue 19). Run here, the imports were made once, before
+0.5 s a run, once per batch of a rollout. Run here, the imports were made once, before
 the worker was forked (the linear strategy loads an action's class in the controller to read its
 attributes), and a run starts at once.
 

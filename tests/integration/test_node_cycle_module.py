@@ -95,7 +95,8 @@ def test_a_failed_drain_through_the_module_and_its_release(cycle_sim: Callable[.
     assert stops(sim) == []
 
     for attempt in range(2):
-        released = run_module(MODULE, module_args(sim, mode="release", last_error=failed["msg"]))
+        # The failed run's rollout object: its failed batch is the release's last error.
+        released = run_module(MODULE, module_args(sim, mode="release", rollout=failed["rollout"]))
         assert not released.get("failed"), released.get("msg")
         uncordoned = [u["node"] for u in released["release"]["uncordoned"]]
         assert uncordoned == ([node] if attempt == 0 else [])

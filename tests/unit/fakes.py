@@ -16,8 +16,10 @@ import os
 import threading
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.job_waits import JobTimes
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_answers import EvictionResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import PlaybookRun
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import object_key
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import ObjectList, PodList
@@ -66,6 +68,9 @@ class FakeKube:
             n["metadata"]["name"]: copy.deepcopy(n) for n in nodes}  # type: ignore[union-attr]
         self.pods = {p["metadata"]["name"]: p for p in pods}
         self.pdbs = list(pdbs)
+        # What a batch sets and reads on its clients (``BatchClient``), as the real client has them.
+        self.deadline: Optional[Deadline] = None
+        self.retry_log = RetryLog()
         self.daemonsets = daemonsets
         self.readyz = readyz
         self.answers = eviction_answers or {}
@@ -264,6 +269,11 @@ class FakeCloudStack:
         self.jobs = dict(jobs or {})
         self.asked: list[tuple[str, dict[str, Any]]] = []
         self.targets: list[Optional[str]] = []  # the ``target`` of each call, in step with ``asked``
+        # What a batch sets and reads on its clients (``BatchClient``), as the real client has them.
+        self.deadline: Optional[Deadline] = None
+        self.retry_log = RetryLog()
+        self.job_times = JobTimes()
+        self.job_results: dict[tuple[str, str], Any] = {}
 
     def _answer(self, table: Mapping[str, Any], command: str, params: dict[str, Any], target: Optional[str]) -> Any:
         self.asked.append((command, params))
@@ -283,6 +293,16 @@ class FakeCloudStack:
 
     def run_job(self, command: str, deadline: Deadline, target: Optional[str] = None, **params: Any) -> Any:
         return self._answer(self.jobs, command, params, target)
+
+    def run_change(self, command: str, deadline: Deadline, done: Callable[[], bool],
+                   instance_id: Optional[str] = None, target: Optional[str] = None, **params: Any) -> str:
+        """As the real client with every answer arriving: an async command's job (its result kept by
+        command and instance), else a synchronous call."""
+        if instance_id is not None:
+            self.job_results[(command, str(instance_id))] = self.run_job(command, deadline, target=target, **params)
+        else:
+            self.call(command, target=target, deadline=deadline, **params)
+        return "sent"
 
     def commands(self) -> list[str]:
         return [command for command, _params in self.asked]

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.filter.batch_progress import FilterModule, batch_progress
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.progress import batch_progress
 
 PLAN = {
     "hosts": ["c1", "w1", "w2", "w3"],
@@ -129,7 +129,3 @@ def test_a_plan_without_work_skips_nothing() -> None:
     plan = {"hosts": ["w1"], "plan": [{"node_type": "worker", "nodes": ["w1"]}]}
     assert batch_progress({}, plan=plan, batch_number="1", batch_count=1, node_type="worker",
                           batch_nodes=["w1"]) == "Batch 1/1 worker [w1] done | nodes done 0, skipped 0, left 1"
-
-
-def test_registered() -> None:
-    assert FilterModule().filters() == {"batch_progress": batch_progress}

@@ -10,9 +10,10 @@ import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import back_for_uncordon, seconds_left
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_cycle import ACTIONS, NodeCycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASES, PHASE_OUTCOMES, PHASE_STEPS
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASES, PHASE_OUTCOMES, PHASE_STEPS, STEPS
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import cycle_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 
@@ -80,9 +81,18 @@ def test_recheck_is_no_change_of_the_node() -> None:
 
 def test_phase_options() -> None:
     assert cycle_options({}, False).phase == "all" and cycle_options({}, False).batch_started is None
-    options = cycle_options({"phase": "restart", "batch_started": 1767000000.5}, False)
+    # The batch's start comes from the rollout object (its cordon run), not from an option.
+    options = cycle_options({"phase": "restart"}, False, batch_started=1767000000.5)
     assert (options.phase, options.batch_started) == ("restart", 1767000000.5)
     assert CycleOptions().phase == "all"
     with pytest.raises(InvalidInput) as caught:
         cycle_options({"phase": "drain"}, False)
     assert caught.value.parameter == "phase" and "cordon, restart, uncordon" in caught.value.msg
+
+
+def test_every_step_of_the_table_has_its_action_and_skip_rule() -> None:
+    """The step table (steps.STEPS) and the cycle's actions (node_cycle.ACTIONS) name the same steps,
+    each with a callable action and skip rule: no step is dispatched by a name built at run time."""
+    assert list(ACTIONS) == [step.name for step in STEPS]
+    assert all(callable(a.run) and callable(a.skip) for a in ACTIONS.values())
+    assert ACTIONS["stop"].run is NodeCycle._run_stop

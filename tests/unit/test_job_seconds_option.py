@@ -40,7 +40,7 @@ def test_bad_job_seconds_name_the_option(bad: Any) -> None:
     cloud = Cloud()
     with pytest.raises(InvalidInput) as info:
         give_job_seconds(cloud, bad)
-    assert info.value.parameter == "job_seconds"
+    assert info.value.parameter == "rollout.job_seconds"
     assert cloud.job_times.priors == {}
 
 

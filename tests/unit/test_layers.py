@@ -9,6 +9,7 @@ anywhere; every import of the collection at the top of the file (a lazy import h
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,31 @@ def test_the_layer_check_catches_an_upward_import(tmp_path: Path) -> None:
     assert [layer_of(t) for _l, t in top_level] == [LAYERS.index("module_utils._clients")]
     assert layer_of("module_utils._decisions.order") < layer_of(top_level[0][1])
     assert nested == [(3, "module_utils._state.record")]
+
+
+#: What the rollout's code names its clients, the lock and their answers by (the Protocols of
+#: _common/protocols.py describe every one of them).
+CLIENT_NAMES = re.compile(r"\b(cloud|kube|client|clients|lock|result|answer)\b")
+
+
+def client_probes(path: Path) -> list[str]:
+    """``hasattr``/``getattr`` calls on a client, the lock or an answer of theirs: what the batch needs
+    of them belongs in their Protocol, where mypy checks it, not in a probe a rename silently defeats."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr")
+                and node.args and CLIENT_NAMES.search(ast.unparse(node.args[0]))):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((MODULE_UTILS / "_rollout").glob("*.py")), ids=lambda p: p.name)
+def test_the_rollout_does_not_probe_its_clients(path: Path) -> None:
+    assert not client_probes(path), f"{path.name}: {client_probes(path)}"
+
+
+def test_the_probe_check_catches_a_probe(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(self, result):\n    if hasattr(self.cloud, 'deadline'):\n        pass\n"
+                   "    return getattr(result, 'pdb', None), getattr(self.options, 'force')\n")
+    assert [p.split(":")[0] for p in client_probes(bad)] == ["line 2", "line 4"]

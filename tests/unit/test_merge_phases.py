@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ansible_collections.cloudstack.cks.plugins.filter.merge_phases import FilterModule, merge_phases
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.phases import merge_phases
 
 
 def step(name: str, started: float, outcome: str = "ok", detail: str = "") -> dict[str, Any]:
@@ -97,7 +97,3 @@ def test_a_cancelled_cordon_run_and_skipped_runs() -> None:
     assert merged["cancelled"] is True and merged["msg"].endswith("cancelled")
     assert merged["nodes"] == [] and merged["phases"] == [None]
     assert merged["started"] is None and merged["ended"] is None
-
-
-def test_the_filter_is_registered() -> None:
-    assert FilterModule().filters()["merge_phases"] is merge_phases

@@ -1,5 +1,5 @@
-"""The release writes the rollout report (issue 19, one task less): put together from what the role
-kept and what the release said, written whole and private (0600), never half a file."""
+"""The release writes the rollout report: put together from the rollout object (what the role kept)
+and what the release said, written whole and private (0600), never half a file."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import rollout_report
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.state import Rollout
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import with_report
 
 PLAN = {"cluster": {"name": "demo"}, "hosts": ["w1", "w2"], "plan": [{"node_type": "worker", "nodes": ["w1", "w2"]}],
@@ -43,34 +44,42 @@ def kept(**extra: Any) -> dict[str, Any]:
     return dict({"plan": PLAN, "run_id": "rollout-1", "started": "2026-12-04T23:00:00Z", "results": [],
                  "batches": [{"batch": 1, "outcome": "done", "uncordoned": ["w1"]}],
                  "stored": {"settings": {"worker": {"offering": "cks-large"}}, "previous_settings": {}, "lock": None},
-                 "hooks": {}, "cancelled": False, "pause_seconds": 0}, **extra)
+                 "hooks": {}, "pause_seconds": 0}, **extra)
+
+
+def rollout(**extra: Any) -> Rollout:
+    return Rollout.from_dict(kept(**extra))
 
 
 def test_the_release_puts_the_report_together_and_writes_it(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
-    answer = with_report({"release": RELEASE, "after": AFTER, "changed": True},
-                         {"report": kept(), "report_path": str(path)}, check_mode=False)
+    answer = with_report({"release": RELEASE, "after": AFTER, "changed": True}, rollout(),
+                         {"report_path": str(path)}, check_mode=False)
     report = answer["report"]
     assert answer["report_path"] == str(path) and "report_error" not in answer
     assert json.loads(path.read_text(encoding="utf-8")) == report
     expected = rollout_report(PLAN, release=RELEASE, after=AFTER, run_id="rollout-1", ended=report["ended"],
-                              started="2026-12-04T23:00:00Z", batches=kept()["batches"], stored=kept()["stored"])
+                              started="2026-12-04T23:00:00Z", batches=[b.to_dict() for b in rollout().batches],
+                              stored=kept()["stored"])
     assert report == expected
     assert report["out_of_date_before"]["worker"]["out_of_date"] == 2 and report["out_of_date_after"]["worker"]["out_of_date"] == 0
     assert report["uncordoned"] == ["w1"] and report["settings"] == {"worker": {"offering": "cks-large"}}
 
 
-def test_no_report_asked_for_no_report(tmp_path: Path) -> None:
+def test_no_report_without_a_plan(tmp_path: Path) -> None:
+    """A release of a rollout that never planned (a direct call, or the planning failed) writes no report."""
     answer = {"release": RELEASE, "after": AFTER, "changed": False}
-    assert with_report(dict(answer), {"report_path": str(tmp_path / "r.json")}, check_mode=False) == answer
+    assert with_report(dict(answer), Rollout(), {"report_path": str(tmp_path / "r.json")}, check_mode=False) == answer
+    assert with_report(dict(answer), Rollout.from_dict({"run_id": "r", "last_error": "planning failed: x"}),
+                       {"report_path": str(tmp_path / "r.json")}, check_mode=False) == answer
     assert list(tmp_path.iterdir()) == []
 
 
 def test_check_mode_and_an_unwritable_path_write_nothing_but_still_report(tmp_path: Path) -> None:
-    answer = with_report({"release": RELEASE, "after": AFTER}, {"report": kept(), "report_path": str(tmp_path / "r.json")},
+    answer = with_report({"release": RELEASE, "after": AFTER}, rollout(), {"report_path": str(tmp_path / "r.json")},
                          check_mode=True)
     assert answer["report"]["outcome"] == "Running" and "report_path" not in answer and list(tmp_path.iterdir()) == []
     missing = tmp_path / "no-such-folder" / "r.json"
-    answer = with_report({"release": RELEASE, "after": AFTER}, {"report": kept(), "report_path": str(missing)},
+    answer = with_report({"release": RELEASE, "after": AFTER}, rollout(), {"report_path": str(missing)},
                          check_mode=False)
     assert answer["report"]["result"] == "done" and str(missing) in answer["report_error"]

@@ -85,4 +85,29 @@ def test_a_batch_runs_cks_node_cycle_from_one_task_in_one_run_and_in_phases() ->
     assert whole["ansible.builtin.import_tasks"] == "cycle.yml" and phase["ansible.builtin.include_tasks"] == "cycle.yml"
     assert whole["vars"] == {"rollout_phase": "all"} and whole["when"] == "not rollout_hooked"
     # A phase's rollout_phase comes from hooked.yml's loop over the three phases.
-    assert "vars" not in phase and phase["when"] == "not rollout_phase_stop"
+    assert "vars" not in phase and phase["when"] == "not hostvars['localhost'].rollout_phase_stop"
+
+
+REMOVED_STATE = ("rollout_results", "rollout_batches_run", "rollout_lock_version", "rollout_job_seconds",
+                 "rollout_failed_cycle", "rollout_phase_runs", "rollout_batch_error", "rollout_cancelled",
+                 "merge_phases", "batch_progress")
+
+
+def test_the_rollout_state_is_one_fact_the_module_runs_carry() -> None:
+    """The role keeps the rollout's state in rollout_state and builds none of it in Jinja: every
+    cks_node_cycle run of a batch or the release takes it as its one option ``rollout``."""
+    texts = {}
+    for name in os.listdir(os.path.join(ROLE, "tasks")):
+        with open(os.path.join(ROLE, "tasks", name), encoding="utf-8") as fh:
+            texts[name] = fh.read()
+    found = {name: [word for word in REMOVED_STATE if word in text] for name, text in texts.items()}
+    assert not {name: words for name, words in found.items() if words}
+    runs = [task["cloudstack.cks.cks_node_cycle"] for tasks in _role_tasks().values() for task in tasks
+            if "cloudstack.cks.cks_node_cycle" in task]
+    state = "{{ hostvars['localhost'].rollout_state }}"
+    # The planning failure's release, before the object exists, is the one that names its last error.
+    own = [run for run in runs if run["rollout"] != state]
+    assert [sorted(run["rollout"]) for run in own] == [["last_error", "run_id"]]
+    assert len(runs) - len(own) == 2  # the batch's run (cycle.yml) and the release (release.yml)
+    removed = ("batch_started", "job_seconds", "lock_version", "report", "result", "skipped", "last_error")
+    assert not any(key in run for run in runs for key in removed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.cloudstack.cks.plugins.filter.batch_progress import DONE_OUTCOMES
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.progress import DONE_OUTCOMES
 from ansible_collections.cloudstack.cks.plugins.filter.rollout_outcome import FilterModule, rollout_outcome
 
 AFTER = {"controlnodesoutofdate": 0, "workernodesoutofdate": 1, "etcdnodesoutofdate": 0}

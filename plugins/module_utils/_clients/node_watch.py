@@ -1,7 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""One watch of the cluster's nodes for a whole batch, shared by its node threads (issue 19).
+"""One watch of the cluster's nodes for a whole batch, shared by its node threads.
 
 Without it each node of a batch opened its own watch to see itself come back (five streams for a
 batch of five) and the validation listed every node again after the batch. Here one thread runs

@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import RetrySnapshots
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 T = TypeVar("T")
@@ -171,7 +172,7 @@ class RetryLog:
                     "lost_answers_settled": dict(self._reconciled), "recent": [dict(r) for r in self._recent]}
 
 
-def retry_report(*logs: tuple[str, Optional[RetryLog]]) -> dict[str, Any]:
+def retry_report(*logs: tuple[str, Optional[RetrySnapshots]]) -> dict[str, Any]:
     """``{"total": n, "cloudstack": {...}, "kubernetes": {...}}`` for a batch's or a release's result."""
     report: dict[str, Any] = {"total": 0}
     for name, log in logs:

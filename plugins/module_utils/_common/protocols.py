@@ -23,8 +23,44 @@ class ObjectList(NamedTuple):
 PodList = ObjectList
 
 
-class CloudStackApi(Protocol):
+class RetrySnapshots(Protocol):
+    """A client's ``retry_log``: what it sent again after a transient fault, for a batch's or a release's result."""
+
+    def snapshot(self) -> dict[str, Any]:
+        ...
+
+
+class JobTimings(Protocol):
+    """The CloudStack client's ``job_times``: what each async command's jobs took, handed from batch to batch."""
+
+    def give_priors(self, priors: Mapping[str, Any]) -> None:
+        """What the earlier batches' jobs took: this batch's first polls are aimed by it."""
+
+    def report(self) -> dict[str, Any]:
+        ...
+
+
+class BatchClient(Protocol):
+    """What a batch sets and reads on each client it runs with: the batch's deadline (its retries of an
+    API that is down wait no longer than the batch may run) and the log of what it sent again."""
+
+    deadline: Optional[Deadline]
+
+    @property
+    def retry_log(self) -> RetrySnapshots:
+        ...
+
+
+class CloudStackApi(BatchClient, Protocol):
     """CloudStack's API as ``_clients.cloudstack.CloudStackClient`` speaks it."""
+
+    @property
+    def job_times(self) -> JobTimings:
+        ...
+
+    @property
+    def job_results(self) -> Mapping[tuple[str, str], Any]:
+        """The object each async job on a VM or volume ended with, by (command, instance id)."""
 
     def call(self, command: str, target: Optional[str] = None, deadline: Optional[Deadline] = None,
              **params: Any) -> dict[str, Any]:
@@ -36,6 +72,20 @@ class CloudStackApi(Protocol):
 
     def run_job(self, command: str, deadline: Deadline, target: Optional[str] = None, **params: Any) -> Any:
         ...
+
+    def run_change(self, command: str, deadline: Deadline, done: Callable[[], bool],
+                   instance_id: Optional[str] = None, target: Optional[str] = None, **params: Any) -> str:
+        """Carry out one change, riding out a lost answer (``done()`` says whether it is as asked)."""
+
+
+class EvictionAnswer(Protocol):
+    """What the Eviction API said about one pod (``_clients.kube_answers.EvictionResult``): ``outcome``
+    evicted, blocked (429, ``pdb`` naming the budget when the server said), multiple_pdbs, gone or failed."""
+
+    outcome: str
+    status: int
+    message: str
+    pdb: Optional[str]
 
 
 class NodesApi(Protocol):
@@ -90,7 +140,7 @@ class PodsApi(Protocol):
     def read_pod(self, namespace: str, name: str) -> Optional[KubeObject]:
         ...
 
-    def evict(self, namespace: str, name: str, grace_seconds: Optional[int] = None) -> Any:
+    def evict(self, namespace: str, name: str, grace_seconds: Optional[int] = None) -> EvictionAnswer:
         ...
 
     def list_pdbs(self) -> list[KubeObject]:
@@ -130,17 +180,46 @@ class StateApi(Protocol):
         ...
 
 
-class KubernetesApi(NodesApi, PodsApi, StateApi, Protocol):
+class KubernetesApi(NodesApi, PodsApi, StateApi, BatchClient, Protocol):
     """A cluster's Kubernetes API as ``_clients.kube.KubeClient`` speaks it."""
 
     def raw_get(self, path: str, query: Optional[Mapping[str, str]] = None) -> tuple[int, str]:
         ...
 
 
+class LeaseSeen(Protocol):
+    """The lease as the lock last read it (``_state.record.LockInfo``)."""
+
+    @property
+    def renew_time(self) -> Optional[str]:
+        ...
+
+    @property
+    def duration_seconds(self) -> int:
+        ...
+
+
 class RolloutLock(Protocol):
-    """The rollout lock as a batch holds it: renewed while it runs, ``LockHeld`` once it is lost."""
+    """The rollout lock as a batch holds it: renewed while it runs, ``LockHeld`` once it is lost; the
+    release names its lease and holder, and until when it stays held, when it cannot give it back."""
 
     duration_seconds: int
+
+    @property
+    def namespace(self) -> str:
+        ...
+
+    @property
+    def name(self) -> str:
+        ...
+
+    @property
+    def holder_identity(self) -> str:
+        ...
+
+    @property
+    def last_seen(self) -> Optional[LeaseSeen]:
+        ...
 
     def renew(self) -> Any:
         ...

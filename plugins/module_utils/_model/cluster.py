@@ -227,7 +227,7 @@ class ClusterView:
     @cached_property
     def _nodes_by_name(self) -> Mapping[str, Node]:
         # Planning looks every node of the cluster up by name: a scan each time made it quadratic
-        # (issue 19: 3,000 nodes cost 0.73 s in this lookup alone). The first node of a name wins, as
+        # (3,000 nodes cost 0.73 s in this lookup alone). The first node of a name wins, as
         # the scan had it.
         index: dict[str, Node] = {}
         for node in self.nodes:

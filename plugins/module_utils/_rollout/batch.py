@@ -99,11 +99,10 @@ class BatchCycle:
         result = BatchResult(nodes=list(self.names), check_mode=self.options.check_mode, started=time.time(),
                              phase=phase)
         deadline = Deadline(seconds_left(self.options.batch_timeout, self.options.batch_started, result.started))
-        for client in (self.kube, self.cloud):
-            if hasattr(client, "deadline"):
-                # The clients' retries (through an API server or management server that is down)
-                # wait no longer than the batch may run, and as long.
-                client.deadline = deadline
+        # The clients' retries (through an API server or management server that is down) wait no
+        # longer than the batch may run, and as long.
+        self.kube.deadline = deadline
+        self.cloud.deadline = deadline
         try:
             if not self.names:
                 return result
@@ -182,13 +181,10 @@ class BatchCycle:
                                       exc.msg, **exc.details)
         finally:
             result.ended = time.time()
-            result.retries = retry_report(("cloudstack", getattr(self.cloud, "retry_log", None)),
-                                          ("kubernetes", getattr(self.kube, "retry_log", None)))
-            times = getattr(self.cloud, "job_times", None)
-            result.jobs = times.report() if times is not None else {}
-            for client in (self.kube, self.cloud):
-                if hasattr(client, "deadline"):
-                    client.deadline = None
+            result.retries = retry_report(("cloudstack", self.cloud.retry_log), ("kubernetes", self.kube.retry_log))
+            result.jobs = self.cloud.job_times.report()
+            self.kube.deadline = None
+            self.cloud.deadline = None
         return result
 
     def watch_nodes(self, view: ClusterView, cycles: list[NodeCycle], deadline: Deadline) -> Optional[NodeWatch]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, DeadlineExceeded, StepFailed
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodList, PodsApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import EvictionAnswer, PodList, PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import (
     DrainOptions,
     DrainReport,
@@ -31,9 +31,9 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain im
 )
 
 
-def _eviction_kind(result: Any) -> str:
-    """kube.evict's EvictionResult.outcome as evicted | blocked | multiple_pdbs | gone | failed."""
-    outcome = str(getattr(result, "outcome", "failed"))
+def _eviction_kind(result: EvictionAnswer) -> str:
+    """kube.evict's answer's outcome as evicted | blocked | multiple_pdbs | gone | failed."""
+    outcome = str(result.outcome)
     return outcome if outcome in ("evicted", "blocked", "multiple_pdbs", "gone") else "failed"
 
 
@@ -119,7 +119,7 @@ class Drainer:
             while not stop.is_set():
                 result = self.kube.evict(namespace, name, self.options.grace_period)
                 kind = _eviction_kind(result)
-                message = str(getattr(result, "message", "") or "")
+                message = str(result.message or "")
                 if kind == "gone":
                     state.outcome = "gone"
                     return
@@ -128,9 +128,9 @@ class Drainer:
                     # One watch of the node's pods then waits for all of them (drain's _await_gone).
                     state.outcome = "terminating"
                     return
-                state.last_answer = message or f"HTTP {getattr(result, 'status', '?')}"
+                state.last_answer = message or f"HTTP {result.status}"
                 if kind == "blocked":
-                    state.blocked_by = getattr(result, "pdb", None) or _pdb_from_message(message) or state.blocked_by
+                    state.blocked_by = result.pdb or _pdb_from_message(message) or state.blocked_by
                     if deadline.remaining() <= 0:
                         state.outcome, state.error = "failed", f"eviction still refused at the deadline: {message}"
                         return

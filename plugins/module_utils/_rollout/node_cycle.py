@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import copy
+import functools
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, DeadlineExceeded, StepFailed
@@ -49,10 +51,10 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer im
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import BatchContext
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord, step_failure_cause
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_OUTCOMES, PHASE_UNCORDON, steps_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_OUTCOMES, PHASE_UNCORDON, STEPS, steps_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.vm_changes import VmChanges, settled
 
-#: ``_why_not``'s answer for a step done again in a later phase that has nothing to do: not recorded.
+#: A skip rule's answer for a step done again in a later phase that has nothing to do: not recorded.
 SILENT = "(not recorded)"
 
 
@@ -130,37 +132,6 @@ class NodeCycle:
         listed = self.view.k8s_objects.get(self.node.name)
         return copy.deepcopy(dict(listed)) if listed is not None else self.kube.read_node(self.node.name)
 
-    def _why_not(self, name: str, again: bool) -> Optional[str]:
-        """None: the step runs. Else why it is skipped (``SILENT``: a step done again with nothing to do)."""
-        if name == "annotate":
-            return None if self._cordon.annotate else SILENT if again else self._cordon.why
-        if name == "cordon":
-            if self._cordon.cordon:
-                return None
-            return SILENT if again else "already cordoned" if self._ours else self._cordon.why
-        if name == "exclude_from_lb":
-            return None if self._exclusion.label else SILENT if again else self._exclusion.why
-        if name == "lb_wait":
-            if not self._lb_ours:
-                return "the node was out of load balancers before the rollout"
-            return None if self.node.running else f"VM is {self.node.vm_state}: no traffic to wait for"
-        if name == "stop":
-            return "VM already Stopped" if self.node.vm_state == "Stopped" else None
-        if name == "change_offering":
-            return None if self.plan.offering else "offering already as set"
-        if name == "resize_root_disk":
-            return None if self.plan.root_disk else "root disk already large enough"
-        if name == "update_affinity_groups":
-            if self.plan.affinity_groups:
-                return None
-            return "the type records no groups" if self.type_settings.affinity_group_ids is None else "groups already as set"
-        if name == "uncordon":
-            return None if self._ours else "cordoned by someone else before the rollout: left cordoned"
-        if name == "unmark":
-            # Only a node someone else cordoned: for the rollout's own, the uncordon takes the marks off.
-            return None if not self._ours and self._marks_left() else SILENT
-        return None
-
     def _marks_left(self) -> bool:
         """Whether the node carries (in check mode: would carry) marks of the rollout when it goes back."""
         marks = marks_of(self._last_read or {})
@@ -174,7 +145,7 @@ class NodeCycle:
         if self._k8s:
             self._observe(self._first_look())
         for step, again in steps_for(self.options.phase, self._k8s, self.options, again=False):
-            why = self._why_not(step.name, again)
+            why = ACTIONS[step.name].skip(self, again)
             if why is not SILENT:
                 self.result.steps.append(StepRecord(step.name, now, now, "would_run" if why is None else "would_skip",
                                                     why or ""))
@@ -189,9 +160,10 @@ class NodeCycle:
             if self._k8s and phase != PHASE_UNCORDON:
                 self._observe(self._first_look())
             for step, again in steps_for(phase, self._k8s, self.options):
-                why = self._why_not(step.name, again)
+                action = ACTIONS[step.name]
+                why = action.skip(self, again)
                 if why is None:
-                    self._step(step.name, getattr(self, f"_run_{step.name}"))
+                    self._step(step.name, functools.partial(action.run, self))
                 elif why is not SILENT:
                     self._skip(step.name, why)
             self.result.outcome = PHASE_OUTCOMES[phase]
@@ -527,3 +499,64 @@ def _answer(exc: CksError) -> dict[str, Any]:
 
 def _now_text() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass(frozen=True)
+class StepAction:
+    """What a step of the table in steps.py does for a node, and its skip rule: None, the step runs;
+    else why it is skipped (``SILENT``: a step done again, ``again``, with nothing to do)."""
+
+    run: Callable[[NodeCycle], str]
+    skip: Callable[[NodeCycle, bool], Optional[str]]
+
+
+def _runs(_cycle: NodeCycle, _again: bool) -> Optional[str]:
+    return None
+
+
+def _skip_cordon(cycle: NodeCycle, again: bool) -> Optional[str]:
+    if cycle._cordon.cordon:
+        return None
+    return SILENT if again else "already cordoned" if cycle._ours else cycle._cordon.why
+
+
+def _skip_lb_wait(cycle: NodeCycle, _again: bool) -> Optional[str]:
+    if not cycle._lb_ours:
+        return "the node was out of load balancers before the rollout"
+    return None if cycle.node.running else f"VM is {cycle.node.vm_state}: no traffic to wait for"
+
+
+def _skip_update_affinity_groups(cycle: NodeCycle, _again: bool) -> Optional[str]:
+    if cycle.plan.affinity_groups:
+        return None
+    return "the type records no groups" if cycle.type_settings.affinity_group_ids is None else "groups already as set"
+
+
+#: Each step of ``STEPS``, by its name there: the one place a step's action and skip rule are named.
+ACTIONS: dict[str, StepAction] = {
+    "annotate": StepAction(NodeCycle._run_annotate,
+                           lambda c, again: None if c._cordon.annotate else SILENT if again else c._cordon.why),
+    "cordon": StepAction(NodeCycle._run_cordon, _skip_cordon),
+    "exclude_from_lb": StepAction(NodeCycle._run_exclude_from_lb,
+                                  lambda c, again: None if c._exclusion.label else SILENT if again else c._exclusion.why),
+    "drain": StepAction(NodeCycle._run_drain, _runs),
+    "lb_wait": StepAction(NodeCycle._run_lb_wait, _skip_lb_wait),
+    "stop": StepAction(NodeCycle._run_stop,
+                       lambda c, _again: "VM already Stopped" if c.node.vm_state == "Stopped" else None),
+    "change_offering": StepAction(NodeCycle._run_change_offering,
+                                  lambda c, _again: None if c.plan.offering else "offering already as set"),
+    "resize_root_disk": StepAction(NodeCycle._run_resize_root_disk,
+                                   lambda c, _again: None if c.plan.root_disk else "root disk already large enough"),
+    "update_affinity_groups": StepAction(NodeCycle._run_update_affinity_groups, _skip_update_affinity_groups),
+    "start": StepAction(NodeCycle._run_start, _runs),
+    "verify": StepAction(NodeCycle._run_verify, _runs),
+    "recheck": StepAction(NodeCycle._run_recheck, _runs),
+    "uncordon": StepAction(NodeCycle._run_uncordon,
+                           lambda c, _again: None if c._ours else "cordoned by someone else before the rollout: left cordoned"),
+    # Only a node someone else cordoned: for the rollout's own, the uncordon takes the marks off.
+    "unmark": StepAction(NodeCycle._run_unmark, lambda c, _again: None if not c._ours and c._marks_left() else SILENT),
+}
+# A step of the table without an action (or an action of no step) fails at import, not in a node's thread.
+if set(ACTIONS) != {step.name for step in STEPS}:
+    raise ImportError(f"node_cycle: the steps {sorted(set(ACTIONS) ^ {step.name for step in STEPS})} "
+                      "are not both in steps.STEPS and ACTIONS")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Protocol
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, NodeWaits
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
@@ -17,18 +18,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.start_gate
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
 
-DEFAULT_BATCH_TIMEOUT = 1800.0
-
-
-DEFAULT_JOB_TIMEOUT = 900.0
-
-
-DEFAULT_POLL_INTERVAL = 0.5
-
-
-# The exclusion label goes on before the drain, so the service controller has the whole drain to
-# take the node out of the load balancers; this covers a drain that was over at once.
-DEFAULT_EXCLUDE_DELAY = 10.0
+DEFAULT_BATCH_TIMEOUT: float = default_of("batch_timeout")
+DEFAULT_JOB_TIMEOUT: float = default_of("job_timeout")
+DEFAULT_POLL_INTERVAL: float = default_of("poll_interval")
+DEFAULT_EXCLUDE_DELAY: float = default_of("exclude_delay")
+DEFAULT_EVICTION_RETRY_INTERVAL: float = default_of("eviction_retry_interval")
 
 
 @dataclass

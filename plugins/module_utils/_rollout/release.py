@@ -193,8 +193,7 @@ class Release:
             # Giving the lock back is reported (lock_released), not counted as a change.
             result.lock_released = bool(steps.run("give the lock back", self._release_lock))
         result.ended = time.time()
-        result.retries = retry_report(("cloudstack", getattr(self.cloud, "retry_log", None)),
-                                      ("kubernetes", getattr(self.kube, "retry_log", None)))
+        result.retries = retry_report(("cloudstack", self.cloud.retry_log), ("kubernetes", self.kube.retry_log))
         if steps.unfinished:
             result.unfinished = steps.unfinished
             raise ReleaseUnfinished(self._left_message(result, view, steps), release=result.to_dict())
@@ -232,7 +231,7 @@ class Release:
         failed = "; ".join(f"{u['step']}: {u['error']}" for u in steps.unfinished)
         parts = [f"release did not finish within {self.seconds:g}s while the APIs kept failing ({failed})"]
         if self.lock is not None and not result.lock_released:
-            parts.append(self._lock_left())
+            parts.append(self._lock_left(self.lock))
         if view is None:
             parts.append("the cluster could not be read, so which nodes are still cordoned is not known: "
                          "run the status playbook once the APIs answer")
@@ -241,10 +240,11 @@ class Release:
         parts.append("run the release (or the rollout) again once the APIs answer; nothing else needs undoing")
         return "; ".join(parts)
 
-    def _lock_left(self) -> str:
-        seen = getattr(self.lock, "last_seen", None)
-        name = f"{getattr(self.lock, 'namespace', 'kube-system')}/{getattr(self.lock, 'name', 'cloudstack-cks-rollout')}"
-        holder = getattr(self.lock, "holder_identity", "this rollout")
+    @staticmethod
+    def _lock_left(lock: RolloutLock) -> str:
+        seen = lock.last_seen
+        name = f"{lock.namespace}/{lock.name}"
+        holder = lock.holder_identity
         if seen is not None and seen.renew_time:
             try:
                 until = format_microtime(parse_microtime(seen.renew_time) + timedelta(seconds=seen.duration_seconds))

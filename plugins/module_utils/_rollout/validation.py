@@ -26,16 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import KubernetesApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import round_problems
 
-DEFAULT_COUNT = 1
-
-
-DEFAULT_INTERVAL = 10.0
-
-
-DEFAULT_TIMEOUT = 300.0
+DEFAULT_COUNT: int = default_of("validate_count")
+DEFAULT_INTERVAL: float = default_of("validate_interval")
+DEFAULT_TIMEOUT: float = default_of("validate_timeout")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
 GIB = 1024 ** 3
@@ -35,7 +36,7 @@ ALREADY_RUNNING_CODE = 431
 class VmChanges:
     """The changes of one VM (``vm_id``, named ``target`` in messages)."""
 
-    def __init__(self, cloud: Any, vm_id: str, target: Optional[str] = None,
+    def __init__(self, cloud: CloudStackApi, vm_id: str, target: Optional[str] = None,
                  project_id: Optional[str] = None) -> None:
         self.cloud = cloud
         self.vm_id = vm_id
@@ -54,7 +55,7 @@ class VmChanges:
     def job_answer(self, command: str, instance_id: Optional[str] = None) -> Optional[dict[str, Any]]:
         """The object the last ``command`` job on ``instance_id`` (the VM by default) ended with, if
         this client sent it and saw it end; None after a lost answer or when it did not run."""
-        found = getattr(self.cloud, "job_results", {}).get((command, instance_id or self.vm_id))
+        found = self.cloud.job_results.get((command, instance_id or self.vm_id))
         return found if isinstance(found, dict) and found.get("id") else None
 
     def _state_is(self, state: str) -> bool:

@@ -10,7 +10,9 @@ from typing import Any, Mapping, Optional
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import side_by_side
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import needs_root_volume
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
@@ -19,11 +21,13 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck, etcd_check_from
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import (
     DEFAULT_BATCH_TIMEOUT,
+    DEFAULT_EVICTION_RETRY_INTERVAL,
     DEFAULT_EXCLUDE_DELAY,
     DEFAULT_JOB_TIMEOUT,
     DEFAULT_POLL_INTERVAL,
     CycleOptions,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.state import Rollout
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, PHASE_CORDON, PHASES
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_COUNT as DEFAULT_VALIDATE_COUNT
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_INTERVAL as DEFAULT_VALIDATE_INTERVAL
@@ -71,12 +75,13 @@ def max_unavailable_of(params: Mapping[str, Any], record: Any) -> int:
     return stored_max_unavailable(record) or 1
 
 
-def cycle_options(params: Mapping[str, Any], check_mode: bool, max_unavailable: Optional[int] = None) -> CycleOptions:
+def cycle_options(params: Mapping[str, Any], check_mode: bool, max_unavailable: Optional[int] = None,
+                  batch_started: Optional[float] = None) -> CycleOptions:
     drain = DrainOptions(
-        delete_emptydir_data=bool(params.get("delete_emptydir_data", True)),
+        delete_emptydir_data=bool(params.get("delete_emptydir_data", default_of("delete_emptydir_data"))),
         force=bool(params.get("force")),
         grace_period=params.get("grace_period"),
-        eviction_retry_interval=float(params.get("eviction_retry_interval") or 5.0),
+        eviction_retry_interval=float(params.get("eviction_retry_interval") or DEFAULT_EVICTION_RETRY_INTERVAL),
         poll_interval=float(params.get("poll_interval") or DEFAULT_POLL_INTERVAL),
     )
     return CycleOptions(
@@ -89,7 +94,7 @@ def cycle_options(params: Mapping[str, Any], check_mode: bool, max_unavailable: 
         exclude_from_load_balancers=bool(params.get("exclude_from_load_balancers")),
         exclude_delay=_number(params, "exclude_delay", DEFAULT_EXCLUDE_DELAY, minimum=0.0),
         phase=phase_of(params),
-        batch_started=None if params.get("batch_started") is None else float(params["batch_started"]),
+        batch_started=batch_started,
         max_unavailable=max_unavailable,
         put_back_on_refusal=params.get("put_back_on_refusal") is not False,
     )
@@ -123,25 +128,43 @@ def validation_options(params: Mapping[str, Any]) -> ValidationOptions:
     )
 
 
-def give_job_seconds(cloud: Any, given: Any) -> None:
-    """What the earlier batches' jobs took (their ``jobs.job_seconds``): this batch's first polls wait that long."""
+def give_job_seconds(cloud: CloudStackApi, given: Any) -> None:
+    """What the earlier batches' jobs took (the rollout's ``job_seconds``): this batch's first polls wait that long."""
     if not given:
         return
     if not isinstance(given, Mapping):
-        raise InvalidInput("job_seconds", given, "must map a CloudStack command to the seconds its jobs took")
-    times = getattr(cloud, "job_times", None)
-    if times is None:
-        return
+        raise InvalidInput("rollout.job_seconds", given, "must map a CloudStack command to the seconds its jobs took")
     try:
-        times.give_priors(given)
+        cloud.job_times.give_priors(given)
     except (TypeError, ValueError) as exc:
-        raise InvalidInput("job_seconds", given, f"each value must be a number of seconds, 0 or more ({exc})")
+        raise InvalidInput("rollout.job_seconds", given, f"each value must be a number of seconds, 0 or more ({exc})")
 
 
 def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
-    """Run one batch as the module's parameters say; raises StepFailed with the whole result."""
+    """Run one batch as the module's parameters say, and return the rollout object (option ``rollout``)
+    with this run recorded in it: also when the batch fails, in the StepFailed's details."""
+    rollout = Rollout.from_dict(params.get("rollout"))
+    nodes = [str(n) for n in params.get("nodes") or []]
+    phase = phase_of(params)
+    holder = params.get("lock_holder") or rollout.run_id or None
+    started = rollout.batch_started(nodes, phase)
+    written: dict[str, str] = {}
+    try:
+        answer = _run_batch(session, params, check_mode, rollout, holder, started, written)
+    except CksError as exc:
+        run = dict(exc.details, msg=exc.msg)
+        rollout.record_run(nodes, phase, run, lock_version=written.get("version"))
+        exc.details["rollout"] = rollout.to_dict()
+        raise
+    rollout.record_run(nodes, phase, answer, lock_version=answer.get("lock_version"))
+    answer["rollout"] = rollout.to_dict()
+    return answer
+
+
+def _run_batch(session: ClusterSession, params: Mapping[str, Any], check_mode: bool, rollout: Rollout,
+               holder: Optional[str], batch_started: Optional[float], written: dict[str, str]) -> dict[str, Any]:
     cloud = session.cloud
-    give_job_seconds(cloud, params.get("job_seconds"))
+    give_job_seconds(cloud, rollout.job_seconds)
     nodes = [str(n) for n in params.get("nodes") or []]
     # The batch's VMs are listed by the management server while the Kubernetes client is made (its
     # kubeconfig fetched with getKubernetesClusterConfig) and the record read from the API server:
@@ -162,15 +185,17 @@ def node_cycle(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                          "the rollout was cancelled (the record's cancel flag is set): no further batch starts",
                          cancelled=True)
     external = external_etcd(session)
-    lock = held_lock(kube, params.get("lock_holder"), params.get("lock_version"))
+    lock = held_lock(kube, holder, rollout.lock_version or None)
     # The batch's ROOT volumes are read only when one of its nodes' changes needs them.
     loader.root_volume_needed = lambda node: needs_root_volume(node, settings[node.node_type])
     batch = BatchCycle(cloud, kube, loader, str(params["cluster"]), settings, nodes,
-                       options=cycle_options(params, check_mode, max_unavailable_of(params, record)),
+                       options=cycle_options(params, check_mode, max_unavailable_of(params, record), batch_started),
                        etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
                        lock=lock, project_id=params.get("project_id"))
     result = batch.run()
+    if lock is not None and lock.written_version:
+        written["version"] = lock.written_version
     result.raise_for_failure()
     answer = dict(result.to_dict(), changed=result.changed)
     if lock is not None and lock.written_version:

@@ -12,9 +12,10 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_fil
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import RFC3339, rollout_report
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import RFC3339
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.state import Rollout
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, LockInfo, Record
@@ -56,10 +57,13 @@ def taken_over(info: Optional[LockInfo], holder: Optional[str]) -> Optional[Lock
 
 
 def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
-    """``release`` as the module's parameters say (mode=release)."""
+    """``release`` as the module's parameters say (mode=release): how the rollout ended, its last error
+    and what it skipped come from the rollout object (option ``rollout``)."""
+    rollout = Rollout.from_dict(params.get("rollout"))
+    holder = params.get("lock_holder") or rollout.run_id or None
     cloud, kube = session.cloud, session.kube
-    seen = lease_now(kube, params.get("lock_holder"))
-    other = taken_over(seen, params.get("lock_holder"))
+    seen = lease_now(kube, holder)
+    other = taken_over(seen, holder)
     if other is not None:
         # The nodes annotated now, the outcome and the last error are that rollout's: uncordoning,
         # untainting or overwriting them would undo work in flight. Say so and end.
@@ -68,11 +72,10 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
                                              "renew_time": other.renew_time})
         return with_report({"release": result.to_dict(), "changed": False, "after": _read_after(session),
                             "msg": (f"not released: the rollout {other.holder} holds the lock since {other.acquire_time} "
-                                    f"(it took over after the lock of {params.get('lock_holder')} expired); its nodes, "
-                                    "outcome and last error were left as they are")}, params, check_mode)
+                                    f"(it took over after the lock of {holder} expired); its nodes, "
+                                    "outcome and last error were left as they are")}, rollout, params, check_mode)
     # Not held_lock: it reads the lease up front, and the release must not fail on that read.
     # Giving the lock back writes duration 1 anyway, so the lease's own duration is not needed.
-    holder = params.get("lock_holder")
     lock = Lock(kube, holder_identity=holder) if holder else None
     if lock is not None and seen is not None and seen.holder == holder:
         # Ours when read moments ago: given back in one write conditional on that version (a
@@ -80,30 +83,25 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
         lock.written_version = seen.resource_version
     release = Release(cloud, kube, session.loader, str(params["cluster"]), session.store, lock,
                       project_id=params.get("project_id"), check_mode=check_mode)
-    result = release.run(last_error=params.get("last_error"), skipped=params.get("skipped"),
-                         rollout_result=params.get("result"))
+    rollout_result, last_error = rollout.ending()
+    result = release.run(last_error=last_error, skipped=rollout.skipped, rollout_result=rollout_result)
     record = release.record if release.record is not None or release.view is None else session.store.read()
     return with_report({"release": result.to_dict(), "changed": result.changed,
-                        "after": after_counts(release.view, record)}, params, check_mode)
+                        "after": after_counts(release.view, record)}, rollout, params, check_mode)
 
 
-def with_report(answer: dict[str, Any], params: Mapping[str, Any], check_mode: bool) -> dict[str, Any]:
-    """The release's answer with the rollout report (``params['report']``: what the role kept of the
+def with_report(answer: dict[str, Any], rollout: Rollout, params: Mapping[str, Any], check_mode: bool) -> dict[str, Any]:
+    """The release's answer with the rollout report (of a rollout that planned: the object carries the
     plan and the batches), written to ``report_path`` when given.
 
     Written here, after the release, rather than by a task of its own: the report is whole only once
     the release has said how the rollout ended. A report that cannot be written does not undo the
     release: ``report_error`` says why, and the role fails on it once it has shown the outcome.
     """
-    given = params.get("report")
-    if given is None:
+    report = rollout.report(answer["release"], after=answer.get("after") or {},
+                            ended=time.strftime(RFC3339, time.gmtime()))
+    if report is None:
         return answer
-    report = rollout_report(
-        given.get("plan") or {}, release=answer["release"], after=answer.get("after") or {},
-        run_id=str(given.get("run_id") or ""), ended=time.strftime(RFC3339, time.gmtime()),
-        started=given.get("started"), results=given.get("results") or [], batches=given.get("batches") or [],
-        stored=given.get("stored") or {}, hooks=given.get("hooks") or {}, cancelled=bool(given.get("cancelled")),
-        pause_seconds=int(given.get("pause_seconds") or 0))
     answer["report"] = report
     path = params.get("report_path")
     if path and not check_mode:

@@ -100,7 +100,7 @@ def _released(session: ClusterSession, params: Mapping[str, Any], holder: Option
     released = "the lock was released"
     try:
         node_release(session, {"cluster": params.get("cluster"), "project_id": params.get("project_id"),
-                               "lock_holder": holder, "last_error": f"planning failed: {why}"})
+                               "lock_holder": holder, "rollout": {"last_error": f"planning failed: {why}"}})
     except CksError as exc:
         released = f"the release failed too ({exc.msg}); the lock expires by itself after lock_duration"
     details = dict(failure.details) if isinstance(failure, CksError) else {}

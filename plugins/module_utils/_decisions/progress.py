@@ -1,6 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""The ``batch_progress`` filter: the one line the rollout role prints after each batch.
+"""The one line the rollout role prints after each batch (the rollout object makes it as the batch ends).
 
 One line, so that a terminal and an AWX job event show the same thing: the batch and its nodes,
 each node's steps with their durations, the validation after it, and how many nodes are done,
@@ -8,79 +8,6 @@ skipped and left. Pure: the batch's result and the plan in, a string out.
 """
 
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-name: batch_progress
-short_description: The progress line of one batch of a rollout
-version_added: 0.1.0
-author:
-  - cloudstack.cks contributors (@cloudstack-cks)
-description:
-  - Used by the C(cloudstack.cks.rollout) role after each batch. Takes the batch's result (a C(cloudstack.cks.cks_node_cycle)
-    run, or the phases of a batch with hooks put together by C(cloudstack.cks.merge_phases)) and returns one line in parts
-    joined by C( | ).
-  - The first part names the batch and its nodes, says C(canary) in parentheses when the plan made it the canary, its
-    state - V(done), V(FAILED) when O(error) is given, V(cancelled, not started) when O(cancelled) - and how long it took.
-  - Then the nodes uncordoned first (back from a stopped rollout), each node with its outcome and the steps it ran (a
-    step not needed, outcome V(skipped), is left out; a step that did not end V(ok) shows its outcome in capitals), the
-    validation after the batch, the error, and the nodes done, skipped (planned work on node types not rolled) and left.
-options:
-  _input:
-    description:
-      - The batch's result, as C(cloudstack.cks.cks_node_cycle) returns it - C(nodes), C(uncordoned), C(validation),
-        C(started), C(ended); V({}) when the batch task never returned one.
-    type: dict
-    required: true
-  plan:
-    description: The plan, as C(cloudstack.cks.cks_node_outdated) returns it (C(hosts), C(work), C(plan)).
-    type: dict
-    required: true
-  batch_number:
-    description: The batch's number in the plan, from 1.
-    type: int
-    required: true
-  batch_count:
-    description: How many batches the plan has.
-    type: int
-    required: true
-  node_type:
-    description: The node type of the batch.
-    type: str
-    required: true
-  batch_nodes:
-    description: The names of the batch's nodes, in plan order.
-    type: list
-    elements: str
-    required: true
-  results:
-    description: The node results of every batch so far, this one included (the role's C(rollout_results)).
-    type: list
-    elements: dict
-    default: []
-  cancelled:
-    description: Whether the rollout was cancelled before this batch started.
-    type: bool
-    default: false
-  error:
-    description: Why the batch failed; V(null) when it did not.
-    type: str
-"""
-
-EXAMPLES = r"""
-- name: Show the progress
-  ansible.builtin.debug:
-    msg: >-
-      {{ rollout_cycle | cloudstack.cks.batch_progress(plan=rollout_plan, batch_number=2, batch_count=3,
-         node_type='worker', batch_nodes=['w1', 'w2'], results=rollout_results) }}
-"""
-
-RETURN = r"""
-_value:
-  description:
-    - 'One line, for example C(Batch 2/3 worker [w1, w2] done in 95.2s | w1 done: drain 20.1s, stop 5.0s, start 30.2s,
-      verify 9.8s, uncordon 0.1s | validated (1/1 passes, 1 rounds\) in 0.1s | nodes done 3, skipped 0, left 1).'
-  type: str
-"""
 
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -159,10 +86,3 @@ def batch_progress(cycle: Optional[Mapping[str, Any]], plan: Mapping[str, Any], 
         parts.append(f"error: {error}")
     parts.append(_counts_part(plan, results or []))
     return " | ".join(parts).strip()
-
-
-class FilterModule:
-    """cloudstack.cks filters."""
-
-    def filters(self) -> dict[str, Any]:
-        return {"batch_progress": batch_progress}

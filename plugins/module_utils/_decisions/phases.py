@@ -1,6 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""The ``merge_phases`` filter: one batch result from the phases of a batch with per-node hooks.
+"""One batch result from the phases of a batch with per-node hooks.
 
 The rollout role runs such a batch as up to three ``cks_node_cycle`` runs (``phase=cordon``,
 ``restart``, ``uncordon``) with the operator's hooks on each node in between, but reports, prints
@@ -9,51 +9,6 @@ outcome, and the batch's error. Pure: results in, a result out.
 """
 
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-name: merge_phases
-short_description: One batch result from the phase runs of cks_node_cycle and the nodes' hook steps
-version_added: 0.1.0
-author:
-  - cloudstack.cks contributors (@cloudstack-cks)
-description:
-  - Used by the C(cloudstack.cks.rollout) role for a batch with per-node hooks. Takes the results of the
-    C(cloudstack.cks.cks_node_cycle) runs of one batch in phase order (O(cloudstack.cks.cks_node_cycle#module:phase=cordon), then V(restart), then
-    V(uncordon), as many as ran) and the hook steps of its nodes, and returns one result shaped like a
-    O(cloudstack.cks.cks_node_cycle#module:phase=all) run's, so that the progress line and the report treat both alike.
-  - Each node appears once, with the steps of every phase and its hooks in the order they started; its outcome is
-    V(failed) if any of its steps failed, else that of its last phase (V(cordoned), V(restarted) or V(done)).
-  - C(msg) is set when the batch failed - the message of each failed phase run, then one per failed hook
-    naming the node, the hook step and what failed - and C(cancelled) when the cordon run refused a cancelled rollout.
-options:
-  _input:
-    description: The registered results of the batch's C(cks_node_cycle) runs, in phase order.
-    type: list
-    elements: dict
-    required: true
-  hook_steps:
-    description:
-      - The hook steps of the batch's nodes, each with C(node), C(name), C(started) and C(ended) (Unix times),
-        C(outcome) (V(ok) or V(failed)) and C(detail).
-    type: list
-    elements: dict
-    default: []
-"""
-
-EXAMPLES = r"""
-- name: Put the phases of the batch and its hooks together
-  ansible.builtin.set_fact:
-    rollout_cycle: "{{ [cordon, restart, uncordon] | cloudstack.cks.merge_phases(hook_steps) }}"
-"""
-
-RETURN = r"""
-_value:
-  description:
-    - The batch as one C(cks_node_cycle) run would return it - C(batch), C(nodes), C(failed_nodes), C(uncordoned),
-      C(validation), C(started), C(ended), C(changed) - plus C(phases), the phases that ran, and C(msg) and
-      C(cancelled) as a failed run has them.
-  type: dict
-"""
 
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -130,10 +85,3 @@ def merge_phases(runs: Iterable[Mapping[str, Any]], hook_steps: Iterable[Mapping
     if any(run.get("cancelled") for run in runs):
         merged["cancelled"] = True
     return merged
-
-
-class FilterModule:
-    """cloudstack.cks filters."""
-
-    def filters(self) -> dict[str, Any]:
-        return {"merge_phases": merge_phases}
