@@ -216,7 +216,8 @@ class NodeCycle:
                             refused: str) -> StepFailed:
         try:
             for name in undo:
-                self._step(f"restore_{name.split('_', 1)[1]}", getattr(self, f"_undo_{name}"))
+                step, action = UNDO[name]
+                self._step(step, functools.partial(action, self))
             self._step("start", self._run_start)
             self._step("verify", self._verify_put_back)
             if self._k8s and self._ours:
@@ -560,3 +561,9 @@ ACTIONS: dict[str, StepAction] = {
 if set(ACTIONS) != {step.name for step in STEPS}:
     raise ImportError(f"node_cycle: the steps {sorted(set(ACTIONS) ^ {step.name for step in STEPS})} "
                       "are not both in steps.STEPS and ACTIONS")
+
+#: The changes a refused start undoes, by the step that made them: the put-back step and its action.
+UNDO: dict[str, tuple[str, Callable[[NodeCycle], str]]] = {
+    "update_affinity_groups": ("restore_affinity_groups", NodeCycle._undo_update_affinity_groups),
+    "change_offering": ("restore_offering", NodeCycle._undo_change_offering),
+}
