@@ -63,7 +63,7 @@ bench: setup
 bench-smoke: setup
 	$(BIN)/python bench/run.py --smoke --out out/bench-smoke
 
-test: setup unit sim-test integration lint client-ends test-matrix molecule chaos-smoke
+test: setup unit sim-test integration lint docs client-ends test-matrix molecule chaos-smoke
 
 unit: setup
 	$(call pytest,$(BIN)/python,unit,tests/unit)
@@ -97,6 +97,25 @@ lint: setup shellcheck-installed
 # would render them.
 docs-lint: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
+
+# The collection docsite as docs.ansible.com renders one: antsibull-docs writes the module, plugin,
+# role and extra-docs pages (docs/docsite) as RST into out/docs-rst, Sphinx renders them with the
+# Ansible theme into out/docs (tests/docs/conf.py; every warning an error), then tests/docs opens
+# the pages in headless Chromium. Open out/docs/index.html in a browser to read it.
+.PHONY: docs chromium-installed
+DOCS_RST := out/docs-rst
+docs: setup chromium-installed
+	rm -rf $(DOCS_RST) out/docs
+	mkdir -p $(DOCS_RST) && chmod 700 $(DOCS_RST)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/antsibull-docs collection --use-current --squash-hierarchy \
+		--fail-on-error --cleanup everything --dest-dir $(DOCS_RST) cloudstack.cks
+	$(BIN)/sphinx-build -b html -c tests/docs -W --keep-going -q $(DOCS_RST) out/docs
+	$(call pytest,$(BIN)/python,docs,tests/docs)
+
+# Debian's chromium for the docsite test (headless; no WebDriver needed: the test reads the DOM
+# Chromium built with --dump-dom).
+chromium-installed:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 sanity: setup shellcheck-installed
 	$(BIN)/python tests/ci/sanity.py

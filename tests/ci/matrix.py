@@ -32,7 +32,7 @@ TABLE_END = "<!-- tested-with: end -->"
 # Collection tooling that a cell does not need to run unit tests and sanity (ansible-test comes
 # with ansible-core); several of them pin ansible-core themselves and would fight the cell's pin.
 TOOLING = {"ansible-core", "ansible-lint", "antsibull-changelog", "antsibull-docs", "molecule",
-           "ansible-runner", "ansible-builder", "mypy", "ruff"}
+           "ansible-runner", "ansible-builder", "mypy", "ruff", "sphinx", "sphinx-ansible-theme", "sphinx-rtd-theme"}
 KINDS = ("unit", "sanity")
 
 

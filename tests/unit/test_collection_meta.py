@@ -117,6 +117,19 @@ def test_galaxy_identity() -> None:
     assert (ROOT / "LICENSE").is_file()
 
 
+def test_galaxy_home_is_the_one_the_readme_names() -> None:
+    # The README's install section and galaxy.yml (which the docsite's index links) name one home.
+    galaxy = load_yaml("galaxy.yml")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = readme[readme.index("## Install"):readme.index("## Minimal example")]
+    repository = galaxy["repository"]
+    assert f"ansible-galaxy collection install git+{repository}.git" in install
+    assert f"`{repository}`" in install
+    assert galaxy["issues"] == f"{repository}/issues" and "`/issues`" in install
+    assert galaxy["documentation"].startswith(f"{repository}/")
+    assert f"`{galaxy['documentation'][len(repository):]}`" in install
+
+
 @pytest.mark.parametrize("path", [
     "plugins/modules/cks_node_cycle.py", "meta/runtime.yml", "meta/execution-environment.yml",
     "requirements.txt", "bindep.txt", "README.md", "CHANGELOG.rst", "changelogs/changelog.yaml",

@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 from . import kube_run
 from .kube_watch import DEFAULT_BOOKMARK_SECONDS, DEFAULT_CACHE_SIZE, WatchCache
+from .selectors import object_selects as selector_matches
 
 NODE_LEASE_NS = "kube-node-lease"
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
@@ -194,29 +195,6 @@ def parse_microtime(value: Any, field_path: str, kind: str) -> str:
         )
     moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def selector_matches(selector: Optional[dict[str, Any]], labels: dict[str, str]) -> bool:
-    """A metav1.LabelSelector (matchLabels + matchExpressions) against a label map.
-
-    An empty selector matches everything (policy/v1 PDB semantics); a missing one nothing.
-    """
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:

@@ -16,13 +16,12 @@ import base64
 import copy
 import hmac
 import json
-import re
 import time
 from typing import Any, Callable, Iterable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import kube_exec, kube_table, kube_watch, rbac
+from . import kube_exec, kube_table, kube_watch, rbac, selectors
 from .core import drop_connection
 from .kube import RESOURCES, ApiError, KubeWorld, Resource
 from .tls import client_identity, make_tls, read_pem
@@ -253,63 +252,6 @@ def json_patch(target: Any, ops: Any) -> Any:
 # Selectors
 
 
-class SelectorError(Exception):
-    pass
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return [p.strip() for p in parts if p.strip()]
-
-
-_SET_RE = re.compile(r"^([A-Za-z0-9_./-]+)\s+(in|notin)\s+\((.*)\)$")
-_EQ_RE = re.compile(r"^([A-Za-z0-9_./-]+)\s*(==|=|!=)\s*([A-Za-z0-9_.-]*)$")
-_EXISTS_RE = re.compile(r"^(!?)([A-Za-z0-9_./-]+)$")
-
-
-def label_selector(text: str) -> Callable[[dict[str, str]], bool]:
-    """Parse a label selector string (=, ==, !=, in, notin, exists, !exists)."""
-    tests: list[Callable[[dict[str, str]], bool]] = []
-    for term in _split_top(text or ""):
-        m = _SET_RE.match(term)
-        if m:
-            key, op, values = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",") if v.strip()}
-            if op == "in":
-                tests.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
-            else:
-                tests.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
-            continue
-        m = _EQ_RE.match(term)
-        if m:
-            key, op, value = m.groups()
-            if op == "!=":
-                tests.append(lambda labels, k=key, v=value: labels.get(k) != v)
-            else:
-                tests.append(lambda labels, k=key, v=value: k in labels and labels[k] == v)
-            continue
-        m = _EXISTS_RE.match(term)
-        if m:
-            neg, key = m.groups()
-            if neg:
-                tests.append(lambda labels, k=key: k not in labels)
-            else:
-                tests.append(lambda labels, k=key: k in labels)
-            continue
-        raise SelectorError(f"unable to parse requirement: {term!r}")
-    return lambda labels: all(t(labels) for t in tests)
-
-
 def _field_value(obj: dict[str, Any], path: str) -> str:
     value: Any = obj
     for part in path.split("."):
@@ -322,20 +264,10 @@ def _field_value(obj: dict[str, Any], path: str) -> str:
 
 
 def field_selector(text: str, plural: str) -> Callable[[dict[str, Any]], bool]:
-    allowed = {"metadata.name", "metadata.namespace"} | _FIELD_SELECTORS.get(plural, set())
-    tests: list[Callable[[dict[str, Any]], bool]] = []
-    for term in _split_top(text or ""):
-        m = re.match(r"^([A-Za-z0-9_.]+)\s*(==|=|!=)\s*(.*)$", term)
-        if not m:
-            raise SelectorError(f"invalid selector: {term!r}; can't understand {term!r}")
-        path, op, value = m.groups()
-        if path not in allowed:
-            raise SelectorError(f"field label not supported: {path}")
-        if op == "!=":
-            tests.append(lambda obj, p=path, v=value: _field_value(obj, p) != v)
-        else:
-            tests.append(lambda obj, p=path, v=value: _field_value(obj, p) == v)
-    return lambda obj: all(t(obj) for t in tests)
+    """fields.ParseSelector, then the resource's field label conversion (its selectable fields)."""
+    selector = selectors.parse_fields(text)
+    selector.check_fields({"metadata.name", "metadata.namespace"} | _FIELD_SELECTORS.get(plural, set()))
+    return lambda obj: selector.matches(lambda path: _field_value(obj, path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -937,12 +869,13 @@ class KubeApp:
 
     @staticmethod
     def _selectors(res: Resource, args: Any) -> tuple[Callable[[dict[str, str]], bool], Callable[[dict[str, Any]], bool]]:
+        # The label selector is decoded first (ListOptions' conversion order), the field labels
+        # checked last; the message is the parser's alone (kubectl adds "Unable to find ...").
         try:
-            return label_selector(args.get("labelSelector", "")), field_selector(args.get("fieldSelector", ""), res.plural)
-        except SelectorError as exc:
-            raise ApiError(400, f'Unable to find {{"{res.group}" "{res.version}" "{res.plural}"}} that match label '
-                                f'selector "{args.get("labelSelector", "")}", field selector '
-                                f'"{args.get("fieldSelector", "")}": {exc}', "BadRequest") from None
+            labels = selectors.parse_labels(args.get("labelSelector", ""))
+            return labels.matches, field_selector(args.get("fieldSelector", ""), res.plural)
+        except selectors.SelectorError as exc:
+            raise ApiError(400, str(exc), "BadRequest") from None
 
     @staticmethod
     def _check_list_versions(world: KubeWorld, args: Any) -> None:
@@ -1032,14 +965,10 @@ def _at_least(version: str, major: int, minor: int) -> bool:
 
 
 def _node_name_term(plural: str, selector: str) -> Optional[str]:
-    """The node of a `spec.nodeName=X` term in a pod field selector, for the index lookup."""
+    """The node a pod field selector requires (``spec.nodeName=X``), for the index lookup."""
     if plural != "pods":
         return None
-    for term in _split_top(selector):
-        m = re.match(r"^spec\.nodeName\s*==?\s*(.+)$", term)
-        if m:
-            return m.group(1).strip()
-    return None
+    return selectors.parse_fields(selector).requires_exact_match("spec.nodeName")
 
 
 def make_app(sim: Any, cluster_id: Optional[str] = None) -> KubeApp:
