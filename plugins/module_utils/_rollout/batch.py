@@ -88,6 +88,8 @@ class BatchCycle:
         self.daemonsets = DaemonSets(kube)
         # Replaced by the batch's one watch of its nodes while its node threads run.
         self.node_waits: NodeWaits = kube
+        #: Where the node cycles write their Events (``_clients/node_events.NodeEvents``); None: none.
+        self.node_events: Optional[Any] = None
 
     def run(self) -> BatchResult:
         phase = self.options.phase

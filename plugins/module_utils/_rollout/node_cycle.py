@@ -29,6 +29,14 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node imp
     node_is_back,
     node_with_vm,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import (
+    STARTED,
+    NodeEvent,
+    eviction_blocked,
+    left_cordoned,
+    put_back_event,
+    step_event,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import outdated_reasons
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import (
     CONTROL,
@@ -88,15 +96,33 @@ class NodeCycle:
             detail = fn()
         except StepFailed as exc:
             record.ended, record.outcome, record.detail = time.time(), "failed", step_failure_cause(exc)
+            self._tell(name, "failed", record.detail)
             raise
         except CksError as exc:
             record.ended, record.outcome, record.detail = time.time(), "failed", exc.msg
+            self._tell(name, "failed", exc.msg)
             raise StepFailed(self.node.name, name, exc.msg, **_answer(exc)) from exc
         record.ended, record.outcome, record.detail = time.time(), "ok", detail or ""
+        self._tell(name, "ok", record.detail)
 
     def _skip(self, name: str, why: str) -> None:
         now = time.time()
         self.result.steps.append(StepRecord(name=name, started=now, ended=now, outcome="skipped", detail=why))
+        self._tell(name, "skipped", why)
+
+    def _tell(self, step: str, outcome: str, detail: str) -> None:
+        """The node's Event for a step, when it has one (``_decisions/node_events.py``)."""
+        sink = getattr(self.batch, "node_events", None)
+        event = step_event(step, outcome, detail, getattr(sink, "run", None)) if sink is not None else None
+        if event is not None:
+            self._event(event)
+
+    def _event(self, event: NodeEvent) -> None:
+        sink = getattr(self.batch, "node_events", None)
+        if sink is None or not self._k8s:
+            return  # an external etcd node is no Node: nothing to tell describe
+        known = self._last_read or self.view.k8s_objects.get(self.node.name) or {}
+        sink.record(self.node.name, (known.get("metadata") or {}).get("uid"), event)
 
     @property
     def _k8s(self) -> bool:
@@ -193,6 +219,7 @@ class NodeCycle:
             self.failure = exc
             if self.options.put_back_on_refusal and refused_after_stop(exc.step, exc.details):
                 self.failure = self._put_back_after(exc)
+            self._tell_failure(exc)
         except Exception as exc:  # a bug must still end this node's thread with a result
             self.failure = StepFailed(self.node.name, self.result.steps[-1].name if self.result.steps else "cycle",
                                       f"{type(exc).__name__}: {exc}")
@@ -201,6 +228,21 @@ class NodeCycle:
             self.result.error = {"step": self.failure.step, "message": self.failure.msg,
                                  **{k: v for k, v in self.failure.details.items() if k not in ("node", "step")}}
         self.result.ended = time.time()
+
+    def _tell_failure(self, failed: StepFailed) -> None:
+        """The Event that says where a failure left the node: put back, or left cordoned and why."""
+        sink = getattr(self.batch, "node_events", None)
+        if sink is None or self.failure is None:
+            return
+        run = getattr(sink, "run", None)
+        cause = step_failure_cause(failed)
+        put_back = self.failure.details.get("put_back")
+        if put_back is True:
+            self._event(put_back_event(failed.step, cause, None, self._ours, run))
+        elif put_back is False:
+            self._event(put_back_event(failed.step, cause, step_failure_cause(self.failure), self._ours, run))
+        elif self._ours and ((self._last_read or {}).get("spec") or {}).get("unschedulable"):
+            self._event(left_cordoned(failed.step, f"{failed.step} failed: {cause}", run))
 
     def _put_back_after(self, refusal: StepFailed) -> StepFailed:
         """CloudStack refused a change of the Stopped VM: start it on what it has now, see it back and
@@ -271,7 +313,10 @@ class NodeCycle:
         return self._patch(exclusion_patch(), f"labelled {LB_EXCLUSION_LABEL}")
 
     def _run_drain(self) -> str:
-        return self._drain(Drainer(self.kube, self.options.drain, self.batch.daemonsets))
+        drainer = Drainer(self.kube, self.options.drain, self.batch.daemonsets)
+        self._tell("drain", STARTED, "")
+        drainer.on_blocked = lambda pod, pdb, answer: self._event(eviction_blocked(pod, pdb, answer))
+        return self._drain(drainer)
 
     def _run_lb_wait(self) -> str:
         return self._lb_wait()
