@@ -1,15 +1,23 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Writes the rollout's Events about the nodes it acts on (``events.k8s.io/v1``; the words are
-``_decisions/node_events.py``'s).
+"""Writes the rollout's Events about the nodes it acts on (the words are ``_decisions/node_events.py``'s).
+
+They are written through ``core/v1`` with the fields of the ``events.k8s.io/v1`` API as well
+(``eventTime``, ``action``, ``reportingComponent``/``reportingInstance``, ``related``, ``series``), so the
+API server serves the same Event in both groups. Not through ``events.k8s.io/v1`` itself: an Event
+created there may not carry ``deprecatedFirstTimestamp``/``deprecatedLastTimestamp``/``deprecatedCount``/
+``deprecatedSource`` (ValidateEventCreate), and ``kubectl describe`` sorts a Node's Events by
+``lastTimestamp`` and shows ``source.component`` as "From": without them the rollout's Events would
+show first and in no order. The legacy validation accepts both sets of fields on a core/v1 Event
+whose ``eventTime`` is set (the kubelet's recorder writes such Events).
 
 An Event is information, never a step: one that cannot be written is counted and becomes one
 warning of the module run, and the rollout goes on. Each is one request, sent once (a lost answer
-costs an Event, not a retry loop); after a 403 (no ``create`` on ``events.k8s.io`` events, see the
-RBAC page) no further one is sent in this run. A repeat of an Event this run already wrote is a
-merge patch of its ``series`` (count + lastObservedTime), as client-go's events recorder does it,
-not a new Event per retry.
+costs an Event, not a retry loop); after a 403 (no ``create`` on events, see the RBAC page) no
+further one is sent in this run. A repeat of an Event this run already wrote is a merge patch of its
+``series`` (count + lastObservedTime) and of ``count``/``lastTimestamp``, as client-go's recorders
+aggregate, not a new Event per retry.
 """
 
 from __future__ import annotations
@@ -25,13 +33,14 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import EVENT_NAMESPACE, REPORTING_CONTROLLER, NodeEvent
 
 MERGE_PATCH = "application/merge-patch+json"
-_COLLECTION = f"/apis/events.k8s.io/v1/namespaces/{EVENT_NAMESPACE}/events"
+_COLLECTION = f"/api/v1/namespaces/{EVENT_NAMESPACE}/events"
 
 
-def _micro_now() -> str:
-    """metav1.MicroTime: six fraction digits, UTC."""
+def _times() -> tuple[str, str]:
+    """Now as metav1.Time (seconds) and as metav1.MicroTime (six fraction digits), both UTC."""
     now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+    return f"{seconds}Z", f"{seconds}.{int(now % 1 * 1e6):06d}Z"
 
 
 @dataclass
@@ -83,12 +92,15 @@ class NodeEvents:
         regarding = {"apiVersion": "v1", "kind": "Node", "name": node}
         if uid:
             regarding["uid"] = uid
+        stamp, micro = _times()
         body: dict[str, Any] = {
-            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": name, "namespace": EVENT_NAMESPACE},
-            "eventTime": _micro_now(), "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": self.instance, "action": event.action, "reason": event.reason,
-            "regarding": regarding, "note": event.note, "type": event.type,
+            "involvedObject": regarding, "reason": event.reason, "message": event.note, "type": event.type,
+            "source": {"component": REPORTING_CONTROLLER, "host": self.instance},
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "eventTime": micro, "action": event.action, "reportingComponent": REPORTING_CONTROLLER,
+            "reportingInstance": self.instance,
         }
         if event.related:
             body["related"] = dict(event.related)
@@ -99,7 +111,9 @@ class NodeEvents:
     def _repeat(self, seen: _Written) -> bool:
         """Count one more occurrence on the Event; False when it is gone (past the API's TTL)."""
         count = seen.count + 1
-        patch = {"series": {"count": count, "lastObservedTime": _micro_now()}}
+        stamp, micro = _times()
+        # Both APIs' counts: the series (events.k8s.io) and count + lastTimestamp (what kubectl sorts by).
+        patch = {"count": count, "lastTimestamp": stamp, "series": {"count": count, "lastObservedTime": micro}}
         answer = self.kube._json(f"patch event {EVENT_NAMESPACE}/{seen.name}", "PATCH",
                                  f"{_COLLECTION}/{quote(seen.name, safe='')}", body=patch, content_type=MERGE_PATCH,
                                  missing_is_none=True)
@@ -119,19 +133,18 @@ class NodeEvents:
         if not self.failed:
             return []
         why = self.first_error or "unknown error"
-        hint = (" (grant create and patch on events.k8s.io events, see the RBAC page)" if self.denied else "")
+        hint = (" (grant create and patch on events, see the RBAC page)" if self.denied else "")
         return [f"{self.failed} Kubernetes Event(s) about the nodes could not be written{hint}: {why}; "
                 "the rollout went on without them"]
 
 
 def events_access_warning(kube: Any) -> Optional[str]:
-    """Whether this identity may write the Events (``create`` and ``patch`` on ``events.k8s.io`` events
-    in ``default``), asked of the API server (SelfSubjectAccessReview): a warning when it may not,
+    """Whether this identity may write the Events (``create`` and ``patch`` on events in ``default``), asked of the API server (SelfSubjectAccessReview): a warning when it may not,
     never a refusal (the rollout runs the same without them)."""
     missing = []
     for verb in ("create", "patch"):
         try:
-            answer = kube.review_access({"namespace": EVENT_NAMESPACE, "verb": verb, "group": "events.k8s.io",
+            answer = kube.review_access({"namespace": EVENT_NAMESPACE, "verb": verb, "group": "",
                                          "resource": "events"})
         except CksError as exc:
             return f"could not ask whether the rollout may write Events about the nodes: {exc.msg}"
@@ -139,6 +152,6 @@ def events_access_warning(kube: Any) -> Optional[str]:
             missing.append(verb)
     if not missing:
         return None
-    return (f"the rollout may not {' or '.join(missing)} events.k8s.io events in {EVENT_NAMESPACE}: it runs, but "
+    return (f"the rollout may not {' or '.join(missing)} events in {EVENT_NAMESPACE}: it runs, but "
             "kubectl describe node will not show what it did to the nodes (grant create and patch on events, "
             "see docs/rbac.yml)")

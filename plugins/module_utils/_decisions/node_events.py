@@ -5,8 +5,7 @@
 cycle, in the operator's words (pure; written by ``_clients/node_events.py``).
 
 Events go to the ``default`` namespace, where the kubelet and the node controller put a Node's
-own (a Node has no namespace), as ``events.k8s.io/v1`` Events regarding the Node, reported by
-``cloudstack.cks/rollout``. A repeat of the same Event (a PodDisruptionBudget refusing the same pod
+own (a Node has no namespace), regarding the Node, reported by ``cloudstack.cks/rollout``. A repeat of the same Event (a PodDisruptionBudget refusing the same pod
 every few seconds) is one Event with a ``series`` whose count grows, as the API expects.
 """
 

@@ -784,6 +784,12 @@ class KubeWorld:
         node = self._raw("nodes", "", name)
         return {"kind": "Node", "name": name, "uid": node["metadata"]["uid"], "apiVersion": "v1"}
 
+    @staticmethod
+    def _kubelet_node_ref(name: str) -> dict[str, Any]:
+        # The kubelet's reference to its Node carries the node's NAME as uid (kubelet.go nodeRef),
+        # which is why kubectl describe node asks for both.
+        return {"kind": "Node", "name": name, "uid": name}
+
     def _api_endpoint_changed(self) -> None:
         for listener in list(self.on_endpoint_change):
             listener()
@@ -857,7 +863,7 @@ class KubeWorld:
         self._kubelet_conditions(node["status"]["conditions"], ready=not never_ready)
         self._touch_node(name)
         self._renew_node_lease(name)
-        ref = self._node_ref(name)
+        ref = self._kubelet_node_ref(name)
         self._event("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
         if old_boot:
             self._event("default", ref, "Warning", "Rebooted",

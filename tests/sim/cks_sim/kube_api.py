@@ -861,6 +861,8 @@ class KubeApp:
                 return _json_response(obj)
         if verb == "create":
             body = self._body(request, res)
+            if res.plural == "events":
+                kube_events.validate_core_create(body, ns)
             with self.sim.lock:
                 return _json_response(world.create(res.plural, ns, body), 201)
         if verb == "update":

@@ -8,12 +8,14 @@ core's ``reportingComponent``). cks-sim stores the core/v1 form and converts the
 the way in and out. A field selector on the events.k8s.io view names ``regarding.*`` and
 ``reportingController``; it is translated to the core names before it is applied.
 
-Validation of the events.k8s.io/v1 view follows ``pkg/apis/core/validation/events.go``
-(``ValidateEventCreate``/``ValidateEventUpdate`` for a v1 request): ``eventTime``,
-``reportingController`` (a qualified name), ``reportingInstance``, ``action`` and ``reason`` required
-(at most 128 characters each), ``note`` at most 1 kB, ``type`` Normal or Warning, a ``series`` with
-``count`` >= 2 and a ``lastObservedTime``, a cluster-scoped ``regarding`` only in ``default``; on update
-everything but ``series``, ``note`` and the metadata is immutable.
+Validation follows ``pkg/apis/core/validation/events.go``: an events.k8s.io/v1 create
+(``ValidateEventCreate``) needs ``eventTime``, ``reportingController`` (a qualified name),
+``reportingInstance``, ``action`` and ``reason`` (at most 128 characters each), ``note`` at most 1 kB,
+``type`` Normal or Warning, a ``series`` with ``count`` >= 2 and a ``lastObservedTime``, a cluster-scoped
+``regarding`` only in ``default`` or ``kube-system``, and refuses the ``deprecated*`` fields ("needs to be
+unset"); on update everything but ``series``, ``note`` and the metadata is immutable. A core/v1 create
+with an ``eventTime`` (``legacyValidateEvent``) needs the same new fields, and may carry the legacy
+ones too (source, first/last timestamp, count), as client-go's recorders write them.
 
 Events live an hour (the API server's ``--event-ttl``, 1h by default), counted in simulated time from
 their last write (the registry gives each write a new etcd lease); ``kube.event_ttl`` in the spec
@@ -126,13 +128,41 @@ def _invalid(name: str, causes: list[tuple[str, Any, str]]) -> ApiError:
 
 
 def validate_create(event: dict[str, Any], namespace: str) -> None:
+    """An events.k8s.io/v1 create: the new fields required, the deprecated ones refused."""
     name = (event.get("metadata") or {}).get("name") or ""
+    causes = _new_style_causes(event.get("regarding") or {}, "regarding", event, namespace, "reportingController")
+    for field in ("deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount"):
+        if event.get(field):
+            causes.append((field, "", "needs to be unset"))
+    source = event.get("deprecatedSource") or {}
+    if source.get("component") or source.get("host"):
+        causes.append(("deprecatedSource", "", "needs to be unset"))
+    if causes:
+        raise _invalid(name, causes)
+
+
+def validate_core_create(event: dict[str, Any], namespace: str) -> None:
+    """A core/v1 create (legacyValidateEvent): an Event with an ``eventTime`` is a new-style one and
+    needs the new fields too; one without is the legacy recorder's, taken as it is."""
+    if not isinstance(event, dict) or not event.get("eventTime"):
+        return
+    name = (event.get("metadata") or {}).get("name") or ""
+    v1 = to_v1(event)
+    causes = _new_style_causes(event.get("involvedObject") or {}, "involvedObject", v1, namespace, "reportingComponent")
+    if causes:
+        raise ApiError(422, f'Event "{name}" is invalid: ' + "; ".join(
+            f"{f}: {m}" if v is None else f"{f}: Invalid value: {v!r}: {m}" for f, v, m in causes), "Invalid",
+            {"name": name, "kind": "events", "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f}
+                                                       for f, _v, m in causes]})
+
+
+def _new_style_causes(regarding: dict[str, Any], ref_field: str, event: dict[str, Any], namespace: str,
+                      controller_field: str) -> list[tuple[str, Any, str]]:
     causes: list[tuple[str, Any, str]] = []
-    regarding = event.get("regarding") or {}
-    if not regarding.get("namespace") and namespace not in ("", "default"):
-        causes.append(("regarding.namespace", regarding.get("namespace", ""), "does not match event.namespace"))
+    if not regarding.get("namespace") and namespace not in ("", "default", "kube-system"):
+        causes.append((f"{ref_field}.namespace", regarding.get("namespace", ""), "does not match event.namespace"))
     elif regarding.get("namespace") and regarding["namespace"] != namespace:
-        causes.append(("regarding.namespace", regarding["namespace"], "does not match event.namespace"))
+        causes.append((f"{ref_field}.namespace", regarding["namespace"], "does not match event.namespace"))
     if not event.get("eventTime"):
         causes.append(("eventTime", None, "Required value"))
     elif not _MICRO.match(str(event["eventTime"])):
@@ -143,10 +173,10 @@ def validate_create(event: dict[str, Any], namespace: str) -> None:
         causes.append(("type", event.get("type", ""), 'supported values: "Normal", "Warning"'))
     controller = event.get("reportingController") or ""
     if not controller:
-        causes.append(("reportingController", None, "Required value"))
+        causes.append((controller_field, None, "Required value"))
     elif not _QUALIFIED.match(controller) or len(controller.split("/")[-1]) > 63:
-        causes.append(("reportingController", controller, "name part must consist of alphanumeric characters, "
-                                                          "'-', '_' or '.'"))
+        causes.append((controller_field, controller, "name part must consist of alphanumeric characters, "
+                                                     "'-', '_' or '.'"))
     for field in ("reportingInstance", "action", "reason"):
         value = event.get(field) or ""
         if not value:
@@ -155,9 +185,7 @@ def validate_create(event: dict[str, Any], namespace: str) -> None:
             causes.append((field, "", "can have at most 128 characters"))
     if len((event.get("note") or "").encode()) > 1024:
         causes.append(("note", "", "can have at most 1024 characters"))
-    causes += _series_causes(event)
-    if causes:
-        raise _invalid(name, causes)
+    return causes + _series_causes(event)
 
 
 def _series_causes(event: dict[str, Any]) -> list[tuple[str, Any, str]]:

@@ -115,13 +115,41 @@ def test_events_k8s_io_validation(sim: SimHandle) -> None:
     path = "/apis/events.k8s.io/v1/namespaces/default/events"
     missing = api(sim, "POST", path, {k: v for k, v in node_event(node, "u").items() if k != "action"})
     assert missing.status_code == 422 and "action: Required value" in missing.json()["message"]
-    wrong_ns = api(sim, "POST", "/apis/events.k8s.io/v1/namespaces/kube-system/events", node_event(node, "u"))
+    wrong_ns = api(sim, "POST", "/apis/events.k8s.io/v1/namespaces/kube-public/events", node_event(node, "u"))
     assert wrong_ns.status_code == 422 and "regarding.namespace" in wrong_ns.json()["message"]
+    legacy = api(sim, "POST", path, node_event(node, "u", deprecatedLastTimestamp="2026-01-05T10:00:00Z",
+                                               deprecatedSource={"component": "x"}))
+    assert legacy.status_code == 422 and "deprecatedLastTimestamp: Invalid value: '': needs to be unset" in \
+        legacy.json()["message"] and "deprecatedSource" in legacy.json()["message"]
     one = api(sim, "POST", path, node_event(node, "u", series={"count": 1, "lastObservedTime": micro()}))
     assert one.status_code == 422 and "series.count" in one.json()["message"]
     assert api(sim, "POST", path, node_event(node, "u")).status_code == 201
     changed = api(sim, "PATCH", f"{path}/{node}.rollout1", {"reason": "Other"}, "application/merge-patch+json")
     assert changed.status_code == 422 and "reason: Invalid value" in changed.json()["message"]
+
+
+def test_a_core_event_with_both_sets_of_fields(sim: SimHandle) -> None:
+    """How client-go's recorders (and the rollout) write: core/v1 with eventTime, action and the
+    reporting fields next to source, first/last timestamp and count; seen in both groups."""
+    node = worker(sim)
+    stamp = micro()
+    body = {"metadata": {"name": f"{node}.core1"}, "involvedObject": {"kind": "Node", "name": node, "uid": "u"},
+            "reason": "VMStopped", "message": "VM stopped", "type": "Normal",
+            "source": {"component": "cloudstack.cks/rollout", "host": "ctl-1"},
+            "firstTimestamp": stamp[:19] + "Z", "lastTimestamp": stamp[:19] + "Z", "count": 1,
+            "eventTime": stamp, "action": "Stop", "reportingComponent": "cloudstack.cks/rollout",
+            "reportingInstance": "ctl-1"}
+    assert api(sim, "POST", "/api/v1/namespaces/default/events", body).status_code == 201
+    v1 = api(sim, "GET", f"/apis/events.k8s.io/v1/namespaces/default/events/{node}.core1").json()
+    assert v1["note"] == "VM stopped" and v1["deprecatedCount"] == 1 and v1["regarding"]["name"] == node
+    assert v1["reportingController"] == "cloudstack.cks/rollout" and v1["deprecatedSource"]["host"] == "ctl-1"
+    missing = dict(body, metadata={"name": f"{node}.core2"})
+    del missing["action"]
+    refused = api(sim, "POST", "/api/v1/namespaces/default/events", missing)
+    assert refused.status_code == 422 and "action: Required value" in refused.json()["message"]
+    # Without eventTime it is the legacy recorder's Event: taken as it is.
+    legacy = {k: v for k, v in missing.items() if k not in ("eventTime",)}
+    assert api(sim, "POST", "/api/v1/namespaces/default/events", legacy).status_code == 201
 
 
 def test_a_restart_tells_its_story_in_kubectl_get_events(sim: SimHandle) -> None:
