@@ -432,9 +432,9 @@ retries:
   sample: {total: 2, kubernetes: {retries: 2, by_action: {list nodes: 1, patch node prod-node-2a1f: 1}}}
 node_events:
   description:
-    - The Kubernetes Events this run wrote about its nodes (in C(default), reported by C(cloudstack.cks/rollout):
+    - The Kubernetes Events this run wrote about its nodes, in C(default), reported by C(cloudstack.cks/rollout) -
       cordoned, drain started, eviction blocked by a PodDisruptionBudget, drained, VM stopped, changed, started,
-      back Ready, uncordoned, put back, left cordoned and why). C(written) new Events, C(repeats) occurrences
+      back Ready, uncordoned, put back, left cordoned and why. C(written) new Events, C(repeats) occurrences
       counted in an Event's series instead of a new Event, C(failed) Events that could not be written (each run
       with failures also warns; the batch goes on) and C(error) the first failure.
   returned: mode=cycle, not in check mode
