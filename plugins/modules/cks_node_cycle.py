@@ -437,7 +437,8 @@ node_events:
       back Ready, uncordoned, put back, left cordoned and why. C(written) new Events, C(repeats) occurrences
       counted in an Event's series instead of a new Event, C(failed) Events that could not be written (each run
       with failures also warns; the batch goes on) and C(error) the first failure.
-  returned: mode=cycle, not in check mode
+    - With O(mode=release), the release's own - each node it uncordoned, each it left cordoned and why.
+  returned: mode=cycle, not in check mode; mode=release when it wrote (or failed to write) any
   type: dict
   sample: {written: 9, repeats: 3, failed: 0}
 jobs:

@@ -95,4 +95,8 @@ def test_a_refused_eviction_repeats_as_a_series(rollout_sim: Callable[..., Any])
     # One row per pod, its COUNT the refusals seen (kubectl reads the series).
     assert blocked and all(int(row[-2]) >= 2 for row in blocked), blocked
     reasons = [row[2] for row in rows]
-    assert in_order(reasons, ["CordonedForRollout", "DrainStarted", "EvictionBlocked", "DrainFailed", "LeftCordoned"]), reasons
+    assert in_order(reasons, ["CordonedForRollout", "DrainStarted", "EvictionBlocked", "DrainFailed", "LeftCordoned",
+                              "Uncordoned"]), reasons
+    # The release took the node back (it never went down) and said so.
+    released = [" ".join(row) for row in rows if row[2] == "Uncordoned"]
+    assert released and "Uncordoned by the release of rollout" in released[-1], released

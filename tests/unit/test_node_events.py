@@ -16,6 +16,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_eve
     eviction_blocked,
     left_cordoned,
     put_back_event,
+    released_event,
     step_event,
 )
 
@@ -88,6 +89,15 @@ def test_put_back_and_left_cordoned() -> None:
     left = left_cordoned("verify", "verify failed: not back by the batch deadline", RUN)
     assert (left.reason, left.action) == ("LeftCordoned", "Verify")
     assert left.note.endswith("the release or the next run uncordons it once it is back")
+
+
+def test_what_the_release_did_with_a_node() -> None:
+    back = released_event(True, "Ready with a new boot ID", RUN)
+    assert (back.reason, back.action, back.type) == ("Uncordoned", "Uncordon", "Normal")
+    assert back.note == f"Uncordoned by the release of rollout {RUN}: Ready with a new boot ID"
+    left = released_event(False, "not Ready: Ready=Unknown", RUN)
+    assert (left.reason, left.action, left.type) == ("LeftCordoned", "Release", WARNING)
+    assert left.note == f"Left cordoned by the release of rollout {RUN}: not Ready: Ready=Unknown"
 
 
 def test_a_long_note_is_cut_to_the_apis_limit() -> None:

@@ -139,8 +139,9 @@ class NodeEvents:
 
 
 def events_access_warning(kube: Any) -> Optional[str]:
-    """Whether this identity may write the Events (``create`` and ``patch`` on events in ``default``), asked of the API server (SelfSubjectAccessReview): a warning when it may not,
-    never a refusal (the rollout runs the same without them)."""
+    """Whether this identity may write the Events (``create`` and ``patch`` on events in ``default``),
+    asked of the API server (SelfSubjectAccessReview): a warning when it may not, never a refusal
+    (the rollout runs the same without them)."""
     missing = []
     for verb in ("create", "patch"):
         try:

@@ -5,8 +5,9 @@
 cycle, in the operator's words (pure; written by ``_clients/node_events.py``).
 
 Events go to the ``default`` namespace, where the kubelet and the node controller put a Node's
-own (a Node has no namespace), regarding the Node, reported by ``cloudstack.cks/rollout``. A repeat of the same Event (a PodDisruptionBudget refusing the same pod
-every few seconds) is one Event with a ``series`` whose count grows, as the API expects.
+own (a Node has no namespace), regarding the Node, reported by ``cloudstack.cks/rollout``. A
+repeat of the same Event (a PodDisruptionBudget refusing the same pod every few seconds) is one
+Event whose ``series`` and count grow, as the API expects.
 """
 
 from __future__ import annotations
@@ -118,6 +119,14 @@ def left_cordoned(step: str, why: str, run: Optional[str] = None) -> NodeEvent:
     return NodeEvent("LeftCordoned", _camel(step), _note(
         f"Left cordoned by {_run_words(run)}: {why}; the release or the next run uncordons it once it is back"),
         WARNING)
+
+
+def released_event(uncordoned: bool, why: str, run: Optional[str] = None) -> NodeEvent:
+    """What the rollout's release did with a node it had left cordoned: uncordoned it, or left it so."""
+    words = _run_words(run)
+    if uncordoned:
+        return NodeEvent("Uncordoned", "Uncordon", _note(f"Uncordoned by the release of {words}: {why}"))
+    return NodeEvent("LeftCordoned", "Release", _note(f"Left cordoned by the release of {words}: {why}"), WARNING)
 
 
 def _camel(step: str) -> str:
