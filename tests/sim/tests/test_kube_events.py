@@ -239,3 +239,21 @@ def test_get_pdb_prints_the_budgets(sim: SimHandle) -> None:
     header, found = rows(kubectl(sim, "get", "pdb", "-A"))
     assert header == ["NAMESPACE", "NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"]
     assert [r[:5] for r in found if r[1] == "web"] == [["default", "web", "3", "N/A", "1"]]
+
+
+def test_a_watch_of_events_k8s_io_sees_the_new_form(sim: SimHandle) -> None:
+    node = worker(sim)
+    listed = api(sim, "GET", "/apis/events.k8s.io/v1/namespaces/default/events").json()
+    version = listed["metadata"]["resourceVersion"]
+    assert api(sim, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", node_event(node, "u")).status_code == 201
+    with open(sim.env["kubeconfig"], encoding="utf-8") as fh:
+        token = yaml.safe_load(fh)["users"][0]["user"]["token"]
+    watched = requests.get(sim.env["kube_url"] + "/apis/events.k8s.io/v1/namespaces/default/events",
+                           params={"watch": "1", "resourceVersion": version, "timeoutSeconds": "1",
+                                   "fieldSelector": f"regarding.name={node}"},
+                           headers={"Authorization": f"Bearer {token}"}, verify=sim.env["kube_ca"], timeout=10)
+    lines = [json.loads(line) for line in watched.text.splitlines() if line.strip()]
+    added = [e["object"] for e in lines if e["type"] == "ADDED"]
+    assert [o["reason"] for o in added] == ["CordonedForRollout"]
+    assert added[0]["apiVersion"] == "events.k8s.io/v1" and added[0]["regarding"]["name"] == node
+    assert "involvedObject" not in added[0] and added[0]["note"] == "Cordoned for rollout r1"
