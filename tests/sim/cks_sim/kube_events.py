@@ -150,10 +150,10 @@ def validate_core_create(event: dict[str, Any], namespace: str) -> None:
     v1 = to_v1(event)
     causes = _new_style_causes(event.get("involvedObject") or {}, "involvedObject", v1, namespace, "reportingComponent")
     if causes:
-        raise ApiError(422, f'Event "{name}" is invalid: ' + "; ".join(
-            f"{f}: {m}" if v is None else f"{f}: Invalid value: {v!r}: {m}" for f, v, m in causes), "Invalid",
-            {"name": name, "kind": "events", "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f}
-                                                       for f, _v, m in causes]})
+        text = "; ".join(f"{f}: {m}" if v is None else f"{f}: Invalid value: {v!r}: {m}" for f, v, m in causes)
+        details = [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, _v, m in causes]
+        raise ApiError(422, f'Event "{name}" is invalid: {text}', "Invalid",
+                       {"name": name, "kind": "events", "causes": details})
 
 
 def _new_style_causes(regarding: dict[str, Any], ref_field: str, event: dict[str, Any], namespace: str,
