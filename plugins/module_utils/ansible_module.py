@@ -278,7 +278,11 @@ def run(module: ModuleHost, fn: Callable[[], Optional[Mapping[str, Any]]]) -> No
         module.fail_json(msg=f"unexpected {type(exc).__name__}: {text}",
                          exception=scrub_secrets(redact(traceback.format_exc())))
     else:
-        module.exit_json(**dict(result or {}))
+        answer = dict(result or {})
+        # A service's warnings are the run's (exit_json's own `warnings` is deprecated).
+        for warning in answer.pop("warnings", None) or []:
+            module.warn(str(warning))
+        module.exit_json(**answer)
 
 
 _RESERVED = frozenset({"msg", "failed", "changed", "exception", "invocation", "warnings", "deprecations"})

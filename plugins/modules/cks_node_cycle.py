@@ -420,6 +420,17 @@ retries:
   returned: mode=cycle
   type: dict
   sample: {total: 2, kubernetes: {retries: 2, by_action: {list nodes: 1, patch node prod-node-2a1f: 1}}}
+node_events:
+  description:
+    - The Kubernetes Events this run wrote about its nodes, in C(default), reported by C(cloudstack.cks/rollout) -
+      cordoned, drain started, eviction blocked by a PodDisruptionBudget, drained, VM stopped, changed, started,
+      back Ready, uncordoned, put back, left cordoned and why. C(written) new Events, C(repeats) occurrences
+      counted in an Event's series instead of a new Event, C(failed) Events that could not be written (each run
+      with failures also warns; the batch goes on) and C(error) the first failure.
+    - With O(mode=release), the release's own - each node it uncordoned, each it left cordoned and why.
+  returned: mode=cycle, not in check mode; mode=release when it wrote (or failed to write) any
+  type: dict
+  sample: {written: 9, repeats: 3, failed: 0}
 jobs:
   description:
     - The CloudStack async jobs of this run. C(polls) is the number of queryAsyncJobResult polls in all,

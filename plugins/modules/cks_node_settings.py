@@ -406,6 +406,15 @@ pending_taint:
   type: dict
   sample: {"key": "cloudstack.apache.org/rollout-pending", "effect": "PreferNoSchedule", "tainted": ["alpha-node-1"],
            "already_tainted": [], "not_kubernetes_nodes": []}
+node_events_allowed:
+  description:
+    - With O(plan=true), whether the identity may create and patch Events in C(default) (asked with a
+      SelfSubjectAccessReview), where the batches write their Events about the nodes they act on.
+    - V(false) is a warning, never a refusal - the rollout runs the same without them, but C(kubectl describe node)
+      will not show what it did.
+  returned: with O(plan=true), when nodes are planned
+  type: bool
+  sample: true
 lock_version:
   description:
     - With O(plan=true), the resourceVersion of the lock's Lease as this run wrote it when it took the lock.

@@ -65,7 +65,7 @@ def test_rollout_with_exactly_the_documented_rbac(rollout_sim: Any) -> None:
     assert {c["verb"] for c in restricted} >= {"get", "list", "watch", "patch", "create", "update"}
     # (poddisruptionbudgets: listed only to name the budgets behind a failed drain.)
     assert {c["resource"] for c in restricted} >= {"nodes", "pods", "pods/eviction", "daemonsets", "leases",
-                                                   "configmaps"}
+                                                   "configmaps", "events"}
     assert any(c["path"].endswith("/readyz/etcd") or "/readyz" in c["path"] for c in restricted) or not any(
         "/readyz" in c["path"] for c in kube_calls)
     assert [c for c in kube_calls if c.get("status") in (401, 403)] == []
@@ -111,6 +111,23 @@ def test_a_role_without_patch_on_leases_renews_the_lock_by_read_and_update(rollo
     assert [c for c in leases if c["verb"] == "update" and c["status"] == 200], leases
     assert sim.status()["lock_holder"] is None
     assert sim.invariants() == []
+
+
+def test_without_events_rbac_the_rollout_completes_with_a_warning(rollout_sim: Any) -> None:
+    """The nodes' Events are information: a role without create/patch on events is warned at the plan
+    and in each batch, the Events are counted as not written, and the rollout is the same."""
+    rules = [r for r in copy.deepcopy(documented_rules()) if "events" not in r.get("resources", [])]
+    sim = start(rollout_sim, rules)
+    run = sim.rollout(env={"K8S_AUTH_KUBECONFIG": restricted_kubeconfig(sim)}, **WORKERS_LARGER)
+    assert run.rc == 0, run.output
+    sim.assert_converged()
+    output = " ".join(run.output.split())
+    assert "the rollout may not create or patch events in default: it runs" in output, run.output
+    assert "Kubernetes Event(s) about the nodes could not be written (grant create and patch on events" in output
+    events = [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("resource") == "events"]
+    # One refused create per batch run, then nothing more is sent in that run.
+    assert events and {(c["verb"], c["status"]) for c in events} == {("create", 403)}, events
+    assert len(events) <= 2
 
 
 CONTROL_LARGER: dict[str, Any] = {"rollout_node_offerings": {"control": "cks-large"}, "rollout_etcd_endpoints": []}

@@ -55,7 +55,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer im
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_cycle import NodeCycle
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions, NodeEventSink
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import BatchResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.start_gates import StartGates
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, PHASE_CORDON, PHASE_RESTART, PHASE_UNCORDON
@@ -93,6 +93,8 @@ class BatchCycle:
         self.node_waits: NodeWaits = kube
         # Set per batch from its nodes' strict groups (see ``StartGates``).
         self.start_gates = StartGates()
+        #: Where the node cycles write their Events (``_clients/node_events.NodeEvents``); None: none.
+        self.node_events: Optional[NodeEventSink] = None
 
     def run(self) -> BatchResult:
         phase = self.options.phase

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, DeadlineExceeded, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import EvictionAnswer, PodList, PodsApi
@@ -73,6 +73,8 @@ class Drainer:
         self.kube = kube
         self.options = options or DrainOptions()
         self.daemonsets = daemonsets or DaemonSets(kube)
+        #: Told of each refused eviction (the pod, the PDB, the answer): the node's Events.
+        self.on_blocked: Optional[Callable[[dict[str, Any], str, str], None]] = None
 
     # -- selection ---------------------------------------------------------------------------
 
@@ -131,6 +133,8 @@ class Drainer:
                 state.last_answer = message or f"HTTP {result.status}"
                 if kind == "blocked":
                     state.blocked_by = result.pdb or _pdb_from_message(message) or state.blocked_by
+                    if self.on_blocked is not None:
+                        self.on_blocked(state.pod, state.blocked_by, message)
                     if deadline.remaining() <= 0:
                         state.outcome, state.error = "failed", f"eviction still refused at the deadline: {message}"
                         return

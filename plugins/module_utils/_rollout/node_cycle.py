@@ -14,9 +14,7 @@ from typing import Any, Callable, Optional
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, DeadlineExceeded, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.after_stop import (
-    put_back_cause,
     refused_after_stop,
-    start_refusal_cause,
     start_refused_after_change,
     to_undo,
 )
@@ -37,6 +35,12 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node imp
     node_is_back,
     node_with_vm,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import (
+    STARTED,
+    NodeEvent,
+    eviction_blocked,
+    step_event,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import outdated_reasons
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import (
     CONTROL,
@@ -50,6 +54,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import Drainer
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import BatchContext
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.put_back_steps import put_back_after, tell_failure
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord, step_failure_cause
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_OUTCOMES, PHASE_UNCORDON, STEPS, steps_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.vm_changes import VmChanges, settled
@@ -96,15 +101,33 @@ class NodeCycle:
             detail = fn()
         except StepFailed as exc:
             record.ended, record.outcome, record.detail = time.time(), "failed", step_failure_cause(exc)
+            self._tell(name, "failed", record.detail)
             raise
         except CksError as exc:
             record.ended, record.outcome, record.detail = time.time(), "failed", exc.msg
+            self._tell(name, "failed", exc.msg)
             raise StepFailed(self.node.name, name, exc.msg, **_answer(exc)) from exc
         record.ended, record.outcome, record.detail = time.time(), "ok", detail or ""
+        self._tell(name, "ok", record.detail)
 
     def _skip(self, name: str, why: str) -> None:
         now = time.time()
         self.result.steps.append(StepRecord(name=name, started=now, ended=now, outcome="skipped", detail=why))
+        self._tell(name, "skipped", why)
+
+    def _tell(self, step: str, outcome: str, detail: str) -> None:
+        """The node's Event for a step, when it has one (``_decisions/node_events.py``)."""
+        sink = self.batch.node_events
+        event = step_event(step, outcome, detail, sink.run) if sink is not None else None
+        if event is not None:
+            self._event(event)
+
+    def _event(self, event: NodeEvent) -> None:
+        sink = self.batch.node_events
+        if sink is None or not self._k8s:
+            return  # an external etcd node is no Node: nothing to tell describe
+        known = self._last_read or self.view.k8s_objects.get(self.node.name) or {}
+        sink.record(self.node.name, (known.get("metadata") or {}).get("uid"), event)
 
     @property
     def _k8s(self) -> bool:
@@ -170,9 +193,10 @@ class NodeCycle:
         except StepFailed as exc:
             self.failure = exc
             if self.options.put_back_on_refusal and refused_after_stop(exc.step, exc.details):
-                self.failure = self._put_back_after(exc)
+                self.failure = put_back_after(self, exc)
             elif self.options.put_back_on_refusal and start_refused_after_change(exc.step, exc.details, self._changed()):
-                self.failure = self._put_back_after(exc, undo=to_undo(self._changed()))
+                self.failure = put_back_after(self, exc, undo=to_undo(self._changed()))
+            tell_failure(self, exc)
         except Exception as exc:  # a bug must still end this node's thread with a result
             self.failure = StepFailed(self.node.name, self.result.steps[-1].name if self.result.steps else "cycle",
                                       f"{type(exc).__name__}: {exc}")
@@ -185,77 +209,6 @@ class NodeCycle:
     def _changed(self) -> list[str]:
         """The steps of this cycle that went through."""
         return [r.name for r in self.result.steps if r.outcome == "ok"]
-
-    def _put_back_after(self, refusal: StepFailed, undo: Optional[list[str]] = None) -> StepFailed:
-        """CloudStack refused a change of the Stopped VM: start it on what it has now, see it back and
-        return it to service, so that a refusal never leaves a drained node down. The batch still
-        fails with the refusal (the node stays out of date; the next run retries it). A put-back
-        that fails leaves the node as it is, cordoned, for the rerun to resume.
-
-        ``undo``: the planner refused the start of the changed VM; these changes (its groups, its
-        offering) are undone first, so that it starts on what it had."""
-        answer = {k: v for k, v in refusal.details.items() if k not in ("node", "step")}
-        refused = step_failure_cause(refusal)
-        if undo is not None:
-            return self._put_back_unchanged(refusal, undo, answer, refused)
-        try:
-            self._step("start", self._run_start)
-            self._step("verify", self._verify_put_back)
-            if self._k8s and self._ours:
-                self._step("uncordon", self._run_uncordon)
-            elif self._k8s and self._marks_left():
-                self._step("unmark", self._run_unmark)
-        except StepFailed as failed:
-            why = f"{failed.step}: {step_failure_cause(failed)}"
-            return StepFailed(self.node.name, refusal.step, put_back_cause(refused, why, False),
-                              **answer, put_back=False)
-        return StepFailed(self.node.name, refusal.step, put_back_cause(refused, None, self._ours),
-                          **answer, put_back=True)
-
-    def _put_back_unchanged(self, refusal: StepFailed, undo: list[str], answer: dict[str, Any],
-                            refused: str) -> StepFailed:
-        try:
-            for name in undo:
-                step, action = UNDO[name]
-                self._step(step, functools.partial(action, self))
-            self._step("start", self._run_start)
-            self._step("verify", self._verify_put_back)
-            if self._k8s and self._ours:
-                self._step("uncordon", self._run_uncordon)
-            elif self._k8s and self._marks_left():
-                self._step("unmark", self._run_unmark)
-        except StepFailed as failed:
-            why = f"{failed.step}: {step_failure_cause(failed)}"
-            return StepFailed(self.node.name, refusal.step, start_refusal_cause(refused, undo, why, False),
-                              **answer, put_back=False)
-        return StepFailed(self.node.name, refusal.step, start_refusal_cause(refused, undo, None, self._ours),
-                          **answer, put_back=True)
-
-    def _undo_update_affinity_groups(self) -> str:
-        groups = self.plan.affinity_groups
-        if groups is None:
-            raise AssertionError("only a change of groups is undone")
-        names = self.result.changes.get("affinity_groups", {})
-        return settled(f"{names.get('to')} -> {names.get('from')} (as before the rollout)",
-                       self._changes.set_affinity_groups(list(groups.from_), self._job_deadline()))
-
-    def _undo_change_offering(self) -> str:
-        offering = self.plan.offering
-        if offering is None or offering.from_ is None:
-            raise StepFailed(self.node.name, "restore_offering", "the VM's previous offering is not known")
-        return settled(f"{self.view.offering_name(offering.to)} -> {self.view.offering_name(offering.from_)} "
-                       "(as before the rollout)", self._changes.change_offering(offering.from_, self.deadline))
-
-    def _verify_put_back(self) -> str:
-        """As verify, but the VM still differs from the settings: that is what was refused."""
-        parts = [self._wait_until_back()] if self._k8s else []
-        state = self._read_vm().get("state")
-        if state != "Running":
-            raise StepFailed(self.node.name, "verify", f"VM is {state}")
-        parts.append("VM Running on what it had (still out of date)")
-        if self._needs_etcd:
-            parts.append(self._wait_for_etcd())
-        return "; ".join(parts)
 
     # -- the steps ----------------------------------------------------------------------------------
 
@@ -294,7 +247,10 @@ class NodeCycle:
         return self._patch(exclusion_patch(), f"labelled {LB_EXCLUSION_LABEL}")
 
     def _run_drain(self) -> str:
-        return self._drain(Drainer(self.kube, self.options.drain, self.batch.daemonsets))
+        drainer = Drainer(self.kube, self.options.drain, self.batch.daemonsets)
+        self._tell("drain", STARTED, "")
+        drainer.on_blocked = lambda pod, pdb, answer: self._event(eviction_blocked(pod, pdb, answer))
+        return self._drain(drainer)
 
     def _run_lb_wait(self) -> str:
         return self._lb_wait()
@@ -328,8 +284,8 @@ class NodeCycle:
                        self._changes.set_affinity_groups(groups.to, self._job_deadline()))
 
     def _run_start(self) -> str:
-        gates = getattr(self.batch, "start_gates", None)
-        if gates is None or not gates.groups_of(self.node.name):
+        gates = self.batch.start_gates
+        if not gates.groups_of(self.node.name):
             return settled("Running", self._changes.start(self._job_deadline()))
         # Not at the same moment as another node of its strict groups: each is planned with the
         # one before already on its host.
@@ -561,9 +517,3 @@ ACTIONS: dict[str, StepAction] = {
 if set(ACTIONS) != {step.name for step in STEPS}:
     raise ImportError(f"node_cycle: the steps {sorted(set(ACTIONS) ^ {step.name for step in STEPS})} "
                       "are not both in steps.STEPS and ACTIONS")
-
-#: The changes a refused start undoes, by the step that made them: the put-back step and its action.
-UNDO: dict[str, tuple[str, Callable[[NodeCycle], str]]] = {
-    "update_affinity_groups": ("restore_affinity_groups", NodeCycle._undo_update_affinity_groups),
-    "change_offering": ("restore_offering", NodeCycle._undo_change_offering),
-}

@@ -11,6 +11,7 @@ from typing import Optional, Protocol
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, NodeWaits
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import NodeEvent
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import DaemonSets
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
@@ -43,6 +44,15 @@ class CycleOptions:
     put_back_on_refusal: bool = True
 
 
+class NodeEventSink(Protocol):
+    """Where a batch or a release writes its Events on the nodes (``_clients/node_events.NodeEvents``)."""
+
+    run: Optional[str]  # the rollout the Events name
+
+    def record(self, node: str, uid: Optional[str], event: NodeEvent) -> None:
+        """Write (or add to the series of) ``event`` on Node ``node``; never raises."""
+
+
 class BatchContext(Protocol):
     """What each node's cycle reads from its batch: the clients, the options, the settings, etcd."""
 
@@ -54,3 +64,4 @@ class BatchContext(Protocol):
     daemonsets: DaemonSets  # read once for the batch's drains
     node_waits: NodeWaits  # the batch's one watch of its nodes, else the client
     start_gates: StartGates  # starts of nodes sharing a strict affinity group, one after another
+    node_events: Optional[NodeEventSink]  # None: the batch writes no Events

@@ -36,9 +36,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols i
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import capacity, health_problems, outcome, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import released_event
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import NodeEventSink
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore, format_microtime, parse_microtime
 
 T = TypeVar("T")
@@ -179,6 +181,8 @@ class Release:
         self.view: Optional[ClusterView] = None
         #: The record as the release read it before recording the outcome (its stored settings).
         self.record: Optional[Any] = None
+        #: Where the release's Events about the nodes go (``_clients/node_events.NodeEvents``); None: none.
+        self.node_events: Optional[NodeEventSink] = None
 
     def run(self, last_error: Optional[str] = None, skipped: Optional[Sequence[str] | str] = None,
             rollout_result: Optional[str] = None) -> ReleaseResult:
@@ -215,6 +219,7 @@ class Release:
                 result.changed = True
         result.lb_exclusion_kept = [{"node": name, "why": why} for name, why in kept]
         result.left_cordoned = [{"node": name, "why": why} for name, why in leave]
+        self._tell(view, result)
         result.cordoned_by_others = [n.name for n in view.nodes if n.cordoned_by_others]
 
         result.cores, result.memory_mb = capacity(view)
@@ -226,6 +231,19 @@ class Release:
 
         if not self.check_mode and self.record_store is not None:
             result.changed |= bool(steps.run("record the outcome", lambda: self._record(result)))
+
+    def _tell(self, view: ClusterView, result: ReleaseResult) -> None:
+        """The nodes' Events: each one uncordoned, each one left cordoned, and why."""
+        events = self.node_events
+        if events is None or self.check_mode:
+            return
+        run = events.run
+        told = [(u["node"], True, u["why"]) for u in result.uncordoned] + [
+            (u["node"], False, u["why"]) for u in result.left_cordoned]
+        for name, uncordoned, why in told:
+            known = view.k8s_objects.get(name) or {}
+            if known:
+                events.record(name, (known.get("metadata") or {}).get("uid"), released_event(uncordoned, why, run))
 
     def _left_message(self, result: ReleaseResult, view: Optional[ClusterView], steps: Persistent) -> str:
         failed = "; ".join(f"{u['step']}: {u['error']}" for u in steps.unfinished)

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import quorum_client
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import NodeEvents
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import side_by_side
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
@@ -193,11 +194,16 @@ def _run_batch(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                        etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
                        lock=lock, project_id=params.get("project_id"))
+    events = batch.node_events = NodeEvents(kube, run=params.get("lock_holder"))
     result = batch.run()
     if lock is not None and lock.written_version:
         written["version"] = lock.written_version
     result.raise_for_failure()
     answer = dict(result.to_dict(), changed=result.changed)
+    if not check_mode:
+        answer["node_events"] = events.report()
+    if events.warnings():
+        answer["warnings"] = events.warnings()  # the run's warnings (ansible_module.run)
     if lock is not None and lock.written_version:
         answer["lock_version"] = lock.written_version  # the next batch renews from it in one write
     return answer

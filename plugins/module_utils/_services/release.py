@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import NodeEvents
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
@@ -83,11 +84,17 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
         lock.written_version = seen.resource_version
     release = Release(cloud, kube, session.loader, str(params["cluster"]), session.store, lock,
                       project_id=params.get("project_id"), check_mode=check_mode)
+    events = release.node_events = NodeEvents(kube, run=holder)
     rollout_result, last_error = rollout.ending()
     result = release.run(last_error=last_error, skipped=rollout.skipped, rollout_result=rollout_result)
     record = release.record if release.record is not None or release.view is None else session.store.read()
-    return with_report({"release": result.to_dict(), "changed": result.changed,
-                        "after": after_counts(release.view, record)}, rollout, params, check_mode)
+    answer = with_report({"release": result.to_dict(), "changed": result.changed,
+                          "after": after_counts(release.view, record)}, rollout, params, check_mode)
+    if events.written or events.failed:
+        answer["node_events"] = events.report()
+    if events.warnings():
+        answer["warnings"] = events.warnings()
+    return answer
 
 
 def with_report(answer: dict[str, Any], rollout: Rollout, params: Mapping[str, Any], check_mode: bool) -> dict[str, Any]:

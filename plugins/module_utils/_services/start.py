@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import events_access_warning
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
@@ -82,6 +83,12 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
         if not check_mode and taken is not None and taken.holder == request.lock_holder and taken.resource_version:
             # The Lease as this run left it: the first batch renews from it in one write, no read.
             result["lock_version"] = taken.resource_version
+        if result["hosts"]:
+            # The nodes' Events need create and patch on events: without them a warning, not a refusal.
+            warning = events_access_warning(session.kube)
+            result["node_events_allowed"] = warning is None
+            if warning is not None:
+                result["warnings"] = [warning]
         if params.get("taint_pending") and result["hosts"] and not check_mode:
             tainted = taint_pending(session, {"nodes": result["hosts"], "lock_holder": request.lock_holder})
             result["pending_taint"] = tainted["pending_taint"]

@@ -19,11 +19,12 @@ import math
 import random
 import re
 import secrets
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from . import kube_run
+from . import kube_leases, kube_run
 from .kube_watch import DEFAULT_BOOKMARK_SECONDS, DEFAULT_CACHE_SIZE, WatchCache
 from .selectors import object_selects as selector_matches
 
@@ -35,6 +36,9 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 LIFECYCLE_TAINTS = (UNSCHEDULABLE_TAINT, UNREACHABLE_TAINT, NOT_READY_TAINT)
 NODE_LEASE_RENEW = 10.0  # simulated seconds between kubelet lease renewals
+EVENT_TTL = 3600.0  # simulated seconds an Event lives after its last write (kube-apiserver --event-ttl)
+#: rand.SafeEncodeString's alphabet (apimachinery/pkg/util/rand): no vowels, no 0, 1 or 3.
+SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 MICROTIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
 
 
@@ -197,6 +201,20 @@ def parse_microtime(value: Any, field_path: str, kind: str) -> str:
     return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def safe_encode(text: str) -> str:
+    """rand.SafeEncodeString: each byte of ``text`` picks a character of SAFE_ALPHABET."""
+    return "".join(SAFE_ALPHABET[ord(ch) % len(SAFE_ALPHABET)] for ch in text)
+
+
+def template_hash(template: dict[str, Any]) -> str:
+    """The pod-template-hash the Deployment controller gives a template (controller.ComputeHash: a
+    32-bit FNV-1a of the template's dump, its decimal form safe-encoded)."""
+    value = 0x811C9DC5
+    for byte in json.dumps(template, sort_keys=True).encode():
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return safe_encode(str(value))
+
+
 def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
     for tol in tolerations:
         effect = tol.get("effect")
@@ -312,6 +330,10 @@ class KubeWorld:
         self.watch_enabled = bool(kube_spec.get("watch", True))
         self.watch_bookmark_seconds = float(kube_spec.get("watch_bookmark_seconds", DEFAULT_BOOKMARK_SECONDS))
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {r: {} for r in RESOURCES}
+        # When each Event was last written (sim.clock time): it goes once EVENT_TTL has passed since.
+        self._event_writes: dict[tuple[str, str], float] = {}
+        self.event_ttl = float(kube_spec.get("event_ttl", EVENT_TTL))
+        self.leader_leases = kube_leases.LeaderLeases()
         self.nodes: dict[str, NodeState] = {}
         self.workloads: dict[tuple[str, str, str], Workload] = {}
         self._pod_timers: dict[tuple[str, str], int] = {}
@@ -351,6 +373,7 @@ class KubeWorld:
             if state.node_type == "control":
                 self._ensure_mirror_pods(state.name)
         self._reconcile_all()
+        self.leader_leases.refresh(self)
         for key in list(self._objects["pods"]):
             # The cluster starts settled: pods already placed on running nodes are Running.
             pod = self._objects["pods"][key]
@@ -392,6 +415,8 @@ class KubeWorld:
         self.watch_cache.record(meta["resourceVersion"], plural, etype, obj)
         if plural == "pods":
             self._index_pod(key, obj)
+        elif plural == "events":
+            self._event_writes[key] = self.sim.clock.now()
         return obj
 
     def _index_pod(self, key: tuple[str, str], pod: dict[str, Any]) -> None:
@@ -687,23 +712,61 @@ class KubeWorld:
         return node
 
     def _event(self, namespace: str, involved: dict[str, Any], etype: str, reason: str, message: str,
-               component: str, host: Optional[str] = None) -> None:
-        stamp = now_time()
-        name = f"{involved['name']}.{self.rng.getrandbits(64):016x}"
-        source = {"component": component}
-        if host:
-            source["host"] = host
-        self._store("events", {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": self._new_meta(name, namespace),
-            "involvedObject": involved, "reason": reason, "message": message, "type": etype,
-            "source": source, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-            "reportingComponent": component, "reportingInstance": host or "",
-        })
+               component: str, host: Optional[str] = None, action: Optional[str] = None) -> None:
+        """An Event as its component records it: through the legacy recorder (client-go
+        tools/record: source, first/last timestamp, count), or with ``action`` through the
+        events.k8s.io recorder (tools/events, as kube-scheduler: eventTime, action, no source)."""
+        if not self._built:
+            return  # the starting state's history is not replayed
+        # The recorders' names: <object>.<unix nanoseconds in hex>, so a list is in time order.
+        stamp_ns = time.time_ns()
+        while self._raw("events", namespace, f"{involved['name']}.{stamp_ns:x}") is not None:
+            stamp_ns += 1
+        name = f"{involved['name']}.{stamp_ns:x}"
+        event: dict[str, Any] = {"apiVersion": "v1", "kind": "Event", "metadata": self._new_meta(name, namespace),
+                                 "involvedObject": involved, "reason": reason, "message": message, "type": etype}
+        if action is None:
+            stamp = now_time()
+            source = {"component": component}
+            if host:
+                source["host"] = host
+            event.update({"source": source, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+                          "eventTime": None, "reportingComponent": component, "reportingInstance": host or ""})
+        else:
+            event.update({"source": {}, "firstTimestamp": None, "lastTimestamp": None, "eventTime": now_micro(),
+                          "action": action, "reportingComponent": component,
+                          "reportingInstance": f"{component}-{host or 'control-plane'}"})
+        self._store("events", event)
+
+    def expire_events(self) -> None:
+        """Events past the TTL since their last write are gone (etcd's lease on each one expired)."""
+        limit = self.sim.clock.real(self.event_ttl)
+        now = self.sim.clock.now()
+        for key, written in list(self._event_writes.items()):
+            if now - written < limit:
+                continue
+            del self._event_writes[key]
+            event = self._objects["events"].pop(key, None)
+            if event is not None:
+                self._deleted("events", event)
+
+    def _pod_ref(self, pod: dict[str, Any], container: Optional[str] = None) -> dict[str, Any]:
+        meta = pod["metadata"]
+        ref = {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"],
+               "apiVersion": "v1", "resourceVersion": meta.get("resourceVersion", "")}
+        if container:
+            ref["fieldPath"] = f"spec.containers{{{container}}}"
+        return ref
 
     def _node_ref(self, name: str) -> dict[str, Any]:
         node = self._raw("nodes", "", name)
         return {"kind": "Node", "name": name, "uid": node["metadata"]["uid"], "apiVersion": "v1"}
+
+    @staticmethod
+    def _kubelet_node_ref(name: str) -> dict[str, Any]:
+        # The kubelet's reference to its Node carries the node's NAME as uid (kubelet.go nodeRef),
+        # which is why kubectl describe node asks for both.
+        return {"kind": "Node", "name": name, "uid": name}
 
     def _api_endpoint_changed(self) -> None:
         for listener in list(self.on_endpoint_change):
@@ -733,6 +796,9 @@ class KubeWorld:
         for pod in self._pods_on(name):
             if self._pod_ready(pod):
                 self._set_pod_ready(pod, False)
+                # controller/util/node MarkPodsNotReady records this on each pod it flips.
+                self._event(pod["metadata"]["namespace"], self._pod_ref(pod), "Warning", "NodeNotReady",
+                            "Node is not ready", "node-controller")
         self._event("default", self._node_ref(name), "Normal", "NodeNotReady",
                     f"Node {name} status is now: NodeNotReady", "node-controller")
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="notready", ready="Unknown")
@@ -775,7 +841,7 @@ class KubeWorld:
         self._kubelet_conditions(node["status"]["conditions"], ready=not never_ready)
         self._touch_node(name)
         self._renew_node_lease(name)
-        ref = self._node_ref(name)
+        ref = self._kubelet_node_ref(name)
         self._event("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
         if old_boot:
             self._event("default", ref, "Warning", "Rebooted",
@@ -790,6 +856,8 @@ class KubeWorld:
             else:
                 self._restart_pod(pod, ready_node=not never_ready)
         if not never_ready:
+            # kubelet_node_status.go recordNodeStatusEvent, once the new kubelet posts Ready.
+            self._event("default", ref, "Normal", "NodeReady", f"Node {name} status is now: NodeReady", "kubelet", name)
             self.sim.timeline.add(cluster=self.cluster_id, node=name, event="ready")
         self._after_change()
 
@@ -861,7 +929,7 @@ class KubeWorld:
         self._store(plural, {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": spec_body,
                              "status": {}})
         if kind == "Deployment":
-            wl.template_hash = hashlib.sha256(f"{ns}/{name}".encode()).hexdigest()[:10]
+            wl.template_hash = template_hash(template)
             wl.rs_name = f"{name}-{wl.template_hash}"
             wl.rs_uid = self.new_uid()
             rs_labels = {**labels, "pod-template-hash": wl.template_hash}
@@ -983,8 +1051,25 @@ class KubeWorld:
             "status": {"phase": "Pending", "qosClass": "BestEffort"},
         }
         self._store("pods", pod)
+        self._created_by_controller(wl, pod)
         self._place(pod, node)
         return pod
+
+    def _created_by_controller(self, wl: Workload, pod: dict[str, Any]) -> None:
+        """The owning controller's SuccessfulCreate (replica_set.go / daemon_controller.go "Created pod:
+        %v"; stateful_pod_control.go "create Pod %s in StatefulSet %s successful")."""
+        name = pod["metadata"]["name"]
+        if wl.kind == "Deployment":
+            ref = {"kind": "ReplicaSet", "namespace": wl.namespace, "name": wl.rs_name, "uid": wl.rs_uid,
+                   "apiVersion": "apps/v1"}
+            self._event(wl.namespace, ref, "Normal", "SuccessfulCreate", f"Created pod: {name}", "replicaset-controller")
+        elif wl.kind in ("DaemonSet", "StatefulSet"):
+            ref = {"kind": wl.kind, "namespace": wl.namespace, "name": wl.name, "uid": wl.uid, "apiVersion": "apps/v1"}
+            if wl.kind == "DaemonSet":
+                self._event(wl.namespace, ref, "Normal", "SuccessfulCreate", f"Created pod: {name}", "daemonset-controller")
+            else:
+                self._event(wl.namespace, ref, "Normal", "SuccessfulCreate",
+                            f"create Pod {name} in StatefulSet {wl.name} successful", "statefulset-controller")
 
     def _schedulable(self, pod: dict[str, Any], node_name: str) -> bool:
         node = self._raw("nodes", "", node_name)
@@ -1048,6 +1133,11 @@ class KubeWorld:
             self._store("pods", pod)
             return
         pod["spec"]["nodeName"] = node
+        if self._built and MIRROR_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
+            # kube-scheduler's binding, recorded through the events.k8s.io recorder (schedule_one.go).
+            self._event(pod["metadata"]["namespace"], self._pod_ref(pod), "Normal", "Scheduled",
+                        f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {node}",
+                        "default-scheduler", action="Binding")
         if self._built:
             owner = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
             self.sim.timeline.add(cluster=self.cluster_id, node=node, event="scheduled",
@@ -1427,6 +1517,11 @@ class KubeWorld:
         pod["metadata"]["deletionTimestamp"] = time_after(grace)
         pod["metadata"]["deletionGracePeriodSeconds"] = grace
         self._store("pods", pod)
+        if self.nodes[node].kubelet_posting:
+            # kuberuntime_container.go killContainer: one Killing event per running container.
+            for container in pod["spec"].get("containers") or []:
+                self._event(pod["metadata"]["namespace"], self._pod_ref(pod, container["name"]), "Normal", "Killing",
+                            f"Stopping container {container['name']}", "kubelet", node)
         slow = self.sim.faults.peek("slow_drain", node=node, cluster=self.cluster_id)
         if slow is not None:
             delay = self.sim.clock.real(float(slow.get("seconds", 60)))
@@ -1604,6 +1699,10 @@ class KubeWorld:
         # Controllers' writes that depend on time or faults, brought up to date before a read.
         if plural == "leases" and namespace in (None, NODE_LEASE_NS):
             self.refresh_node_leases()
+        if plural == "leases" and namespace in (None, kube_leases.NAMESPACE):
+            self.leader_leases.refresh(self)
+        if plural == "events":
+            self.expire_events()
         if RESOURCES[plural].group in ("policy", "apps"):
             self._refresh_derived()
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import kube_exec, kube_table, kube_watch, rbac, selectors
+from . import kube_events, kube_exec, kube_table, kube_watch, rbac, selectors
 from .core import drop_connection
 from .kube import RESOURCES, ApiError, KubeWorld, Resource
 from .tls import client_identity, make_tls, read_pem
@@ -276,7 +276,7 @@ def field_selector(text: str, plural: str) -> Callable[[dict[str, Any]], bool]:
 
 def _groups() -> dict[str, list[Resource]]:
     groups: dict[str, list[Resource]] = {}
-    for res in RESOURCES.values():
+    for res in list(RESOURCES.values()) + [kube_events.EVENTS_V1]:
         groups.setdefault(res.api_version, []).append(res)
     return groups
 
@@ -381,6 +381,8 @@ def parse_route(segments: list[str]) -> Route:
     if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
         route.namespace, rest = rest[1], rest[2:]
     res = RESOURCES.get(rest[0])
+    if res is not None and res.api_version != gv and gv == kube_events.EVENTS_V1.api_version:
+        res = kube_events.EVENTS_V1 if rest[0] == kube_events.EVENTS_V1.plural else None
     if res is None or res.api_version != gv or len(rest) > 3:
         raise _not_found_path()
     if route.namespace is not None and not res.namespaced:
@@ -751,6 +753,8 @@ class KubeApp:
                   environ: Optional[dict[str, Any]] = None) -> Response:
         res = route.res
         assert res is not None
+        if res is kube_events.EVENTS_V1 and verb in ("get", "create", "update", "patch"):
+            return self._events_v1(world, route, verb, request)
         if route.subresource == "eviction":
             if verb != "create":
                 raise ApiError(405, "the server does not allow this method on the requested resource",
@@ -789,6 +793,8 @@ class KubeApp:
                 return _json_response(obj)
         if verb == "create":
             body = self._body(request, res)
+            if res.plural == "events":
+                kube_events.validate_core_create(body, ns)
             with self.sim.lock:
                 return _json_response(world.create(res.plural, ns, body), 201)
         if verb == "update":
@@ -808,6 +814,48 @@ class KubeApp:
             with self.sim.lock:
                 return _json_response(world.delete(res.plural, ns, route.name or "", options))
         raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+
+    def _events_v1(self, world: KubeWorld, route: Route, verb: str, request: Request) -> Response:
+        """events.k8s.io/v1: the stored core/v1 Event converted in and out (kube_events.py)."""
+        ns, name = route.namespace or "", route.name or ""
+        if verb == "create" and route.name is not None:
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        if verb == "get":
+            with self.sim.lock:
+                world.expire_events()
+                current = world.get("events", ns, name)
+                if kube_table.wants_table(request.headers.get("Accept", "")):
+                    return _json_response(kube_table.table("events", [current], {"resourceVersion": world.current_rv()},
+                                                           include_object=request.args.get("includeObject", "Metadata")))
+                return _json_response(kube_events.to_v1(current))
+        body = self._body(request, kube_events.EVENTS_V1)
+        if not isinstance(body, (dict, list)):
+            raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
+        with self.sim.lock:
+            if verb == "create":
+                if not isinstance(body, dict):
+                    raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
+                kube_events.validate_create(body, ns)
+                return _json_response(kube_events.to_v1(world.create("events", ns, kube_events.to_core(body))), 201)
+            world.expire_events()
+            old = kube_events.to_v1(world.get("events", ns, name))
+            if verb == "patch":
+                content_type = (request.content_type or "").split(";")[0].strip().lower()
+                if content_type not in (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH):
+                    raise ApiError(415, f"the body of the request was in an unknown format - accepted media types "
+                                        f"include: {JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_PATCH}", "UnsupportedMediaType")
+                try:
+                    if content_type == JSON_PATCH:
+                        body = json_patch(old, body)
+                    elif isinstance(body, dict):
+                        body = (merge_patch if content_type == MERGE_PATCH else strategic_merge_patch)(old, body)
+                except PatchError as exc:
+                    raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}",
+                                   "Invalid") from None
+            if not isinstance(body, dict):
+                raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
+            kube_events.validate_update(old, body)
+            return _json_response(kube_events.to_v1(world.update("events", ns, name, kube_events.to_core(body))))
 
     def _patch(self, world: KubeWorld, res: Resource, ns: str, route: Route, request: Request) -> dict[str, Any]:
         content_type = (request.content_type or "").split(";")[0].strip().lower()
@@ -865,15 +913,21 @@ class KubeApp:
             stream.as_table = lambda obj: kube_table.table(
                 res.plural, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
                 include_object=include)
+        elif res is kube_events.EVENTS_V1:
+            stream.as_table = kube_events.to_v1  # the stored core/v1 form, shown as this group's
         return Response(stream.lines(), status=200, content_type="application/json", direct_passthrough=True)
 
     @staticmethod
     def _selectors(res: Resource, args: Any) -> tuple[Callable[[dict[str, str]], bool], Callable[[dict[str, Any]], bool]]:
         # The label selector is decoded first (ListOptions' conversion order), the field labels
         # checked last; the message is the parser's alone (kubectl adds "Unable to find ...").
+        # events.k8s.io/v1 field labels name the stored (core/v1) form's fields.
+        fields = args.get("fieldSelector", "")
+        if res is kube_events.EVENTS_V1:
+            fields = kube_events.core_field_selector(fields)
         try:
             labels = selectors.parse_labels(args.get("labelSelector", ""))
-            return labels.matches, field_selector(args.get("fieldSelector", ""), res.plural)
+            return labels.matches, field_selector(fields, res.plural)
         except selectors.SelectorError as exc:
             raise ApiError(400, str(exc), "BadRequest") from None
 
@@ -949,6 +1003,8 @@ class KubeApp:
             if kube_table.wants_table(request.headers.get("Accept", "")):
                 return json.dumps(kube_table.table(res.plural, items, meta,
                                                    include_object=args.get("includeObject", "Metadata")))
+            if res is kube_events.EVENTS_V1:
+                items = [kube_events.to_v1(i) for i in items]
             # The API server omits kind and apiVersion on list items.
             text = json.dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta,
                                "items": [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")}

@@ -3,7 +3,7 @@
 ``kubectl get`` asks for it and prints what the server's printers put in it, so the columns
 and cells follow ``pkg/printers/internalversion/printers.go`` (``printNode``, ``printPod``,
 ``printConfigMap``, ``printNamespace``, ``printLease``, ``printPodDisruptionBudget``,
-``printDeployment``); everything else gets the default convertor's ``Name`` and ``Created At``
+``printDeployment``, ``printReplicaSet``, ``printEvent``); everything else gets the default convertor's ``Name`` and ``Created At``
 (``rest.DefaultTableConvertor``). Rows carry ``PartialObjectMetadata`` (``includeObject``
 defaults to Metadata), which kubectl uses for the namespace column of ``-A`` and for ``-o name``.
 """
@@ -187,7 +187,73 @@ def deployment_cells(obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
             int(status.get("updatedReplicas", 0)), int(status.get("availableReplicas", 0)), age(obj, now)]
 
 
+def _since(value: Optional[str], now: datetime.datetime) -> str:
+    """translateTimestampSince / translateMicroTimestampSince: "<unknown>" for a zero time."""
+    moment = _parse_time(value)
+    return "<unknown>" if moment is None else human_duration((now - moment).total_seconds())
+
+
+EVENT_COLUMNS = [_column("Last Seen"), _column("Type"), _column("Reason"), _column("Object"),
+                 _column("Subobject", priority=1), _column("Source", priority=1), _column("Message"),
+                 _column("First Seen", priority=1), _column("Count", priority=1),
+                 _column("Name", priority=1, fmt="name", description=_NAME["description"])]
+
+
+def event_cells(obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
+    """printEvent (the server prints wide; kubectl hides the priority-1 columns)."""
+    first = _since(obj.get("firstTimestamp"), now) if obj.get("firstTimestamp") else _since(obj.get("eventTime"), now)
+    last = _since(obj.get("lastTimestamp"), now) if obj.get("lastTimestamp") else first
+    count = int(obj.get("count") or 0)
+    series = obj.get("series")
+    if series:
+        last, count = _since(series.get("lastObservedTime"), now), int(series.get("count") or 0)
+    elif count == 0:
+        count = 1  # singleton events carry no count in the events.k8s.io API
+    involved = obj.get("involvedObject") or {}
+    kind = str(involved.get("kind", "")).lower()
+    target = f"{kind}/{involved['name']}" if involved.get("name") else kind
+    source = obj.get("source") or {}
+    # formatEventSource: the source's component (and host), else the reporting controller (and instance).
+    component, host = source.get("component") or "", source.get("host") or ""
+    if not component:
+        component, host = obj.get("reportingComponent") or "", obj.get("reportingInstance") or ""
+    shown = f"{component}, {host}" if host else component
+    return [last, obj.get("type", ""), obj.get("reason", ""), target, involved.get("fieldPath", ""), shown,
+            str(obj.get("message", "")).strip(), first, count, obj["metadata"]["name"]]
+
+
+def _selector_text(selector: Optional[dict[str, Any]]) -> str:
+    """metav1.FormatLabelSelector: matchLabels (sorted) and matchExpressions; "<none>" when empty."""
+    if not selector:
+        return "<none>"
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        op, values = expr.get("operator"), ",".join(expr.get("values") or [])
+        parts.append({"In": f"{expr.get('key')} in ({values})", "NotIn": f"{expr.get('key')} notin ({values})",
+                      "Exists": str(expr.get("key")), "DoesNotExist": f"!{expr.get('key')}"}.get(str(op), ""))
+    return ",".join(parts) or "<none>"
+
+
+def _template_columns(obj: dict[str, Any]) -> list[str]:
+    containers = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+    return [",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers)]
+
+
+REPLICASET_COLUMNS = [_NAME, _column("Desired", "integer"), _column("Current", "integer"), _column("Ready", "integer"),
+                      _AGE, _column("Containers", priority=1), _column("Images", priority=1),
+                      _column("Selector", priority=1)]
+
+
+def replicaset_cells(obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
+    spec, status = obj.get("spec", {}), obj.get("status", {})
+    return [obj["metadata"]["name"], int(spec.get("replicas", 0)), int(status.get("replicas", 0)),
+            int(status.get("readyReplicas", 0)), age(obj, now), *_template_columns(obj),
+            _selector_text(spec.get("selector"))]
+
+
 PRINTERS: dict[str, tuple[list[dict[str, Any]], Cells]] = {
+    "events": (EVENT_COLUMNS, event_cells),
+    "replicasets": (REPLICASET_COLUMNS, replicaset_cells),
     "nodes": (NODE_COLUMNS, node_cells),
     "pods": (POD_COLUMNS, pod_cells),
     "namespaces": ([_NAME, _column("Status", description="The status of the namespace"), _AGE], namespace_cells),

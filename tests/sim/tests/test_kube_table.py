@@ -58,8 +58,8 @@ def test_pods_table_and_the_default_convertor(sim: SimHandle) -> None:
     assert [c["name"] for c in table["columnDefinitions"]][:5] == ["Name", "Ready", "Status", "Restarts", "Age"]
     etcd = [r["cells"] for r in table["rows"] if r["cells"][0].startswith("kube-apiserver-")]
     assert etcd and all(cells[1:4] == ["1/1", "Running", 0] for cells in etcd)
-    replicasets = get_table(sim, "/apis/apps/v1/namespaces/default/replicasets")
-    assert [c["name"] for c in replicasets["columnDefinitions"]] == ["Name", "Created At"]
+    statefulsets = get_table(sim, "/apis/apps/v1/namespaces/default/statefulsets")
+    assert [c["name"] for c in statefulsets["columnDefinitions"]] == ["Name", "Created At"]
 
 
 def test_plain_json_without_the_table_media_type(sim: SimHandle) -> None:
