@@ -208,3 +208,14 @@ def test_a_throttled_change_past_the_deadline_is_not_sent_again_and_says_why() -
         c.run_change("startVirtualMachine", Deadline(10), lambda: pytest.fail("no read past the deadline"),
                      instance_id="vm-1", id="vm-1")
     assert [name for name, _params in fake.sent].count("startVirtualMachine") == 1
+
+
+# -- the fleet's share ----------------------------------------------------------------------------
+
+def test_each_cluster_of_a_fleet_gets_its_share_of_the_accounts_rate_through_the_environment() -> None:
+    from ansible_collections.cloudstack.cks.plugins.module_utils._services.fleet import api_rate_env
+
+    assert api_rate_env({"api_rate": 25.0, "parallel": 6}) == {"CLOUDSTACK_API_RATE": "3.750"}
+    assert api_rate_env({"api_rate": None, "parallel": 6}) == {}
+    with pytest.raises(InvalidInput, match="api_rate"):
+        api_rate_env({"api_rate": -5, "parallel": 2})
