@@ -888,10 +888,11 @@ class CloudStackApp:
             return self._error("errorresponse", 401, UNAUTHORIZED_TEXT, None), 401, {}
         # ApiServer.commandAvailable -> checkCommandAvailable: the API checkers, ApiRateLimitServiceImpl among
         # them, before the command's parameters are processed; RequestLimitException -> API_LIMIT_EXCEED.
-        limited = self.sim.api_rate_limit.check(caller.id, root_admin=caller.role == "admin")
-        if limited is not None:
-            return (self._error(response_name, API_LIMIT_EXCEED, limited, CS_SERVER_API), API_LIMIT_EXCEED,
-                    {"throttled": True, "account": caller.name})
+        wait_ms = self.sim.api_rate_limit.check(caller.id, root_admin=caller.role == "admin")
+        if wait_ms is not None:
+            text = ApiRateLimit.text(wait_ms)
+            return (self._error(response_name, API_LIMIT_EXCEED, text, CS_SERVER_API), API_LIMIT_EXCEED,
+                    {"throttled": True, "account": caller.name, "retry_after_ms": wait_ms})
         if caller.role != "admin" and name in apis.ADMIN_ONLY_COMMANDS:
             text = f"The given command '{name}' either does not exist, is not available for user."
             return self._error(response_name, 401, text, CS_SERVER_API), 401, {}

@@ -91,8 +91,8 @@ class ApiRateLimit:
             entry = self._store[account_id] = StoreEntry(now + self._ttl())
         return entry
 
-    def check(self, account_id: str, root_admin: bool) -> Optional[str]:
-        """None when the call may go on; else the RequestLimitException text."""
+    def check(self, account_id: str, root_admin: bool) -> Optional[int]:
+        """None when the call may go on; else the milliseconds the refusal names."""
         if not self.enabled or root_admin:
             return None
         now = self._clock()
@@ -101,7 +101,7 @@ class ApiRateLimit:
             entry.counter += 1
             if entry.counter <= self.max_allowed:
                 return None
-            return self.text(entry.expire_duration_ms(now))
+            return entry.expire_duration_ms(now)
 
     def search(self, account_id: str) -> dict[str, Any]:
         """searchApiLimit's apiIssued, apiAllowed and expireAfter for the caller's account."""
