@@ -11,7 +11,6 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import rate_limit_helpers as rl
@@ -60,6 +59,7 @@ def test_six_clusters_six_at_once_under_25_calls_a_second_each_keep_to_their_sha
         report = json.loads(report_path.read_text(encoding="utf-8"))
         assert {c["cluster"]: c["outcome"] for c in report["clusters"]} == {name: "rolled" for name in names}, output[-3000:]
         calls = [c for c in sim.calls(since) if c.get("api") == "cloudstack"]
-        ours = [c for c in calls if c.get("account") == "fleetops" or c.get("throttled")]
         refused = rl.throttled_seconds(calls, account="fleetops")
-        assert refused < wall / 10, (refused, wall, len(rl.throttled_calls(calls)), len(ours))
+        # Only the fleet's key is ever refused (the tests' reads use the root admin's, never limited).
+        assert rl.throttled_calls(calls) == rl.throttled_calls(calls, account="fleetops")
+        assert refused < wall / 10, (refused, wall, len(rl.throttled_calls(calls)), len(calls))
