@@ -101,7 +101,7 @@ def test_slots_are_spaced_by_the_rate_and_held_by_a_refusal() -> None:
 def test_the_pacer_lets_calls_go_until_refused_then_holds_everyone_and_keeps_a_rate() -> None:
     clock = Clock()
     pacer = ApiPacer(clock=clock, rng=random.Random(3))
-    assert [pacer.before_call() for _ in range(5)] == [0.0] * 5
+    assert [pacer.before_call() for _call in range(5)] == [0.0] * 5
     wait = pacer.throttled(0.5)
     assert 0.5 <= wait <= 0.55
     # Every next call (another thread's too) waits for the window to end.
@@ -109,7 +109,7 @@ def test_the_pacer_lets_calls_go_until_refused_then_holds_everyone_and_keeps_a_r
     clock.sleep(wait)
     assert pacer.rate == pytest.approx(5 * 0.9)  # five got through in the second before
     # The call that waited had the slot at the window's end; the ones after it are spaced by the rate.
-    gaps = [pacer.before_call() for _ in range(3)]
+    gaps = [pacer.before_call() for _call in range(3)]
     assert gaps == pytest.approx([1 / 4.5, 2 / 4.5, 3 / 4.5])
     assert pacer.snapshot()["refusals"] == 1
 
@@ -117,7 +117,7 @@ def test_the_pacer_lets_calls_go_until_refused_then_holds_everyone_and_keeps_a_r
 def test_a_given_rate_paces_from_the_first_call_and_is_kept_after_a_refusal() -> None:
     clock = Clock()
     pacer = ApiPacer(rate=2.0, clock=clock)
-    assert [pacer.before_call() for _ in range(3)] == [0.0, 0.5, 1.0]
+    assert [pacer.before_call() for _call in range(3)] == [0.0, 0.5, 1.0]
     pacer.throttled(None)
     assert pacer.rate == 2.0
 

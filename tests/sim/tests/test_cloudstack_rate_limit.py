@@ -96,7 +96,7 @@ def test_a_new_window_starts_with_the_first_call_after_the_last_one_expired(sim_
 def test_the_root_admin_is_never_limited(sim_factory):
     handle = _limited(sim_factory, max_calls=0)
     root = _key(handle, "root")
-    for _ in range(5):
+    for _call in range(5):
         root.listZones()
     assert _refused(_key(handle, "ops").listZones).error["errorcode"] == 429
 
@@ -132,7 +132,7 @@ def test_reset_api_limit_is_for_admins_and_lets_the_account_call_again(sim_facto
 def test_the_commands_answer_432_when_the_limit_is_off(sim_factory):
     handle = sim_factory(spec=small_spec(account=USER, accounts=OTHERS))
     ops = _key(handle, "ops")
-    for _ in range(30):
+    for _call in range(30):
         ops.listZones()
     error = _refused(ops.getApiLimit).error
     assert (error["errorcode"], error["errortext"]) == (432, "This api is only available when api.throttling.enabled = true.")
@@ -142,8 +142,8 @@ def test_the_commands_answer_432_when_the_limit_is_off(sim_factory):
 def test_the_commands_are_in_the_api_listing(sim_factory):
     handle = _limited(sim_factory)
     listed = {a["name"]: a for a in _key(handle, "root").listApis()["api"]}
-    assert sorted(r["name"] for r in listed["getApiLimit"]["response"]) == ["account", "accountid", "apiAllowed",
-                                                                           "apiIssued", "expireAfter"]
+    fields = sorted(r["name"] for r in listed["getApiLimit"]["response"])
+    assert fields == ["account", "accountid", "apiAllowed", "apiIssued", "expireAfter"]
     assert [p["name"] for p in listed["resetApiLimit"]["params"]][0] == "account"
     user_listed = {a["name"] for a in _key(handle, "bob").listApis()["api"]}
     assert "getApiLimit" in user_listed and "resetApiLimit" not in user_listed
@@ -151,8 +151,8 @@ def test_the_commands_are_in_the_api_listing(sim_factory):
 
 def test_the_limit_can_be_set_on_a_running_sim(sim_factory):
     handle = sim_factory(spec=small_spec(account=USER, accounts=OTHERS))
-    handle.admin("POST", "/actions", {"action": "set_config", "cloud": {"api_throttling_max": 0,
-                                                                       "api_throttling_interval": WINDOW}})
+    limit = {"api_throttling_max": 0, "api_throttling_interval": WINDOW}
+    handle.admin("POST", "/actions", {"action": "set_config", "cloud": limit})
     assert _refused(_key(handle, "ops").listZones).error["errorcode"] == 429
 
 
