@@ -15,6 +15,14 @@ a time scale where the machine's CPU is not the limit (each rollout then mostly 
 simulated cloud, as it waits on a real one). The CPU the controller used (user + system of the
 ansible-playbook process tree) is reported next to the wall time, to tell whether it was the limit.
 Results: bench/results/fleet.json (or --out).
+
+    .venv/bin/python bench/fleet.py --rate-limit 25 --clusters 6 --workers 1 --time-scale 0.05
+
+The fleet under CloudStack's API rate limit: the same fleet rolled twice, on a cloud without a limit
+and on one limiting the fleet's key (a domain admin: a root admin is never limited) to N calls a real
+second, with ``fleet_api_rate: N``; the wall times side by side, and the share of the limited run's
+wall time the account spent refused (from cks-sim's call log: each refusal names the milliseconds
+left of its window). Results: bench/results/fleet-rate-limit.json.
 """
 
 from __future__ import annotations
@@ -107,8 +115,29 @@ def start_sim(spec: dict[str, Any], work: str, name: str) -> harness.SimProcess:
     return harness.SimProcess.start(spec_path, os.path.join(work, f"{name}-state"), "--no-etcd", ready_timeout=180)
 
 
-def roll_fleet(spec: dict[str, Any], work: str, parallel: int) -> dict[str, Any]:
-    with start_sim(spec, work, "fleet") as sim:
+RATE_KEY = {"name": "fleetops", "domain": "ROOT", "role": "domainadmin", "apikey": "bench-ops-key",
+            "secretkey": "bench-ops-secret"}
+
+
+def limited(spec: dict[str, Any], rate: int) -> dict[str, Any]:
+    """The spec with the fleet's own key limited to ``rate`` calls per real second."""
+    return dict(spec, accounts=[RATE_KEY],
+                cloud={"api_throttling_max": rate, "api_throttling_interval": 1 / float(spec["time_scale"])})
+
+
+def refused_seconds(calls: list[dict[str, Any]]) -> tuple[int, float]:
+    """Refused calls and the time the account spent refused: the union of [t, t + the wait named]."""
+    spans = sorted((c["t"], c["t"] + int(c.get("retry_after_ms") or 0) / 1000) for c in calls if c.get("throttled"))
+    total, end = 0.0, float("-inf")
+    for start, stop in spans:
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return len(spans), total
+
+
+def roll_fleet(spec: dict[str, Any], work: str, parallel: int, rate: int = 0) -> dict[str, Any]:
+    with start_sim(spec, work, "fleet-limited" if rate else "fleet") as sim:
         hosts = {c["name"]: {"id": c["id"]} for c in sim.env["clusters"]}
         inventory = os.path.join(work, "inventory.yml")
         with open(inventory, "w", encoding="utf-8") as fh:
@@ -116,16 +145,66 @@ def roll_fleet(spec: dict[str, Any], work: str, parallel: int) -> dict[str, Any]
         report_path = os.path.join(work, "fleet-report.json")
         variables = dict(ROLLOUT_VARS, fleet_group="fleet", fleet_parallel=parallel, fleet_node_offerings={"worker": "cks-medium"},
                          fleet_work_dir=os.path.join(work, "runs"), fleet_report_path=report_path)
+        env = playbook_env(sim.env, work)
+        if rate:
+            variables["fleet_api_rate"] = rate
+            env.update(CLOUDSTACK_KEY=RATE_KEY["apikey"], CLOUDSTACK_SECRET=RATE_KEY["secretkey"])
+        since = time.time()
         vars_path = os.path.join(work, "fleet-vars.json")
         with open(vars_path, "w", encoding="utf-8") as fh:
             json.dump(variables, fh)
         rc, wall, cpu = run_timed([os.path.join(VENV_BIN, "ansible-playbook"), "cloudstack.cks.fleet", "-i", inventory,
                                    "-e", f"@{vars_path}", "--forks", str(parallel)],
-                                  playbook_env(sim.env, work), work, os.path.join(work, "fleet.log"))
+                                  env, work, os.path.join(work, "fleet.log"))
         sim_cpu = process_cpu(sim.proc.pid)
         with open(report_path, encoding="utf-8") as fh:
             report = json.load(fh)
-    return {"rc": rc, "wall": round(wall, 1), "cpu": round(cpu, 1), "sim_cpu": round(sim_cpu, 1), "report": report}
+        import urllib.request
+
+        with urllib.request.urlopen(f"{sim.env['admin_url']}/calls?since={since}", timeout=30) as answer:
+            calls = [c for c in json.load(answer) if c.get("api") == "cloudstack"]
+    refused, refused_s = refused_seconds(calls)
+    return {"rc": rc, "wall": round(wall, 1), "cpu": round(cpu, 1), "sim_cpu": round(sim_cpu, 1), "report": report,
+            "cloudstack_calls": len(calls), "refused_calls": refused, "refused_seconds": round(refused_s, 2),
+            "refused_share": round(refused_s / wall, 3) if wall else None}
+
+
+def rate_limit_bench(spec: dict[str, Any], work: str, rate: int, out: str) -> int:
+    """The fleet unlimited, then limited to ``rate`` calls a second with fleet_api_rate ``rate``."""
+    parallel = len(spec["clusters"])
+    free = roll_fleet(spec, work, parallel)
+    capped = roll_fleet(limited(spec, rate), work, parallel, rate=rate)
+    result = {"clusters": parallel, "workers_per_cluster": len(spec["clusters"]) and spec["clusters"][0]["workers"],
+              "fleet_parallel": parallel, "time_scale": spec["time_scale"], "rate": rate, "cpu_count": os.cpu_count(),
+              "unlimited": {k: v for k, v in free.items() if k != "report"} | {"counts": free["report"]["counts"]},
+              "limited": {k: v for k, v in capped.items() if k != "report"} | {"counts": capped["report"]["counts"]},
+              "slowdown": round(capped["wall"] / free["wall"], 2) if free["wall"] else None}
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "fleet-rate-limit.json"), "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2)
+    print(f"fleet of {parallel}: unlimited {free['wall']} s ({free['cloudstack_calls']} calls); limited to {rate}/s with "
+          f"fleet_api_rate {rate}: {capped['wall']} s ({capped['cloudstack_calls']} calls, {capped['refused_calls']} refused, "
+          f"account refused {capped['refused_seconds']} s = {capped['refused_share']:.1%} of the wall time)")
+    return 0 if free["rc"] == 0 and capped["rc"] == 0 else 1
+
+
+def saved_rate_limit_markdown(out: str) -> list[str]:
+    """The last saved fleet-under-a-limit result, for bench/run.py's report."""
+    path = os.path.join(out, "fleet-rate-limit.json")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        r = json.load(fh)
+    free, capped = r["unlimited"], r["limited"]
+    return [
+        f"| fleet under the API rate limit ({r['clusters']} clusters of {r['workers_per_cluster']} workers, fleet_parallel "
+        f"{r['fleet_parallel']}, time scale {r['time_scale']}) | wall s | CloudStack calls | refused | account refused |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        f"| no limit | {free['wall']} | {free['cloudstack_calls']} | - | - |",
+        f"| {r['rate']} calls/s, fleet_api_rate {r['rate']} | {capped['wall']} | {capped['cloudstack_calls']} | "
+        f"{capped['refused_calls']} | {capped['refused_seconds']} s ({capped['refused_share']:.1%}) |",
+        "", "(from `bench/fleet.py --rate-limit`; run it again to refresh)", "",
+    ]
 
 
 def roll_alone(spec: dict[str, Any], work: str, cluster: str) -> dict[str, Any]:
@@ -170,10 +249,17 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--time-scale", type=float, default=0.5)
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    parser.add_argument("--rate-limit", type=int, default=0, metavar="N",
+                        help="the fleet unlimited and under a limit of N calls a second (fleet_api_rate N)")
     args = parser.parse_args()
     clusters, workers, scale = (3, 1, 0.02) if args.smoke else (args.clusters, args.workers, args.time_scale)
     spec = fleet_spec(clusters, workers, scale)
     work = tempfile.mkdtemp(prefix="cks-bench-fleet-")
+    if args.rate_limit:
+        try:
+            return rate_limit_bench(spec, work, args.rate_limit, args.out)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     try:
         fleet = roll_fleet(spec, work, parallel=clusters)
         entries = fleet["report"]["clusters"]

@@ -541,6 +541,7 @@ def markdown(result: dict[str, Any]) -> str:
                   + (f" (marginal {marginal[0]} then {marginal[1]} ms per node)." if marginal else "."), ""]
     lines += inventory_bench.saved_markdown(os.path.join(HERE, "results"))
     lines += fleet_bench.saved_markdown(os.path.join(HERE, "results"))
+    lines += fleet_bench.saved_rate_limit_markdown(os.path.join(HERE, "results"))
     lines += issue_19_lines(result.get("issue_19") or [])
     return "\n".join(lines) + "\n"
 

@@ -86,6 +86,18 @@ options:
     description: Seconds a rollout may go on after the fleet's job was cancelled before it is stopped.
     type: int
     default: 600
+  api_rate:
+    description:
+      - The API calls a second the fleet's CloudStack account may make (its C(api.throttling.max) divided by
+        C(api.throttling.interval)). Each rollout keeps to its share, nine tenths of it divided by O(parallel), so that the
+        clusters rolled at once do not keep the account at its limit for everyone else who shares it.
+      - The share reaches the rollout as E(CLOUDSTACK_API_RATE). Without it, each rollout's calls go at once until the
+        rate limit refuses one, and then keep a pace learnt from the refusal.
+    type: float
+  parallel:
+    description: How many clusters the fleet rolls at once (C(fleet_parallel)), the clusters sharing O(api_rate).
+    type: int
+    default: 1
   cancel_playbook:
     description: The cancel playbook (the collection's C(playbooks/cancel.yml)); by default the one next to O(playbook).
     type: path
@@ -214,6 +226,8 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         "max_failed": {"type": "int", "default": 0},
         "timeout": {"type": "int", "default": 0},
         "cancel_timeout": {"type": "int", "default": 600},
+        "api_rate": {"type": "float"},
+        "parallel": {"type": "int", "default": 1},
         "cancel_playbook": {"type": "path"},
         "fleet_report_path": {"type": "path"},
         "fleet_started": {"type": "str"},

@@ -362,11 +362,12 @@ class FakePlaybookRunner:
         self.runs: list[dict[str, Any]] = []
 
     def run(self, playbook: str, vars_path: str, log_path: str, failures_path: str, cwd: str,
-            timeout: Optional[float] = None, extra_args: Sequence[str] = (), cancel: Any = None) -> Any:
+            timeout: Optional[float] = None, extra_args: Sequence[str] = (), cancel: Any = None,
+            env: Optional[dict[str, str]] = None) -> Any:
         with open(vars_path, encoding="utf-8") as fh:
             variables = json.load(fh)
         record = {"playbook": playbook, "vars": variables, "mode": os.stat(vars_path).st_mode & 0o777, "cwd": cwd,
-                  "timeout": timeout, "extra_args": list(extra_args)}
+                  "timeout": timeout, "extra_args": list(extra_args), "env": dict(env or {})}
         self.runs.append(record)
         rc, report, failures, *more = self.script(variables)
         extra = dict(more[0]) if more else {}

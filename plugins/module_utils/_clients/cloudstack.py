@@ -16,6 +16,7 @@ are rewritten without the request's query string.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -35,9 +36,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack
     transport_reason,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.job_waits import JobTimes, JobWait
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pacing import API_RATE_ENV, ApiPacer, ChangeThrottled, api_rate_from_env
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Throttled, Transient
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, DeadlineExceeded, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_pace import is_rate_limited, limit_wait
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.job_polls import (
     PollSchedule,
     job_seconds,
@@ -116,6 +119,7 @@ class CloudStackOptions:
     validate_certs: bool = True
     poll_interval: float = DEFAULT_POLL_INTERVAL
     retries: int = DEFAULT_RETRIES
+    api_rate: Optional[float] = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> CloudStackOptions:
@@ -158,7 +162,8 @@ class CloudStackOptions:
             if not _to_bool(verify) and values["validate_certs"] is None:
                 values["validate_certs"] = False
             verify = None
-        extra = {k: params[k] for k in ("poll_interval", "retries") if params.get(k) is not None}
+        extra: dict[str, Any] = {k: params[k] for k in ("poll_interval", "retries") if params.get(k) is not None}
+        extra["api_rate"] = api_rate_from_env(os.environ.get(API_RATE_ENV))
         return cls(
             api_url=str(values["api_url"]),
             api_key=str(values["api_key"]),
@@ -227,6 +232,8 @@ class CloudStackClient:
         #: started VM's UserVmResponse, ResizeVolumeCmd.execute the resized VolumeResponse).
         self.job_results: dict[tuple[str, str], Any] = {}
         self.policy = RetryPolicy(attempts=max(1, int(options.retries) + 1))
+        #: One pace for all calls of this client (every thread of a batch): given, or learnt from refusals.
+        self.pacer = ApiPacer(options.api_rate)
         # cs's own retries and job polling stay off: retries are decided here per command,
         # and job polls are bounded by our deadlines.
         self._cs = cs.CloudStack(
@@ -400,6 +407,10 @@ class CloudStackClient:
                 else:
                     self._request(command, params, target=target, deadline=deadline)
                 return "sent" if retry == 0 else f"sent again after {retry} lost answer(s)"
+            except ChangeThrottled as refused:
+                # Refused before it ran: waited out (not spending the attempts), then read before sending again.
+                if refused.settle(self.policy, deadline, done, self.retry_log):
+                    return "already done after a rate limit refusal"
             except AnswerLost:
                 retry += 1
                 if asynchronous:
@@ -462,6 +473,8 @@ class CloudStackClient:
         if not is_idempotent(command):
             try:
                 return send()
+            except Throttled as refused:
+                raise ChangeThrottled(command, refused.message, refused.retry_after or 0.0, target=target) from None
             except Transient as fault:
                 if fault.maybe_done:
                     raise AnswerLost(command, f"{fault.message}; CloudStack may or may not have carried it out "
@@ -474,7 +487,7 @@ class CloudStackClient:
     def _retry(self, command: str, send: Callable[[], dict[str, Any]], target: Optional[str],
                deadline: Optional[Deadline], first: Optional[Transient] = None) -> dict[str, Any]:
         def on_retry(fault: Transient, wait: float) -> None:
-            self.retry_log.retried(command, fault.message, wait)
+            (self.retry_log.throttled if isinstance(fault, Throttled) else self.retry_log.retried)(command, fault.message, wait)
 
         def attempt() -> dict[str, Any]:
             nonlocal first
@@ -485,6 +498,8 @@ class CloudStackClient:
 
         try:
             return self.policy.run(attempt, deadline=deadline, on_retry=on_retry, sleep=self._sleep)
+        except Throttled as fault:
+            raise ChangeThrottled(command, fault.message, fault.retry_after or 0.0, target).past(deadline, self.policy.budget) from None
         except Transient as fault:
             raise CloudStackError(command, fault.message, errorcode=fault.status, target=target)
 
@@ -496,6 +511,9 @@ class CloudStackClient:
             # cs takes whole seconds.
             timeout = max(1, min(timeout, int(deadline.remaining() + 0.999)))
         self._cs.timeout = timeout
+        pace = self.pacer.before_call(deadline.remaining() if deadline is not None else None)
+        if pace > 0:
+            self._sleep(pace)
         self.calls[command] += 1
         secret = self.options.api_secret
         try:
@@ -505,6 +523,9 @@ class CloudStackClient:
             error = exc.error if isinstance(exc.error, dict) else {}
             code = int_or_none(error.get("errorcode")) or status
             text = redact(str(error.get("errortext") or (exc.args[0] if exc.args else "error")), secret)
+            if is_rate_limited(status, code, text):
+                named = limit_wait(text) if limit_wait(text) is not None else retry_after(exc)
+                raise Throttled(f"HTTP {status}: {text}", self.pacer.throttled(named), named)
             if is_transient_status(status):
                 raise Transient(f"HTTP {status}: {text}", status=code, retry_after=retry_after(exc))
             raise FinalAnswer(text, code)

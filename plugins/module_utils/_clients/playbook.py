@@ -154,16 +154,18 @@ class PlaybookRunner:
         return env
 
     def run(self, playbook: str, vars_path: str, log_path: str, failures_path: str, cwd: str,
-            timeout: Optional[float] = None, extra_args: Sequence[str] = (), cancel: Optional[CancelPolicy] = None) -> PlaybookRun:
+            timeout: Optional[float] = None, extra_args: Sequence[str] = (), cancel: Optional[CancelPolicy] = None,
+            env: Optional[Mapping[str, str]] = None) -> PlaybookRun:
         """Run to the end (or ``timeout`` seconds); its output goes to ``log_path``.
 
         With ``cancel``, a cancel of the fleet's job (see the module's docstring) is passed on to the run.
+        ``env``: variables the run gets on top of this process's (the cluster's share of the API rate).
         """
         # "-i ," is an inventory of no hosts: the rollout's plays run on the implicit localhost
         # and on the nodes its plan adds, never on hosts of an inventory found by default.
         command = [self.python, "-m", "ansible.cli.playbook", playbook, "-i", ",", "-e", f"@{vars_path}", *extra_args]
         with open(log_path, "w", encoding="utf-8") as log:
-            env = dict(self.environment(), CKS_ROLLOUT_FAILURES_PATH=failures_path)
+            env = dict(self.environment(), **(env or {}), CKS_ROLLOUT_FAILURES_PATH=failures_path)
             # Not AnsibleModule.run_command: the run's output must go to its log file as it comes (a
             # rollout runs for an hour), in a session of its own, and be stopped at the fleet's timeout.
             proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,  # pylint: disable=ansible-bad-function

@@ -65,6 +65,23 @@ class Transient(Exception):
         return not self.maybe_done and self.status is None
 
 
+class Throttled(Transient):
+    """CloudStack's API rate limit refused the call (HTTP 429, errorcode 429) before it ran.
+
+    ``retry_after`` is the wait to keep: the time the answer names, jittered, or the interval; the
+    client's pace (``pacing.ApiPacer``) already holds its next call that long. It is waited out
+    inside the deadline without spending the attempts meant for real faults.
+    """
+
+    def __init__(self, message: str, wait: float, named: Optional[float]) -> None:
+        super().__init__(message, status=429, retry_after=wait, maybe_done=False)
+        self.named = named
+
+    @property
+    def unreachable(self) -> bool:
+        return False
+
+
 def parse_retry_after(value: Any) -> Optional[float]:
     """Seconds from a Retry-After header (delta-seconds only: API servers send no HTTP dates)."""
     if value in (None, ""):
@@ -112,6 +129,12 @@ class RetryPolicy:
             return deadline.remaining() > wait
         return spent + wait <= self.budget
 
+    def fits(self, wait: float, deadline: Optional[Deadline], spent: float) -> bool:
+        """Whether a wait of ``wait`` s still leaves time before the deadline (or within the budget)."""
+        if deadline is not None:
+            return deadline.remaining() > wait
+        return spent + wait <= self.budget
+
     def run(self, send: Callable[[], T], deadline: Optional[Deadline] = None,
             on_retry: Optional[Callable[[Transient, float], None]] = None,
             sleep: Callable[[float], None] = time.sleep, rng: Optional[random.Random] = None,
@@ -123,6 +146,15 @@ class RetryPolicy:
         while True:
             try:
                 return send()
+            except Throttled as fault:
+                # The client's pace holds the next call (this one's and every other thread's) until
+                # the wait is over: nothing to sleep here. Only the deadline or budget bounds it,
+                # never the attempts meant for real faults.
+                wait = fault.retry_after or 0.0
+                if not self.fits(wait, deadline, clock() - started):
+                    raise
+                if on_retry is not None:
+                    on_retry(fault, wait)
             except Transient as fault:
                 retry += 1
                 wait = self.delay(retry, fault.retry_after, rng)
@@ -143,6 +175,8 @@ class RetryLog:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._reconciled: Counter[str] = Counter()
+        self._throttled: Counter[str] = Counter()
+        self._throttled_wait = 0.0
         self._recent: list[dict[str, Any]] = []
 
     def retried(self, action: str, cause: str, wait: float) -> None:
@@ -150,11 +184,20 @@ class RetryLog:
             self._counts[action] += 1
             self._remember({"action": action, "cause": cause, "waited": round(wait, 2)})
 
-    def reconciled(self, action: str, how: str) -> None:
-        """A write whose answer was lost, settled by reading what it would have changed."""
+    def throttled(self, action: str, cause: str, wait: float) -> None:
+        """A call the API rate limit refused, sent again after ``wait`` s: a retry, counted apart too."""
+        with self._lock:
+            self._counts[action] += 1
+            self._throttled[action] += 1
+            self._throttled_wait += wait
+            self._remember({"action": action, "cause": cause, "waited": round(wait, 2), "throttled": True})
+
+    def reconciled(self, action: str, how: str, cause: str = "answer lost") -> None:
+        """A write whose answer was lost (or refused by the rate limit), settled by reading what it
+        would have changed."""
         with self._lock:
             self._reconciled[f"{action}: {how}"] += 1
-            self._remember({"action": action, "cause": "answer lost", "settled": how})
+            self._remember({"action": action, "cause": cause, "settled": how})
 
     def _remember(self, item: dict[str, Any]) -> None:
         self._recent.append(item)
@@ -169,7 +212,9 @@ class RetryLog:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {"retries": sum(self._counts.values()), "by_action": dict(self._counts),
-                    "lost_answers_settled": dict(self._reconciled), "recent": [dict(r) for r in self._recent]}
+                    "lost_answers_settled": dict(self._reconciled), "recent": [dict(r) for r in self._recent],
+                    "throttled": sum(self._throttled.values()), "throttled_by_action": dict(self._throttled),
+                    "throttled_seconds": round(self._throttled_wait, 2)}
 
 
 def retry_report(*logs: tuple[str, Optional[RetrySnapshots]]) -> dict[str, Any]:

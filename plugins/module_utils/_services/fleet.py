@@ -25,9 +25,11 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Mapping, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pacing import API_RATE_ENV
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import CancelPolicy, PlaybookRunner
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_pace import share_of_rate
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import (
     ClusterOutcome,
     cancel_taken,
@@ -52,6 +54,20 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def api_rate_env(params: Mapping[str, Any]) -> dict[str, str]:
+    """The cluster's share of the account's API rate (``api_rate`` calls a second shared by ``parallel``
+    rollouts at once), for its rollout's CloudStack clients; {} without a rate."""
+    rate = params.get("api_rate")
+    if rate in (None, "", 0):
+        return {}
+    try:
+        share = share_of_rate(float(rate), int(params.get("parallel") or 1))
+    except ValueError:
+        raise InvalidInput("api_rate", rate, "the account's API calls per second (api.throttling.max / api.throttling.interval), "
+                                             "more than 0") from None
+    return {API_RATE_ENV: f"{share:.3f}"}
+
+
 def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str, Any]:
     """Roll ``params['cluster']`` with the rollout playbook, unless the fleet already failed enough."""
     cluster = str(params["cluster"])
@@ -64,6 +80,7 @@ def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str,
         raise InvalidInput("playbook", params["playbook"], "no such playbook file")
     if not os.path.isdir(params["fleet_dir"]):
         raise InvalidInput("fleet_dir", params["fleet_dir"], "no such directory; the fleet playbook creates it before the first cluster")
+    rate_env = api_rate_env(params)
     fleet = FleetRunFolder(params["fleet_dir"])
     started = utc_now()
     begun = time.monotonic()
@@ -85,7 +102,8 @@ def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str,
     cancel = CancelPolicy(lambda: ask_cancel(runner, params, given, cluster, folder), float(params.get("cancel_timeout") or DEFAULT_CANCEL_TIMEOUT))
     try:
         run = runner.run(params["playbook"], vars_path, log_path, failures_path, cwd=params["cwd"] or os.getcwd(),
-                         timeout=float(params["timeout"]) or None, extra_args=("--check",) if dry_run else (), cancel=cancel)
+                         timeout=float(params["timeout"]) or None, extra_args=("--check",) if dry_run else (), cancel=cancel,
+                         env=rate_env)
     finally:
         os.unlink(vars_path)
     outcome = cluster_outcome(name, run.rc, run.output, read_json(report_path), dry_run=dry_run)

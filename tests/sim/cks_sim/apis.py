@@ -98,7 +98,25 @@ EXTRA_COMMANDS["listDedicatedHosts"] = _list_command(
     [("hostid", "uuid"), ("domainid", "uuid"), ("account", "string"), ("affinitygroupid", "uuid")],
     ["id", "hostid", "hostname", "domainid", "domainname", "accountid", "accountname", "affinitygroupid"])
 
-ADMIN_ONLY_COMMANDS = {"listHosts", "listClusters", "listDedicatedHosts"}
+
+# The rate-limit plugin's commands (GetApiLimitCmd, a user command; ResetApiLimitCmd, an admin one):
+# not in the data file, which lists only what cloudstack-go generates.
+EXTRA_COMMANDS["getApiLimit"] = {
+    "async": False, "list": False, "response_name": "getapilimitresponse", "response_kind": "object",
+    "response_object": "apilimit", "java_class": "GetApiLimitCmd", "since": None, "params": [],
+    "description": "Get API limit count for the caller",
+    "response_fields": ["account", "accountid", "apiAllowed", "apiIssued", "expireAfter"],
+    "response_field_types": {"apiAllowed": "int", "apiIssued": "int", "expireAfter": "long"},
+}
+EXTRA_COMMANDS["resetApiLimit"] = {
+    "async": False, "list": False, "response_name": "resetapilimitresponse", "response_kind": "success",
+    "response_object": "success", "java_class": "ResetApiLimitCmd", "since": None,
+    "params": [{"name": "account", "type": "uuid", "required": False}],
+    "description": "Reset api count",
+    "response_fields": ["displaytext", "success"], "response_field_types": {"success": "boolean"},
+}
+
+ADMIN_ONLY_COMMANDS = {"listHosts", "listClusters", "listDedicatedHosts", "resetApiLimit"}
 
 
 @lru_cache(maxsize=1)

@@ -20,6 +20,7 @@ from . import owners
 from . import placement
 from .cloud import CS_SERVER_API, GB as GIB, CloudError, CloudWorld, Job, param_error
 from .core import Sim, drop_connection
+from .rate_limit import API_LIMIT_EXCEED, DISABLED_TEXT, UNSUPPORTED_ACTION_ERROR, ApiRateLimit
 from .signing import SignatureError, verify
 
 API_PATH = "/client/api"
@@ -810,6 +811,34 @@ def list_async_jobs(call: Call) -> dict[str, Any]:
     return call.listing(views)
 
 
+# --- the API rate limit (plugins/api/rate-limit) -------------------------------------------
+
+
+def _rate_limit(call: Call) -> ApiRateLimit:
+    limit: ApiRateLimit = call.sim.api_rate_limit
+    if not limit.enabled:
+        raise CloudError(UNSUPPORTED_ACTION_ERROR, DISABLED_TEXT, CS_SERVER_API)
+    return limit
+
+
+@handler("getApiLimit")
+def get_api_limit(call: Call) -> dict[str, Any]:
+    # GetApiLimitCmd.execute: searchApiLimit(caller), object name "apilimit".
+    limit = _rate_limit(call)
+    caller = call.cloud.caller
+    return {"apilimit": {"accountid": caller.id, "account": caller.name, **limit.search(caller.id)}}
+
+
+@handler("resetApiLimit")
+def reset_api_limit(call: Call) -> dict[str, Any]:
+    limit = _rate_limit(call)
+    account = call.get("account")
+    if account is not None and account not in call.cloud.directory.accounts:
+        raise call.cloud.invalid_uuid("account", account)
+    limit.reset(account)
+    return {"success": True}
+
+
 @handler("listApis")
 def list_apis(call: Call) -> dict[str, Any]:
     return call.listing(apis.list_apis(call.get("name"), call.cloud.is_admin))
@@ -836,6 +865,8 @@ class CloudStackApp:
     def __init__(self, sim: Sim) -> None:
         self.sim = sim
         self.callers = sim.cloud.directory.by_apikey()
+        if sim.api_rate_limit is None:
+            sim.api_rate_limit = ApiRateLimit(lambda: sim.cloud.cloud_opts, sim.clock.real)
         self.secrets = {key: account.secretkey or "" for key, account in self.callers.items()}
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -904,6 +935,13 @@ class CloudStackApp:
         if definition is None:
             # verifyRequest refuses a command it does not know before it even checks the signature.
             return self._error("errorresponse", 401, UNAUTHORIZED_TEXT, None), 401, {}
+        # ApiServer.commandAvailable -> checkCommandAvailable: the API checkers, ApiRateLimitServiceImpl among
+        # them, before the command's parameters are processed; RequestLimitException -> API_LIMIT_EXCEED.
+        wait_ms = self.sim.api_rate_limit.check(caller.id, root_admin=caller.role == "admin")
+        if wait_ms is not None:
+            text = ApiRateLimit.text(wait_ms)
+            return (self._error(response_name, API_LIMIT_EXCEED, text, CS_SERVER_API), API_LIMIT_EXCEED,
+                    {"throttled": True, "account": caller.name, "retry_after_ms": wait_ms})
         if caller.role != "admin" and name in apis.ADMIN_ONLY_COMMANDS:
             # DynamicRoleBasedAPIAccessChecker.checkAccess: a role without the API throws
             # UnavailableCommandException; ApiServer.commandAvailable answers it 432

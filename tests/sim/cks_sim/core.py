@@ -257,6 +257,8 @@ class Sim:
         self.cloud: Any = None
         self.kube: dict[str, Any] = {}
         self.etcd: Any = None
+        #: ``rate_limit.ApiRateLimit``, made with the CloudStack API app.
+        self.api_rate_limit: Any = None
 
     def delay(self, timing: str) -> float:
         """Real seconds for one of the spec's named timings."""

@@ -194,7 +194,7 @@ def normalize(raw: Any) -> dict[str, Any]:
 
     cloud = _mapping(spec.get("cloud"), "cloud")
     _unknown(cloud, ("scanner_counts_etcd", "scanner_adds_etcd", "capacity_release_interval", "page_size_max",
-                     "version"), "cloud")
+                     "version", "api_throttling_max", "api_throttling_interval"), "cloud")
     out["cloud"] = {
         # The CKS scanner compares the Ready count with control+worker+etcd (reference §1.1),
         # so a cluster with etcd nodes never leaves Alert by itself. False counts only K8s nodes.
@@ -204,7 +204,13 @@ def normalize(raw: Any) -> dict[str, Any]:
         "capacity_release_interval": _number(cloud.get("capacity_release_interval", 3600), "cloud.capacity_release_interval"),
         "page_size_max": _int(cloud.get("page_size_max", 500), "cloud.page_size_max", 1),
         "version": str(cloud.get("version", "4.22.1.0")),
+        # api.throttling.max calls per api.throttling.interval (simulated) seconds per account; -1
+        # (left out) is api.throttling.enabled=false.
+        "api_throttling_max": _int(cloud.get("api_throttling_max", -1), "cloud.api_throttling_max", -1),
+        "api_throttling_interval": _number(cloud.get("api_throttling_interval", 1), "cloud.api_throttling_interval"),
     }
+    if out["cloud"]["api_throttling_interval"] <= 0:
+        raise SpecError("cloud.api_throttling_interval must be more than 0 (simulated seconds)")
     # From 4.21 the Alert recovery adds the etcd node count to kubectl's Ready count, so a
     # cluster with etcd nodes recovers; before that it stayed in Alert.
     out["cloud"]["scanner_adds_etcd"] = _bool(cloud.get("scanner_adds_etcd", _version_at_least(out["cloud"]["version"], (4, 21))),
