@@ -85,7 +85,8 @@ class LockInfo:
     def summary(self) -> dict[str, Any]:
         """What status and the refusals show of the holder."""
         ends = self.ends_at()
-        return {"holder": self.holder, "controller": self.controller, "batch": describe_batch(self.batch, self.plan) or None,
+        return {"holder": self.holder, "controller": self.controller,
+                "controller_text": describe_controller(self.controller) or None, "batch": describe_batch(self.batch, self.plan) or None,
                 "batch_nodes": list((self.batch or {}).get("nodes") or []), "batch_started": (self.batch or {}).get("started"),
                 "ends": format_microtime(ends) if ends is not None else None, "gone": self.gone}
 
