@@ -11,10 +11,10 @@ The Lease names its holder (``holderIdentity``: the run id, ``awx-job-<id>`` und
   time), the batch's nodes and when it began; written at each batch's start;
 - ``PLAN_ANNOTATION``: the plan's batches (node names), so that a batch knows its number.
 
-A holder is provably gone only on the host it ran on (same host name and boot id): its
-ansible-playbook process is not running (pid and start time, so a reused pid is not mistaken for it)
-and neither is the module run of its last batch (which may live on after its controller, to bring
-its batch to a safe point and release). Anywhere else only the lease's expiry, or the operator naming
+A holder is provably gone only on the host it ran on (same host name and boot id), once a batch has
+begun: its ansible-playbook process is not running (pid and start time, so a reused pid is not mistaken
+for it) and neither is the module run of its last batch (which may live on after its controller, to
+bring its batch to a safe point and release). Anywhere else only the lease's expiry, or the operator naming
 the holder (``unlock``), frees the lock.
 """
 
@@ -93,9 +93,12 @@ def holder_gone(controller: Optional[Mapping[str, Any]], batch: Optional[Mapping
         return None
     if running(controller["pid"], controller["start_ticks"]):
         return None
-    if batch and batch.get("pid") and batch.get("start_ticks") is not None:
-        if batch.get("host") != host or batch.get("boot_id") != boot:
-            return None  # its last batch ran elsewhere (shipped to another host): cannot be judged here
-        if running(batch["pid"], batch["start_ticks"]):
-            return None  # the controller is gone, but its batch's run still brings the batch to a safe point
+    if not batch or not batch.get("pid") or batch.get("start_ticks") is None:
+        # No batch has begun: a lock taken by a playbook of its own (cks_node_settings, then batches run by
+        # other playbooks) is not judged by the process that took it; its lease ends it.
+        return None
+    if batch.get("host") != host or batch.get("boot_id") != boot:
+        return None  # its last batch ran elsewhere (shipped to another host): cannot be judged here
+    if running(batch["pid"], batch["start_ticks"]):
+        return None  # the controller is gone, but its batch's run still brings the batch to a safe point
     return f"its controller ({describe_controller(controller)}) is no longer running, nor is any module run of it"

@@ -317,6 +317,8 @@ class Lock:
             notes[PLAN_ANNOTATION] = annotation(self.plan)
         if self.batch_run is not None:
             notes[BATCH_ANNOTATION] = annotation(self.batch_run)
+            # The controller running the batches is the one to watch (it may not be the one that took the lock).
+            notes[CONTROLLER_ANNOTATION] = annotation(self.controller or processes.controller_identity())
         return notes
 
     def _body(self, resource_version: Optional[str], acquire_time: str, transitions: int,
@@ -419,7 +421,9 @@ class Lock:
         """The batch annotation to write once, at the batch's start (then None: later renewals leave it)."""
         if self.batch_run is None:
             return None
-        note, self.batch_run = {BATCH_ANNOTATION: annotation(self.batch_run)}, None
+        note: dict[str, Optional[str]] = {BATCH_ANNOTATION: annotation(self.batch_run),
+                                          CONTROLLER_ANNOTATION: annotation(self.controller or processes.controller_identity())}
+        self.batch_run = None
         return note
 
     def _patch_onto(self, version: str, spec: dict[str, Any],
