@@ -10,11 +10,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from test_record import Clock, FakeKube
+
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import processes
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import holder as h
 from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as rec
-from test_record import Clock, FakeKube
 
 HOST, BOOT = "ctl-1", "boot-a"
 CONTROLLER = {"host": HOST, "boot_id": BOOT, "pid": 100, "start_ticks": 5000, "started": "2026-12-05T12:00:00Z"}

@@ -8,7 +8,6 @@ rules stands in, so the decisions can be tested at exact times.
 from __future__ import annotations
 
 import socket
-
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
