@@ -25,7 +25,7 @@ description:
     cordoned and says why, recounts the cluster's capacity, records the outcome and O(last_error), and gives back
     the lock. With O(mode=taint_pending), puts the C(cloudstack.apache.org/rollout-pending:PreferNoSchedule) taint
     on O(nodes) before the first batch.
-  - With O(mode=unlock), frees the lock of a rollout whose controller is gone (its host down, its job's pod deleted):
+  - With O(mode=unlock), frees the lock of a rollout whose controller is gone (its host down, its job's pod deleted) -
     the holder named by O(lock_holder) must hold the lock; unless it is provably gone already (its lease expired, or
     its processes on this host are no longer running), the lease is watched for a third of its duration (plus 2
     seconds) and the unlock is refused if it is renewed meanwhile - a batch at work renews it, so a running rollout
