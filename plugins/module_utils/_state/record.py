@@ -37,8 +37,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.holder i
     holder_gone,
     parse,
 )
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.lease_info import (  # noqa: F401  (re-exported)
-    MICROTIME,
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.lease_info import (  # noqa: F401  (format_microtime, parse_microtime: re-exported)
     Clock,
     LockInfo,
     format_microtime,
@@ -548,4 +547,3 @@ class Lock:
                     continue
                 raise
         return False
-
