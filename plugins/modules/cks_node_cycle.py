@@ -26,6 +26,17 @@ description:
     cordoned and says why, recounts the cluster's capacity, records the outcome and the last error (from O(rollout)), and gives back
     the lock. With O(mode=taint_pending), puts the C(cloudstack.apache.org/rollout-pending:PreferNoSchedule) taint
     on O(nodes) before the first batch.
+  - With O(mode=unlock), frees the lock of a rollout whose controller is gone (its host down, its job's pod deleted) -
+    the holder named by O(lock_holder) must hold the lock; unless it is provably gone already (its lease expired, or
+    its processes on this host are no longer running), the lease is watched for a third of its duration (plus 2
+    seconds) and the unlock is refused if it is renewed meanwhile - a batch at work renews it, so a running rollout
+    is never broken. The lock is then taken with a write conditional on the version watched and the release runs
+    (the nodes that are back uncordoned, the others left cordoned with why, the outcome and why recorded, the lock
+    given back). Used by the C(cloudstack.cks.unlock) playbook.
+  - A batch run (O(mode=cycle)) whose controller is gone - the playbook killed, an AWX job cancelled (ansible-runner
+    SIGKILLs ansible-playbook's process group; the run lives on in its worker's own session) - finishes its batch
+    (no node of it left Stopped, each either finished or put back, the nodes that are back uncordoned), then runs
+    the release itself with the last error "the controller went away during batch N of M", and fails.
   - Each step in detail, and the reasons behind it, are in the collection's guide C(docs/docsite/rst/node_cycle.rst)
     (How a batch is cycled).
 author:
@@ -56,6 +67,7 @@ options:
       cycle: Restart the nodes of O(nodes), one batch (or one O(phase) of it), and validate the cluster after it.
       release: End the rollout however it ended - uncordon what is back, record the outcome, give back the lock.
       taint_pending: Taint the nodes of O(nodes) as waiting their turn, before the first batch.
+      unlock: Take over the lock of the holder O(lock_holder) names, whose controller is gone, and release its rollout.
     default: cycle
   nodes:
     description:
@@ -198,6 +210,7 @@ options:
       - With O(mode=cycle) or O(mode=taint_pending), nothing is changed unless this holder still holds the lock,
         which is renewed.
       - With O(mode=release), the lock is given back if this holder holds it (else left alone).
+      - With O(mode=unlock) (required), the holder to take the lock from, as a refusal or the C(status) playbook names it.
       - If not given, the C(run_id) of O(rollout); without either, the lock is neither checked nor released.
     type: str
   rollout:
@@ -307,9 +320,24 @@ EXAMPLES = r"""
     mode: release
     # The last batch's rollout object: its outcome, and the last error, are recorded.
     rollout: "{{ cycled.rollout | default({'run_id': rollout_id}) }}"
+
+- name: Free the lock of a rollout whose controller host is gone, and release it
+  cloudstack.cks.cks_node_cycle:
+    cluster: prod
+    mode: unlock
+    lock_holder: awx-job-4711
 """
 
 RETURN = r"""
+unlocked:
+  description:
+    - The holder whose lock was taken (O(mode=unlock)) - C(holder), its C(controller) (C(host), C(pid), C(started),
+      C(awx_job)), the C(batch) it was in, when its lock would have ended (C(ends)) and why it was judged gone (C(gone)).
+  returned: mode=unlock, when a lock was taken
+  type: dict
+  sample: {"holder": "awx-job-4711", "controller": {"host": "awx-ee-7", "pid": 812, "started": "2026-12-05T12:00:01Z",
+           "awx_job": "4711"}, "batch": "batch 2 of 4 (prod-node-2)", "batch_nodes": ["prod-node-2"],
+           "batch_started": "2026-12-05T12:04:10Z", "ends": "2026-12-05T12:06:40.000000Z", "gone": null}
 lock_version:
   description: The rollout lock's resourceVersion as this run's last renewal left it (RV(rollout) carries it on).
   returned: mode=cycle, with O(lock_holder)
@@ -506,7 +534,7 @@ pending_taint:
       elements: str
 release:
   description: What release did.
-  returned: mode=release
+  returned: mode=release (and mode=unlock, the release it ran)
   type: dict
   contains:
     uncordoned:
@@ -580,7 +608,7 @@ after:
       type, C(nodes) and C(out_of_date)), C(controlnodesoutofdate), C(workernodesoutofdate) and
       C(etcdnodesoutofdate). The rollout role reports it without reading the cluster again.
     - V(null) when the cluster could not be read.
-  returned: mode=release
+  returned: mode=release (and mode=unlock, the release it ran)
   type: dict
   sample: {out_of_date: [], node_types: {control: {nodes: 3, out_of_date: 0}, worker: {nodes: 10, out_of_date: 0},
            etcd: {nodes: 0, out_of_date: 0}}, controlnodesoutofdate: 0, workernodesoutofdate: 0, etcdnodesoutofdate: 0}
@@ -611,8 +639,9 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defa
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import node_cycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import node_release
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.unlock import node_unlock
 
-SERVICES = {"cycle": node_cycle, "release": node_release, "taint_pending": taint_pending}
+SERVICES = {"cycle": node_cycle, "release": node_release, "taint_pending": taint_pending, "unlock": node_unlock}
 
 BATCH_OPTIONS_SPEC = argument_specs(
     "batch_timeout", "job_timeout", "delete_emptydir_data", "force", "grace_period", "eviction_retry_interval",
@@ -622,7 +651,7 @@ BATCH_OPTIONS_SPEC = argument_specs(
 
 def argument_spec() -> dict[str, dict[str, Any]]:
     return glue.cluster_module_argument_spec({
-        "mode": {"type": "str", "choices": ["cycle", "release", "taint_pending"], "default": "cycle"},
+        "mode": {"type": "str", "choices": ["cycle", "release", "taint_pending", "unlock"], "default": "cycle"},
         "nodes": {"type": "list", "elements": "str"},
         "settings": {"type": "dict"},
         # The batch's options, with their types and defaults from their one table.
@@ -639,7 +668,8 @@ def module_options() -> dict[str, Any]:
     """AnsibleModule's arguments, written once for main() and for the action that runs this module
     in the controller (plugins/action/cks_node_cycle.py)."""
     return {"argument_spec": argument_spec(),
-            "required_if": [("mode", "cycle", ("nodes",)), ("mode", "taint_pending", ("nodes",))],
+            "required_if": [("mode", "cycle", ("nodes",)), ("mode", "taint_pending", ("nodes",)),
+                            ("mode", "unlock", ("lock_holder",))],
             "required_together": [("etcd_client_cert", "etcd_client_key")], "supports_check_mode": True}
 
 

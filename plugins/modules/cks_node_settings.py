@@ -180,7 +180,9 @@ options:
   cancel_rollout:
     description:
       - Ask the running rollout to stop before its next batch (sets the record's cancel flag).
-      - Given alone; with no rollout holding the lock there is nothing to cancel and nothing changes.
+      - Given alone; with no rollout holding the lock there is nothing to cancel and nothing changes - the message then
+        says so, and what to do instead (a lock left by a rollout that stopped without its release is taken over by
+        the next rollout).
     type: bool
     default: false
   lock_holder:
@@ -192,8 +194,13 @@ options:
   lock_duration:
     description:
       - With O(rollout=true), how long in seconds the lock lasts unless renewed. A holder that stops renewing
-        loses it after this; the next rollout takes it over and reports the previous one stopped.
-      - Default is 600.
+        loses it after this; the next rollout takes it over and reports the previous one stopped. A batch renews it
+        every third of this while it works, so a long batch keeps it.
+      - On the controller host the holder ran on, a holder whose ansible-playbook process and last batch run are no
+        longer running (pid and start time) is taken over at once, without waiting for its lease to end.
+      - The lease records who holds it - the controller's host, its ansible-playbook process (pid, start time), the AWX
+        job id (C(JOB_ID), set by AWX) - and the batch in progress; refusals and the C(status) playbook show them.
+      - Default is 90.
     type: int
 notes:
   - Node types are told apart as CKS names them - C(isetcdnode) marks etcd nodes, C(<prefix>-control-<hex>)

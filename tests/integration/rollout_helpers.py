@@ -346,6 +346,10 @@ class ClusterRecord:
     def holder(self) -> Optional[str]:
         return self.lease().get("holderIdentity") or None
 
+    def lease_object(self) -> dict[str, Any]:
+        """The whole Lease (metadata with its annotations too)."""
+        return dict(self._read("lease") or {})
+
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
     """The harness's wait, polling the sim's admin API at a pace that leaves the rollout the CPU."""

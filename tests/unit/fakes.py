@@ -240,6 +240,12 @@ class FakeKube:
             raise KubernetesError("patch", "the object has been modified", status=409, reason="Conflict")
         merged = copy.deepcopy(current)
         merged["spec"] = {**merged.get("spec", {}), **(patch.get("spec") or {})}
+        notes = (patch.get("metadata") or {}).get("annotations")
+        if notes:
+            # As a JSON merge patch: null removes the annotation.
+            kept = dict(merged["metadata"].get("annotations") or {})
+            kept.update(notes)
+            merged["metadata"]["annotations"] = {k: v for k, v in kept.items() if v is not None}
         return self._store("lease", name, merged)
 
     def get_configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:

@@ -7,6 +7,7 @@ rules stands in, so the decisions can be tested at exact times.
 
 from __future__ import annotations
 
+import socket
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
@@ -91,9 +92,12 @@ def test_another_holder_is_refused_until_duration_plus_skew() -> None:
     clock.now += timedelta(seconds=2)  # 66 s > 60 + 5
     taken = lock(kube, clock, "run-b").acquire()
     assert taken.holder == "run-b" and taken.transitions == 1
-    assert taken.taken_over_from == {"holder": "run-a", "renew_time": "2026-12-01T12:00:00.000000Z",
-                                     "acquire_time": "2026-12-01T12:00:00.000000Z",
-                                     "noticed": "2026-12-01T12:01:06.000000Z"}
+    stopped = dict(taken.taken_over_from or {})
+    assert {key: stopped.pop(key) for key in ("holder", "renew_time", "acquire_time", "noticed")} == {
+        "holder": "run-a", "renew_time": "2026-12-01T12:00:00.000000Z", "acquire_time": "2026-12-01T12:00:00.000000Z",
+        "noticed": "2026-12-01T12:01:06.000000Z"}
+    # Who it was: the controller run-a recorded in the lease (this host; no ansible-playbook above a test).
+    assert stopped["controller"]["host"] == socket.gethostname() and stopped["gone"] is None
 
 
 def test_renew_after_takeover_is_lock_lost() -> None:

@@ -111,6 +111,7 @@ class Rollout:
     results: list[dict[str, Any]] = field(default_factory=list)  # every node result, in the order they ran
     skipped: list[str] = field(default_factory=list)  # node types not rolled and why
     last_error: Optional[str] = None  # set by the role when the rollout stopped before any batch
+    ended: Optional[str] = None  # how it ended, set by a run that releases the rollout on its own
     current: Optional[BatchInProgress] = None
     progress: str = ""  # the last batch's progress line, for the role to show
 
@@ -121,7 +122,7 @@ class Rollout:
                 "job_seconds": dict(self.job_seconds), "plan": dict(self.plan), "stored": dict(self.stored),
                 "hooks": dict(self.hooks), "pause_seconds": self.pause_seconds,
                 "batches": [b.to_dict() for b in self.batches], "results": [dict(r) for r in self.results],
-                "skipped": list(self.skipped), "last_error": self.last_error,
+                "skipped": list(self.skipped), "last_error": self.last_error, "ended": self.ended,
                 "current": self.current.to_dict() if self.current is not None else None,
                 "progress": self.progress}
 
@@ -144,6 +145,7 @@ class Rollout:
                        batches=[BatchRecord.from_dict(b) for b in data.get("batches") or []],
                        results=[dict(r) for r in data.get("results") or []],
                        skipped=[str(s) for s in data.get("skipped") or []], last_error=data.get("last_error") or None,
+                       ended=data.get("ended") or None,
                        current=BatchInProgress.from_dict(data["current"]) if data.get("current") else None,
                        progress=str(data.get("progress") or ""))
         except (TypeError, ValueError, AttributeError) as exc:
@@ -270,7 +272,7 @@ class Rollout:
                     "run the rollout again to resume")
         if last is not None and last.outcome == FAILED:
             return f"failed at batch {last.batch} of {self.batch_count}", last.error or f"batch {last.batch} failed"
-        return None, self.last_error
+        return self.ended, self.last_error
 
     def report(self, release: Mapping[str, Any], after: Mapping[str, Any], ended: str) -> Optional[dict[str, Any]]:
         """The rollout report, once the release said how it ended; None for a rollout that never planned."""

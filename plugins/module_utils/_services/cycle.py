@@ -10,6 +10,7 @@ from typing import Any, Mapping, Optional
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import NodeEvents
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import ControllerWatch
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import side_by_side
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
@@ -34,6 +35,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_INTERVAL as DEFAULT_VALIDATE_INTERVAL
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import DEFAULT_TIMEOUT as DEFAULT_VALIDATE_TIMEOUT
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.orphan import batch_note, orphan_release
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import held_lock
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import stored_max_unavailable
@@ -187,6 +189,14 @@ def _run_batch(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                          cancelled=True)
     external = external_etcd(session)
     lock = held_lock(kube, holder, rollout.lock_version or None)
+    controller = ControllerWatch()
+    if lock is not None and not check_mode:
+        # Who works this batch, written into the Lease at the batch's start: a rollout whose controller
+        # is gone is taken over at once on this host only once this run is gone too.
+        lock.batch_run = batch_note(nodes, phase_of(params))
+        if controller.gone():
+            # Forked or started just as the controller was killed: nothing of the batch has begun.
+            return orphan_release(session, params, rollout, lock, nodes, None)
     # The batch's ROOT volumes are read only when one of its nodes' changes needs them.
     loader.root_volume_needed = lambda node: needs_root_volume(node, settings[node.node_type])
     batch = BatchCycle(cloud, kube, loader, str(params["cluster"]), settings, nodes,
@@ -194,10 +204,15 @@ def _run_batch(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                        etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
                        lock=lock, project_id=params.get("project_id"))
-    events = batch.node_events = NodeEvents(kube, run=params.get("lock_holder"))
+    events = batch.node_events = NodeEvents(kube, run=holder)
     result = batch.run()
     if lock is not None and lock.written_version:
         written["version"] = lock.written_version
+    if lock is not None and not check_mode and controller.gone():
+        # The playbook was killed (an AWX cancel SIGKILLs its process group; this run lives on in its
+        # worker's own session): the batch is at its safe point now, so this run releases the rollout
+        # itself rather than leave the lock to expire.
+        return orphan_release(session, params, rollout, lock, nodes, result)
     result.raise_for_failure()
     answer = dict(result.to_dict(), changed=result.changed)
     if not check_mode:

@@ -27,6 +27,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, PodAccess, etcd_check_paths, etcd_check_refusal
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.holder import describe_controller
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.order import plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import PlacementReads, placement_error, placement_refusals
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
@@ -144,6 +145,8 @@ def record_fields(view: ClusterView, record: Optional[Record], lock: Optional[Lo
         "cancel_requested": bool(record.cancel) if record is not None else False,
         "previous_holder_stopped": record.previous_holder_stopped if record is not None else None,
         "stopped_without_release": stopped_without_release(view, record, lock),
+        # The rollout holding the lock now: who (its controller), its batch, when the lock ends unless renewed.
+        "running": lock.summary() if lock is not None and lock.held else None,
     }
 
 
@@ -165,13 +168,20 @@ def stopped_without_release(view: ClusterView, record: Optional[Record],
     from then on the record's ``previous_holder_stopped`` does, until a release has run.
     """
     left = sorted(n.name for n in view.nodes if n.annotated)
+    stopped = sorted(n.name for n in view.nodes if n.vm_state != "Running")
     if lock is not None and lock.holder and lock.expired:
+        summary = lock.summary()
         return {"holder": lock.holder, "since": lock.acquire_time, "renew_time": lock.renew_time,
-                "taken_over": False, "nodes_left_annotated": left}
+                "taken_over": False, "nodes_left_annotated": left, "controller": summary["controller"],
+                "controller_text": summary["controller_text"],
+                "batch": summary["batch"], "why": lock.gone or "its lock expired", "nodes_left_stopped": stopped}
     previous = record.previous_holder_stopped if record is not None else None
     if previous:
         return {"holder": previous.get("holder"), "since": previous.get("acquire_time"),
-                "renew_time": previous.get("renew_time"), "taken_over": True, "nodes_left_annotated": left}
+                "renew_time": previous.get("renew_time"), "taken_over": True, "nodes_left_annotated": left,
+                "controller": previous.get("controller"), "batch": previous.get("batch"),
+                "controller_text": describe_controller(previous.get("controller")) or None,
+                "why": previous.get("gone") or "its lock expired", "nodes_left_stopped": stopped}
     return None
 
 

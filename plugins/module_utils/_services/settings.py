@@ -178,6 +178,7 @@ class NodeSettingsService:
         return CksError(f"{text}; {where}", **failure.details)
 
     def _cancel(self, request: SettingsRequest) -> dict[str, Any]:
+        """Set the cancel flag of the running rollout; of one that is not running, say so and what to do instead."""
         record = self.store.read()
         info = self.lock_factory(None, None).read()
         running = info is not None and info.held
@@ -187,7 +188,7 @@ class NodeSettingsService:
             "lock": lock_dict(info), "last_error": record.last_error if record else None,
         }
         if not running or info is None:
-            result["msg"] = "no rollout holds the lock of this cluster: nothing to cancel"
+            result["msg"] = not_running_message(info)
             return result
         if request.lock_holder and info.holder != request.lock_holder:
             # A fleet cancelling its own clusters must not stop another job's rollout of one of them
@@ -200,7 +201,10 @@ class NodeSettingsService:
         if not self.check_mode:
             record = self.store.set_cancel()
         result.update(changed=True, cancel_requested=True,
-                      msg=f"the rollout of {info.holder} stops before its next batch")
+                      msg=f"the rollout of {info.who()} stops before its next batch (the batch in progress finishes, "
+                          f"then it releases). If it does not (its controller is gone with its host: the lock is then "
+                          f"no longer renewed), free the lock with ansible-playbook cloudstack.cks.unlock "
+                          f"-e rollout_cluster=<cluster> -e rollout_holder={info.holder}")
         return result
 
     # -- result --------------------------------------------------------------------------------
@@ -246,3 +250,14 @@ def node_settings(session: ClusterSession, params: Mapping[str, Any], check_mode
     service = NodeSettingsService(session.view(), session.store, session.lock, check_mode=check_mode,
                                   diff=session.diff)
     return service.run(request)
+
+
+def not_running_message(info: Optional[LockInfo]) -> str:
+    """Why there is nothing to cancel, and what to do instead."""
+    if info is None or not info.holder:
+        return ("no rollout is running on this cluster (the lock is free): nothing to cancel; the next rollout starts "
+                "at once. The status playbook tells how the last one ended")
+    why = info.gone or f"its lock expired: last renewed {info.renew_time}, for {info.duration_seconds}s"
+    return (f"no rollout is running on this cluster: the lock was left by {info.who()}, which stopped without its "
+            f"release ({why}); nothing to cancel. The next rollout takes the lock over at once and puts back what "
+            "it left; the status playbook shows what that is")

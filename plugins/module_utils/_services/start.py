@@ -34,6 +34,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._services.release i
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.settings import NodeSettingsService
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
 
 REFUSED = "Refused before the lock (nothing changed): "
 #: The settings service's answers kept next to the plan's (the plan's own keys win: they are the same
@@ -73,7 +74,16 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
     if refused is not None:
         raise CksError(refused)
 
-    service = NodeSettingsService(view, session.store, session.lock, check_mode=check_mode, diff=session.diff)
+    # The plan's batches go into the Lease with the lock: a batch's run then knows its number, and
+    # what a rollout that stopped without release left is told as "batch N of M".
+    batches = [[str(n) for n in batch.get("nodes") or []] for batch in judged.get("plan") or []]
+
+    def lock_with_plan(holder: Optional[str], duration: Optional[int]) -> Lock:
+        lock = session.lock(holder, duration)
+        lock.plan = batches
+        return lock
+
+    service = NodeSettingsService(view, session.store, lock_with_plan, check_mode=check_mode, diff=session.diff)
     stored = service.run(request, known=(record, lock_before))
     try:
         result = dict(judged, **record_fields(view, service.record, service.lock_info))

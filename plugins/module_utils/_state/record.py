@@ -17,15 +17,34 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import uuid
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any, Callable, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import processes
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, KubernetesError, LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.holder import (
+    ANNOTATIONS,
+    BATCH_ANNOTATION,
+    CONTROLLER_ANNOTATION,
+    PLAN_ANNOTATION,
+    Probe,
+    annotation,
+    describe_batch,
+    holder_gone,
+    parse,
+)
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.lease_info import (  # noqa: F401  (format_microtime, parse_microtime: re-exported)
+    Clock,
+    LockInfo,
+    format_microtime,
+    held_refusal,
+    parse_microtime,
+    utcnow,
+)
 
 
 def held_lock(kube: StateApi, holder: Optional[str], version: Optional[str] = None) -> Optional[Lock]:
@@ -61,45 +80,14 @@ RECORD_NAME = "cloudstack-cks-rollout"
 LOCK_NAME = "cloudstack-cks-rollout"
 
 
-MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
-
-
-DEFAULT_LOCK_SECONDS = 600
+# Short, as Kubernetes' own leader leases: a batch renews it every third of this while it works
+# (``_rollout.batch``), so a long batch keeps it, and a lock whose holder died with its host is free
+# about this long (plus the clock skew) after its last renewal.
+DEFAULT_LOCK_SECONDS = 90
 
 
 # How far apart the clocks of two controllers may be (see Lock): NTP keeps them well inside this.
 DEFAULT_CLOCK_SKEW_SECONDS = 15
-
-
-_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:?\d\d)?$")
-
-
-Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def format_microtime(moment: datetime) -> str:
-    """A Kubernetes MicroTime: UTC, exactly six fraction digits, ``Z`` (the server rejects others)."""
-    if moment.tzinfo is None:
-        raise ValueError("a MicroTime needs an aware datetime")
-    return moment.astimezone(timezone.utc).strftime(MICROTIME)
-
-
-def parse_microtime(text: str) -> datetime:
-    """Read a MicroTime or RFC 3339 time as an aware UTC datetime (any fraction length, Z or offset)."""
-    found = _TIME.match(str(text).strip())
-    if not found:
-        raise ValueError(f"not an RFC 3339 time: {text!r}")
-    base, fraction, zone = found.groups()
-    micro = (fraction or "0")[:6].ljust(6, "0")
-    if zone in (None, "Z"):
-        zone = "+00:00"
-    elif ":" not in zone:
-        zone = f"{zone[:3]}:{zone[3:]}"
-    return datetime.fromisoformat(f"{base}.{micro}{zone}").astimezone(timezone.utc)
 
 
 def default_holder_identity() -> str:
@@ -229,23 +217,6 @@ class RecordStore:
         return self.update(lambda record: setattr(record, "cancel", True))
 
 
-@dataclass(frozen=True)
-class LockInfo:
-    holder: Optional[str]
-    acquire_time: Optional[str]
-    renew_time: Optional[str]
-    duration_seconds: int
-    transitions: int
-    resource_version: Optional[str]
-    expired: bool
-    # Set by acquire when it took over a lease whose holder stopped renewing without release.
-    taken_over_from: Optional[dict[str, Any]] = None
-
-    @property
-    def held(self) -> bool:
-        return bool(self.holder) and not self.expired
-
-
 class Lock:
     """The cluster's rollout lock, a Lease taken with compare-and-set.
 
@@ -259,7 +230,8 @@ class Lock:
 
     def __init__(self, kube: StateApi, holder_identity: Optional[str] = None,
                  duration_seconds: int = DEFAULT_LOCK_SECONDS, namespace: str = NAMESPACE, name: str = LOCK_NAME,
-                 clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS, clock: Clock = utcnow) -> None:
+                 clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS, clock: Clock = utcnow,
+                 probe: Probe = processes.running) -> None:
         if int(duration_seconds) < 1:
             raise ValueError("the lock duration must be at least 1 second")
         self.kube = kube
@@ -278,6 +250,15 @@ class Lock:
         self.written_version: Optional[str] = None
         # Cleared by a 403 on the patch (an identity granted update but not patch): read + replace.
         self.patch_allowed = True
+        # Whether a recorded process still runs here: a holder whose processes on this host are all
+        # gone is taken over at once (``_decisions.holder``).
+        self._probe = probe
+        #: Written into the lease when this holder takes it: its controller (None: this process's, as
+        #: ``processes.controller_identity`` finds it) and the plan's batches (node names).
+        self.controller: Optional[dict[str, Any]] = None
+        self.plan: Optional[list[Any]] = None
+        #: Written at the batch's start by ``renew_at_batch_start``: the module run and the batch's nodes.
+        self.batch_run: Optional[dict[str, Any]] = None
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -287,6 +268,13 @@ class Lock:
 
     def _info(self, lease: dict[str, Any], taken_over_from: Optional[dict[str, Any]] = None) -> LockInfo:
         spec = lease.get("spec") or {}
+        notes = (lease.get("metadata") or {}).get("annotations") or {}
+        controller, batch, plan = (parse(notes.get(name)) for name in (CONTROLLER_ANNOTATION, BATCH_ANNOTATION, PLAN_ANNOTATION))
+        controller = controller if isinstance(controller, dict) else None
+        batch = batch if isinstance(batch, dict) else None
+        gone = None
+        if spec.get("holderIdentity") and spec.get("holderIdentity") != self.holder_identity:
+            gone = holder_gone(controller, batch, socket.gethostname(), processes.boot_id(), self._probe)
         info = LockInfo(
             holder=spec.get("holderIdentity") or None,
             acquire_time=spec.get("acquireTime"),
@@ -294,8 +282,12 @@ class Lock:
             duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
             transitions=int(spec.get("leaseTransitions") or 0),
             resource_version=(lease.get("metadata") or {}).get("resourceVersion"),
-            expired=self._expired(spec),
+            expired=gone is not None or self._expired(spec),
             taken_over_from=taken_over_from,
+            controller=controller,
+            batch=batch,
+            plan=plan if isinstance(plan, list) else None,
+            gone=gone,
         )
         if info.holder:
             self.last_seen = info
@@ -313,10 +305,28 @@ class Lock:
 
     # -- writing -------------------------------------------------------------------------------------
 
+    def _annotations(self, kept: Optional[dict[str, str]] = None) -> dict[str, str]:
+        """The lease's annotations as this holder writes them: ``kept`` (the lease's own, when it is
+        ours already) with what this run has to say - its controller and plan when it takes the lock,
+        its batch when one begins."""
+        notes = dict(kept or {})
+        if not kept:
+            notes[CONTROLLER_ANNOTATION] = annotation(self.controller or processes.controller_identity())
+        if self.plan is not None:
+            notes[PLAN_ANNOTATION] = annotation(self.plan)
+        if self.batch_run is not None:
+            notes[BATCH_ANNOTATION] = annotation(self.batch_run)
+            # The controller running the batches is the one to watch (it may not be the one that took the lock).
+            notes[CONTROLLER_ANNOTATION] = annotation(self.controller or processes.controller_identity())
+        return notes
+
     def _body(self, resource_version: Optional[str], acquire_time: str, transitions: int,
-              holder: Optional[str] = None, duration: Optional[int] = None) -> dict[str, Any]:
+              holder: Optional[str] = None, duration: Optional[int] = None,
+              annotations: Optional[dict[str, str]] = None) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
                                     "labels": {"app.kubernetes.io/managed-by": "cloudstack.cks"}}
+        if annotations:
+            metadata["annotations"] = annotations
         if resource_version is not None:
             metadata["resourceVersion"] = str(resource_version)
         return {
@@ -351,17 +361,18 @@ class Lock:
             now = format_microtime(self._clock())
             if info is None:
                 try:
-                    return self._wrote(self.kube.create_lease(self.namespace, self._body(None, now, 0)))
+                    return self._wrote(self.kube.create_lease(self.namespace, self._body(None, now, 0, annotations=self._annotations())))
                 except KubernetesError as exc:
                     if exc.status == 409:
                         continue  # created by someone else meanwhile: look again
                     raise
             if info.holder == self.holder_identity:
-                body = self._body(info.resource_version, info.acquire_time or now, info.transitions)
+                body = self._body(info.resource_version, info.acquire_time or now, info.transitions,
+                                  annotations=self._annotations(self._kept(info)))
             elif info.holder and not info.expired:
                 raise self._held(info)
             else:
-                body = self._body(info.resource_version, now, info.transitions + 1)
+                body = self._body(info.resource_version, now, info.transitions + 1, annotations=self._annotations())
             try:
                 answer = self.kube.replace_lease(self.namespace, self.name, body)
             except KubernetesError as exc:
@@ -371,7 +382,8 @@ class Lock:
             stopped = None
             if info.holder and info.holder != self.holder_identity:
                 stopped = {"holder": info.holder, "renew_time": info.renew_time, "acquire_time": info.acquire_time,
-                           "noticed": now}
+                           "noticed": now, "controller": info.controller,
+                           "batch": describe_batch(info.batch, info.plan) or None, "gone": info.gone}
             return self._wrote(answer, taken_over_from=stopped)
         current = self.read()
         if current is not None and current.holder and current.holder != self.holder_identity:
@@ -380,18 +392,17 @@ class Lock:
                        f"another rollout is starting")
 
     def _held(self, info: LockInfo) -> LockHeld:
-        expires = ""
-        try:
-            until = parse_microtime(info.renew_time or "") + timedelta(seconds=info.duration_seconds)
-            expires = f", and expires at {format_microtime(until)} unless renewed"
-        except ValueError:
-            pass
-        return LockHeld(
-            f"another rollout holds the lock {self.namespace}/{self.name}: {info.holder}, since "
-            f"{info.acquire_time}, last renewed {info.renew_time}{expires}",
-            holder=info.holder, since=info.acquire_time, renew_time=info.renew_time,
-            duration_seconds=info.duration_seconds,
-        )
+        return held_refusal(info, f"{self.namespace}/{self.name}", self._clock())
+
+    @staticmethod
+    def _kept(info: LockInfo) -> dict[str, str]:
+        """This holder's own annotations as the lease holds them (kept by a renewal)."""
+        kept: dict[str, str] = {}
+        for name, value in ((CONTROLLER_ANNOTATION, info.controller), (BATCH_ANNOTATION, info.batch),
+                            (PLAN_ANNOTATION, info.plan)):
+            if value is not None:
+                kept[name] = annotation(value)
+        return kept
 
     def renew(self) -> LockInfo:
         """Extend the lock; ``LockLost`` if another holder has it or a concurrent write won.
@@ -405,12 +416,25 @@ class Lock:
                 return info
         return self._renew(self.kube.get_lease(self.namespace, self.name))
 
-    def _patch_onto(self, version: str, spec: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def _batch_note(self) -> Optional[dict[str, Optional[str]]]:
+        """The batch annotation to write once, at the batch's start (then None: later renewals leave it)."""
+        if self.batch_run is None:
+            return None
+        note: dict[str, Optional[str]] = {BATCH_ANNOTATION: annotation(self.batch_run),
+                                          CONTROLLER_ANNOTATION: annotation(self.controller or processes.controller_identity())}
+        self.batch_run = None
+        return note
+
+    def _patch_onto(self, version: str, spec: dict[str, Any],
+                    annotations: Optional[dict[str, Optional[str]]] = None) -> Optional[dict[str, Any]]:
         """``spec`` as a merge patch onto the version this holder last wrote: the lease as answered, or
         None where the lease must be read and judged instead (409: written since; 403: an identity
         granted update but not patch, as an older Role). A 404 (the lease deleted) is the caller's."""
+        metadata: dict[str, Any] = {"resourceVersion": version}
+        if annotations:
+            metadata["annotations"] = annotations
         try:
-            return self.kube.patch_lease(self.namespace, self.name, {"metadata": {"resourceVersion": version}, "spec": spec})
+            return self.kube.patch_lease(self.namespace, self.name, {"metadata": metadata, "spec": spec})
         except KubernetesError as exc:
             if exc.status == 403:
                 self.patch_allowed = False  # the documented RBAC grants patch; an older Role may not
@@ -421,8 +445,9 @@ class Lock:
 
     def _renew_unread(self, version: str) -> Optional[LockInfo]:
         """A merge patch of renewTime onto the version this holder wrote; None: read and judge instead."""
+        patch: dict[str, Any] = {"renewTime": format_microtime(self._clock())}
         try:
-            answer = self._patch_onto(version, {"renewTime": format_microtime(self._clock())})
+            answer = self._patch_onto(version, patch, self._batch_note())
         except KubernetesError as exc:
             if exc.status == 404:
                 raise LockLost(f"the rollout lock {self.namespace}/{self.name} is gone (deleted); stop this rollout")
@@ -462,7 +487,8 @@ class Lock:
         now = format_microtime(self._clock())
         try:
             answer = self._patch_onto(version, {"holderIdentity": "", "leaseDurationSeconds": 1,
-                                                "acquireTime": now, "renewTime": now})
+                                                "acquireTime": now, "renewTime": now},
+                                      {name: None for name in ANNOTATIONS})
         except KubernetesError as exc:
             if exc.status == 404:
                 return False
@@ -483,7 +509,8 @@ class Lock:
         if info.duration_seconds > 0:
             self.duration_seconds = info.duration_seconds  # kept as the lease says (``held_lock`` may not have read it)
         body = self._body(info.resource_version, info.acquire_time or format_microtime(self._clock()),
-                          info.transitions)
+                          info.transitions, annotations=self._annotations(self._kept(info)))
+        self.batch_run = None  # written now: later renewals keep it as the lease holds it
         try:
             return self._wrote(self.kube.replace_lease(self.namespace, self.name, body))
         except KubernetesError as exc:

@@ -10,7 +10,15 @@ from typing import Any, Mapping, Optional
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput, LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, initial_settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import WORKER, ClusterView
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LOCK_NAME, NAMESPACE, RECORD_NAME, LockInfo, Record, parse_microtime
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import (
+    LOCK_NAME,
+    NAMESPACE,
+    RECORD_NAME,
+    LockInfo,
+    Record,
+    held_refusal,
+    parse_microtime,
+)
 
 #: The worker batch size is kept in the worker type's entry: TypeSettings.from_dict ignores keys
 #: it does not know, so every reader of the record still reads it with plan.Settings.from_dict.
@@ -59,16 +67,18 @@ def lock_dict(info: Optional[LockInfo]) -> Optional[dict[str, Any]]:
         return None
     return {"holder": info.holder, "held": info.held, "acquire_time": info.acquire_time,
             "renew_time": info.renew_time, "duration_seconds": info.duration_seconds,
-            "expired": info.expired, "taken_over_from": info.taken_over_from}
+            "expired": info.expired, "taken_over_from": info.taken_over_from, **_holder_fields(info)}
+
+
+def _holder_fields(info: LockInfo) -> dict[str, Any]:
+    """Who holds it (controller, batch) and when it ends, as status and the refusals show them."""
+    summary = info.summary()
+    summary.pop("holder")
+    return summary
 
 
 def lock_held_error(info: LockInfo) -> LockHeld:
-    return LockHeld(f"a rollout holds the lock {NAMESPACE}/{LOCK_NAME} of this cluster: "
-                    f"{info.holder}, since {info.acquire_time}, last renewed {info.renew_time} (for "
-                    f"{info.duration_seconds}s); wait for it to end, or cancel it: ansible-playbook cloudstack.cks.cancel "
-                    f"-e rollout_cluster=<cluster> (it stops before its next batch)",
-                    holder=info.holder, since=info.acquire_time, renew_time=info.renew_time,
-                    duration_seconds=info.duration_seconds)
+    return held_refusal(info, f"{NAMESPACE}/{LOCK_NAME}")
 
 
 def cancel_older_than_lock(updated: Optional[str], acquired: Optional[str]) -> bool:
