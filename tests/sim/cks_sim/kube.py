@@ -1679,7 +1679,7 @@ class KubeWorld:
     # ----- the API's verbs --------------------------------------------------------------------
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
-        self._before_read(plural, namespace)
+        self._before_read(plural, namespace, name)
         obj = self._raw(plural, namespace, name)
         if obj is None:
             raise not_found(RESOURCES[plural], name)
@@ -1695,11 +1695,14 @@ class KubeWorld:
         items = self._objects[plural]
         return [items[k] for k in sorted(items) if namespace is None or k[0] == namespace]
 
-    def _before_read(self, plural: str, namespace: Optional[str]) -> None:
-        # Controllers' writes that depend on time or faults, brought up to date before a read.
+    def _before_read(self, plural: str, namespace: Optional[str], name: Optional[str] = None) -> None:
+        # Controllers' writes that depend on time or faults, brought up to date before a read. The
+        # control plane's leases only when they can be seen: a read of another Lease of kube-system
+        # (the rollout's lock) leaves the store, and its resourceVersion, as it was.
         if plural == "leases" and namespace in (None, NODE_LEASE_NS):
             self.refresh_node_leases()
-        if plural == "leases" and namespace in (None, kube_leases.NAMESPACE):
+        if plural == "leases" and namespace in (None, kube_leases.NAMESPACE) and (
+                name is None or kube_leases.is_control_plane_lease(name)):
             self.leader_leases.refresh(self)
         if plural == "events":
             self.expire_events()

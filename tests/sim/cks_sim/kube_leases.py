@@ -39,6 +39,11 @@ def apiserver_lease_name(hostname: str) -> str:
     return "apiserver-" + base64.b32encode(digest).decode().rstrip("=").lower()
 
 
+def is_control_plane_lease(name: str) -> bool:
+    """A Lease of kube-system that the control plane's components write (not an operator's)."""
+    return name in LEADER_LEASES or name.startswith("apiserver-")
+
+
 class LeaderLeases:
     """The control plane's leases of one cluster; ``refresh(world)`` under sim.lock."""
 
