@@ -110,7 +110,9 @@ def test_stop_job_fails(rollout_sim: Any) -> None:
 def test_start_fails_with_insufficient_capacity(rollout_sim: Any) -> None:
     sim = rollout_sim(SPEC)
     sim.fault(kind="start_capacity", count=1)
-    run = sim.rollout(**WORKERS_LARGER)
+    # Put-back off: the node is left as the refused start found it (the put-back, on by default, is
+    # test_rollout_placement's).
+    run = sim.rollout(**WORKERS_LARGER, rollout_put_back_on_refusal=False)
     last_error = stopped_cleanly(sim, run)
     node = named_worker(sim, last_error)
     assert "533" in last_error, last_error

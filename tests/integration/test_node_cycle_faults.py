@@ -108,7 +108,8 @@ def test_a_start_refused_for_capacity_fails_at_the_start(cycle_sim: Callable[...
     vm_name = sim.view().node(node).vm_name
     sim.fault(kind="start_capacity", vm=vm_name, count=1)
 
-    result = sim.cycle([node], large(sim))
+    # Put-back off: the node stays as the refused start left it (the put-back is test_rollout_placement's).
+    result = sim.cycle([node], large(sim), options={"put_back_on_refusal": False})
 
     assert result.error is not None and result.error.step == "start"
     assert "533" in result.error.msg and "startVirtualMachine" in result.error.msg
@@ -127,7 +128,8 @@ def test_a_rerun_after_a_failed_start_resumes_the_stopped_node(cycle_sim: Callab
     node = sim.names("worker")[0]
     before = sim.view().node(node)
     sim.fault(kind="start_capacity", vm=before.vm_name, count=1)
-    assert sim.cycle([node], large(sim)).error is not None
+    # Put-back off, so that the node is left Stopped for the rerun to resume.
+    assert sim.cycle([node], large(sim), options={"put_back_on_refusal": False}).error is not None
 
     result = sim.cycle([node], large(sim))
 

@@ -1,7 +1,8 @@
 """A failure reported together with the nodes that can not be rolled, then the rerun that resumes.
 
 The single control node already differs from its type (it can not lose a node: not rolled, and
-reported). Two workers fail to start (no capacity, 533) and stay Stopped. One of them is then
+reported). Two workers fail to start (no capacity, 533) and, with rollout_put_back_on_refusal off,
+stay Stopped. One of them is then
 started by hand and comes back; the rerun uncordons it without restarting it, takes the other
 stopped one first, and rolls the rest.
 """
@@ -27,7 +28,7 @@ def test_failure_with_unrollable_control_then_rerun_resumes() -> None:
         since = time.time()
         first = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2,
-            rollout_select="[?node_type=='worker'] | [1:3]"))
+            rollout_select="[?node_type=='worker'] | [1:3]", rollout_put_back_on_refusal=False))
         assert first.rc != 0, first.explain()
         items = rh.timeline(sim, since)
         assert sorted(rh.restarted(items)) == sorted([w1, w2])

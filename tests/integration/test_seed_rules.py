@@ -142,7 +142,7 @@ def test_release_of_a_rollout_whose_lock_was_taken_over_changes_nothing(rollout_
     before = store.read()
 
     result = run_module("cks_node_cycle", {"cluster": sim.env["cluster_name"], "mode": "release",
-                                           "lock_holder": "run-old", "last_error": "run-old failed",
+                                           "lock_holder": "run-old", "rollout": {"last_error": "run-old failed"},
                                            **_connection(sim)})
 
     assert result["failed"] is False, result

@@ -93,8 +93,9 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
         if not check_mode and taken is not None and taken.holder == request.lock_holder and taken.resource_version:
             # The Lease as this run left it: the first batch renews from it in one write, no read.
             result["lock_version"] = taken.resource_version
-        if result["hosts"]:
+        if result["hosts"] and not check_mode:
             # The nodes' Events need create and patch on events: without them a warning, not a refusal.
+            # Not asked in a dry run, which only gets and lists (a review is a create).
             warning = events_access_warning(session.kube)
             result["node_events_allowed"] = warning is None
             if warning is not None:
