@@ -86,7 +86,7 @@ def host_usage(cloud: CloudWorld) -> dict[str, tuple[int, int]]:
     usage = {h: [0, 0] for h in cloud.hosts}
     for vm in cloud.vms.values():
         if vm.host_id in usage and vm.state in ("Starting", "Running", "Stopping", "Migrating"):
-            _, _, mhz, memory = vm_demand(cloud, vm)
+            _cores, _speed, mhz, memory = vm_demand(cloud, vm)
             usage[vm.host_id][0] += mhz
             usage[vm.host_id][1] += memory
     return {h: (u[0], u[1]) for h, u in usage.items()}
