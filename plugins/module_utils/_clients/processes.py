@@ -17,6 +17,8 @@ import socket
 import time
 from typing import Any, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import command_of
+
 #: Set by AWX in every job's environment (RunJob.build_env): the job's id.
 AWX_JOB_ENV = "JOB_ID"
 
@@ -59,14 +61,6 @@ def parent_of(pid: int) -> Optional[int]:
     return int(fields[1])
 
 
-def _command(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 def started_at(ticks: int) -> Optional[str]:
     """A process start (ticks since boot) as UTC RFC 3339, from the boot time in ``/proc/stat``."""
     try:
@@ -87,7 +81,7 @@ def playbook_pid() -> Optional[int]:
         parent = parent_of(pid)
         if parent is None or parent <= 1:
             break
-        if any(name in _command(parent) for name in _PLAYBOOK_COMMANDS):
+        if any(name in command_of(parent) for name in _PLAYBOOK_COMMANDS):
             found = parent
         elif found is not None:
             break
