@@ -62,12 +62,13 @@ options:
   mode:
     description:
       - What this run does (see the description). Each choice is a job of its own with its own options.
+      - V(cycle) restarts the nodes of O(nodes), one batch (or one O(phase) of it), and validates the cluster after it.
+      - V(release) ends the rollout however it ended - uncordons what is back, records the outcome, gives back the lock.
+      - V(taint_pending) taints the nodes of O(nodes) as waiting their turn, before the first batch.
+      - V(unlock) takes over the lock of the holder O(lock_holder) names, whose controller is gone, and releases its
+        rollout.
     type: str
-    choices:
-      cycle: Restart the nodes of O(nodes), one batch (or one O(phase) of it), and validate the cluster after it.
-      release: End the rollout however it ended - uncordon what is back, record the outcome, give back the lock.
-      taint_pending: Taint the nodes of O(nodes) as waiting their turn, before the first batch.
-      unlock: Take over the lock of the holder O(lock_holder) names, whose controller is gone, and release its rollout.
+    choices: [cycle, release, taint_pending, unlock]
     default: cycle
   nodes:
     description:
@@ -95,12 +96,13 @@ options:
     description:
       - Which part of the batch this run does. The three phases run in order, each after the one before succeeded for
         the whole batch, so that tasks of the operator can run on each node between them. Only with O(mode=cycle).
+      - V(all) runs the whole batch in one run.
+      - V(cordon) annotates and cordons the nodes (and labels them out of the load balancers).
+      - V(restart) drains, stops, changes, starts and verifies the nodes; the batch's deadline counts from its
+        V(cordon) run.
+      - V(uncordon) checks that each node is still back, uncordons it, and validates the cluster.
     type: str
-    choices:
-      all: The whole batch in one run.
-      cordon: Annotate and cordon the nodes (and label them out of the load balancers).
-      restart: Drain, stop, change, start and verify the nodes; the batch's deadline counts from its V(cordon) run.
-      uncordon: Check that each node is still back, uncordon it, and validate the cluster.
+    choices: [all, cordon, restart, uncordon]
     default: all
   job_timeout:
     description:
