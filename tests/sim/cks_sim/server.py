@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import yaml
@@ -103,6 +104,7 @@ class _ServerThread:
         self.thread.join(timeout=5)
 
 
+@dataclass(eq=False)
 class KubeEndpoint:
     """One cluster's API server address (its own port, the root path).
 
@@ -113,18 +115,17 @@ class KubeEndpoint:
     this endpoint's own thread, which converges to what the world says at that moment.
     """
 
-    def __init__(self, owner: "SimServer", cluster_id: str, port: int, app: Any, ssl_context: Any) -> None:
-        self.owner = owner
-        self.cluster_id = cluster_id
-        self.port = port
-        self.app = app
-        self.ssl_context = ssl_context
-        self.thread: Optional[_ServerThread] = None
-        self._wanted = threading.Event()
-        self._changes = threading.Condition()
-        self._pending = False
-        self._closed = False
-        self._worker: Optional[threading.Thread] = None
+    owner: "SimServer"
+    cluster_id: str
+    #: 0 the first time (a free port is taken), then the port it listened on, kept across restarts.
+    port: int
+    app: Any
+    ssl_context: Any
+    thread: Optional[_ServerThread] = None
+    _changes: threading.Condition = field(default_factory=threading.Condition)
+    _pending: bool = False
+    _closed: bool = False
+    _worker: Optional[threading.Thread] = None
 
     @property
     def url(self) -> str:
