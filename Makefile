@@ -142,7 +142,7 @@ chaos: setup
 chaos-smoke: setup
 	$(call pytest,$(BIN)/python,chaos-smoke,tests/chaos)
 
-# Rollouts of the four workers under 5% transient faults on both APIs, never rerun (issue 16):
+# Rollouts of the four workers under 5% transient faults on both APIs, never rerun:
 # N with 5xx answers, then N with dropped connections, each run with its own simulator seed.
 chaos-transient: setup
 	$(BIN)/python tests/chaos/transient.py --runs $(N) --mode 5xx --rate 0.05 --seed 1000 --out out/transient-5xx

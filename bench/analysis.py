@@ -239,12 +239,12 @@ def calls_per_node(calls: Sequence[dict[str, Any]], rolled: int) -> dict[str, An
     return {
         "cloudstack_per_node": round(per_api["cloudstack"] / rolled, 2),
         "kubernetes_per_node": round(per_api["kubernetes"] / rolled, 2),
-        # Issue 19 counts a node's Kubernetes calls besides its evictions (one per pod, however
+        # The load target counts a node's Kubernetes calls besides its evictions (one per pod, however
         # the cluster is rolled), and the job polls apart: what the management server sees most.
         "kubernetes_per_node_besides_evictions": round((per_api["kubernetes"] - evictions) / rolled, 2),
         "evictions_per_node": round(evictions / rolled, 2),
         "job_polls_per_node": round(by_command["cloudstack:queryAsyncJobResult"] / rolled, 2),
-        # Issue 19: what a node costs the management server in job polls, per async job it submits.
+        # What a node costs the management server in job polls, per async job it submits.
         "jobs_per_node": round(jobs / rolled, 2),
         "polls_per_job": round(by_command["cloudstack:queryAsyncJobResult"] / jobs, 2) if jobs else None,
         "catalog_reads": catalog,
@@ -253,7 +253,7 @@ def calls_per_node(calls: Sequence[dict[str, Any]], rolled: int) -> dict[str, An
     }
 
 
-#: The catalog: read once per rollout (issue 19), not once per batch.
+#: The catalog: read once per rollout, not once per batch.
 CATALOG_COMMANDS = ("listServiceOfferings", "listDiskOfferings", "listAffinityGroups")
 
 
@@ -351,7 +351,7 @@ def detection_latency(calls: Sequence[dict[str, Any]], timeline: Sequence[dict[s
         summary[kind] = {"n": len(values), "mean": round(statistics.mean(values), 3),
                          "p50": round(_pct(values, 0.5), 3), "p95": round(_pct(values, 0.95), 3),
                          "max": round(values[-1], 3)}
-    # The polling slack of the CloudStack jobs alone (issue 19): each job's end to the poll that saw it.
+    # The polling slack of the CloudStack jobs alone: each job's end to the poll that saw it.
     job_slack = sorted(v for kind in JOB_EVENTS for v in samples.get(kind, []))
     if job_slack:
         summary["jobs"] = {"n": len(job_slack), "mean": round(statistics.mean(job_slack), 3),

@@ -3,7 +3,7 @@
 """Planning's own cost per node, without the simulator, Ansible or the network: the view built from
 generated API answers (tests/unit/factories.py), the plan, Ansible's scrub of the result
 (remove_values with three secrets) and its JSON, timed in CPU seconds, so a loaded machine
-changes the numbers little. Issue 19: the cost per node from 1,000 to 3,000 nodes within 1.2x of
+changes the numbers little. The target: the cost per node from 1,000 to 3,000 nodes within 1.2x of
 the cost from 100 to 1,000.
 
     .venv/bin/python bench/planning_inprocess.py

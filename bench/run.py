@@ -38,8 +38,8 @@ from simproc import TIMINGS, BenchSim, bench_spec  # noqa: E402
 DEFAULT_TIME_SCALE = 0.05
 TARGETS = {"ratio": 1.05, "concurrency": 1.1, "detection": 1.0, "plan_1000_seconds": 3.0,
            "plan_1000_cloudstack": 10, "plan_1000_kubernetes": 5}
-# Issue 19 (judged on the projected real-cloud timings, as the targets above).
-ISSUE_19 = {"batch_overhead_seconds": 1.5, "ratio": 1.025, "cloudstack_per_node": 12.0,
+# What the management servers see of a rollout (judged on the projected real-cloud timings, as the targets above).
+LOAD_TARGETS = {"batch_overhead_seconds": 1.5, "ratio": 1.025, "cloudstack_per_node": 12.0,
             "kubernetes_per_node": 8.0, "catalog_reads": 1, "plan_growth": 1.2}
 
 
@@ -231,9 +231,9 @@ def verdicts(result: dict[str, Any]) -> dict[str, Any]:
             a, b, c = rows[0], rows[1], rows[2]
             first = (b["wall_median"] - a["wall_median"]) / (b["nodes"] - a["nodes"])
             second = (c["wall_median"] - b["wall_median"]) / (c["nodes"] - b["nodes"])
-            out["plan_linear"] = second <= max(first, 1e-6) * ISSUE_19["plan_growth"]
+            out["plan_linear"] = second <= max(first, 1e-6) * LOAD_TARGETS["plan_growth"]
             result["planning_marginal_ms_per_node"] = [round(first * 1000, 3), round(second * 1000, 3)]
-    result["issue_19"] = issue_19(result)
+    result["load_targets"] = load_targets(result)
     return out
 
 
@@ -320,35 +320,35 @@ def _kubernetes_why(r: dict[str, Any]) -> str:
             f"the plan and the release included): {listed}")
 
 
-def issue_19(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every issue-19 target: the value measured, met or missed by how much, and why."""
+def load_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every load target: the value measured, met or missed by how much, and why."""
     rows: list[dict[str, Any]] = []
     node_ideal = float(result["node_ideal_simulated"])
     for r in result["rollouts"]:
         o = r["overhead"]
         rows.append(_target(f"collection's own time per batch, {r['name']} ({r.get('cluster_nodes')} nodes)",
-                            o["overhead_per_batch"], ISSUE_19["batch_overhead_seconds"], "s", _overhead_why(r)))
+                            o["overhead_per_batch"], LOAD_TARGETS["batch_overhead_seconds"], "s", _overhead_why(r)))
         rows.append(_target(f"overhead ratio at a {node_ideal:g} s node critical path, {r['name']}",
-                            round((node_ideal + o["overhead_per_batch"]) / node_ideal, 4), ISSUE_19["ratio"], "",
+                            round((node_ideal + o["overhead_per_batch"]) / node_ideal, 4), LOAD_TARGETS["ratio"], "",
                             "the time per batch above, on the node's critical path"))
         c = r["calls"]
         rows.append(_target(f"CloudStack calls per node, {r['name']}", c["cloudstack_per_node"],
-                            ISSUE_19["cloudstack_per_node"], "", _cloudstack_why(r)))
+                            LOAD_TARGETS["cloudstack_per_node"], "", _cloudstack_why(r)))
         besides = c.get("kubernetes_per_node_besides_evictions")
         rows.append(_target(f"Kubernetes calls per node besides evictions ({c.get('evictions_per_node')} per node), "
-                            f"{r['name']}", besides, ISSUE_19["kubernetes_per_node"], "",
+                            f"{r['name']}", besides, LOAD_TARGETS["kubernetes_per_node"], "",
                             _kubernetes_why(r)))
         reads = c.get("catalog_reads") or {}
         most = max(reads.values()) if reads else None
         rows.append(_target(f"catalog (offerings, disk offerings, groups) reads per rollout, {r['name']}", most,
-                            ISSUE_19["catalog_reads"], "", f"listed {reads}"))
+                            LOAD_TARGETS["catalog_reads"], "", f"listed {reads}"))
     rows_plan = sorted(result["planning"], key=lambda p: p["nodes"])
     marginal = result.get("planning_marginal_ms_per_node")
     if len(rows_plan) >= 3 and marginal:
         growth = round(marginal[1] / max(marginal[0], 1e-6), 3)
         rows.append(_target(f"planning cost per node {rows_plan[1]['nodes']}->{rows_plan[2]['nodes']} against "
                             f"{rows_plan[0]['nodes']}->{rows_plan[1]['nodes']} ({marginal[0]} then {marginal[1]} ms)",
-                            growth, ISSUE_19["plan_growth"], "x",
+                            growth, LOAD_TARGETS["plan_growth"], "x",
                             "the module's own time per node still grows (see the planning rows: more pages, "
                             "a larger result to scrub)"))
     steps = [r["steps_ratio"] for r in result["concurrency"] if r.get("steps_ratio")]
@@ -536,18 +536,18 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{p['calls'].get('kubernetes', 0)} | {p['max_rss_mb']:.0f} | {p['batches']} |")
         marginal = result.get("planning_marginal_ms_per_node")
         lines += ["", f"1,000 nodes ≤ 3 s: {_yes(v.get('plan_1000_le_3s'))}; ≤ 10 CloudStack and ≤ 5 Kubernetes calls: "
-                  f"{_yes(v.get('plan_1000_calls'))}; linear (1,000->3,000 within {ISSUE_19['plan_growth']}x of "
+                  f"{_yes(v.get('plan_1000_calls'))}; linear (1,000->3,000 within {LOAD_TARGETS['plan_growth']}x of "
                   f"100->1,000): {_yes(v.get('plan_linear'))}"
                   + (f" (marginal {marginal[0]} then {marginal[1]} ms per node)." if marginal else "."), ""]
     lines += inventory_bench.saved_markdown(os.path.join(HERE, "results"))
     lines += fleet_bench.saved_markdown(os.path.join(HERE, "results"))
     lines += fleet_bench.saved_rate_limit_markdown(os.path.join(HERE, "results"))
-    lines += issue_19_lines(result.get("issue_19") or [])
+    lines += load_target_lines(result.get("load_targets") or [])
     return "\n".join(lines) + "\n"
 
 
 def job_poll_lines(rollouts: list[dict[str, Any]]) -> list[str]:
-    """Issue 19: how many polls a node costs the management server, and the slack they leave."""
+    """How many polls a node costs the management server, and the slack they leave."""
     lines = ["CloudStack async jobs (stop, resize, start...): what a node costs in queryAsyncJobResult polls, and the "
              "slack from each job's end to the poll that saw it (the jobs of a node run one after another on its "
              "critical path, so a node's slack is the sum).", "",
@@ -563,10 +563,10 @@ def job_poll_lines(rollouts: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
-def issue_19_lines(rows: list[dict[str, Any]]) -> list[str]:
+def load_target_lines(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
-    lines = ["Issue 19 targets:", "", "| target | measured | target | verdict | why (when missed) |",
+    lines = ["Load targets (what the management servers see):", "", "| target | measured | target | verdict | why (when missed) |",
              "| --- | ---: | ---: | --- | --- |"]
     for row in rows:
         unit = row.get("unit") or ""

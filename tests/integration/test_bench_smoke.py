@@ -49,7 +49,7 @@ def test_rollout_result_adds_up(smoke: dict) -> None:
     assert 1.0 < cost["ratio_at_time_scale_1"] < cost["ratio"]
     for segment in ("drain", "stop", "start", "boot"):
         assert run["ideal_segments_mean"][segment] > 0
-    # Every pass of the rolling play starts the same role tasks (issue 19 counts them).
+    # Every pass of the rolling play starts the same role tasks (the load target counts them).
     runs = run["task_runs_per_batch"]
     assert len(runs) == 2 and len(set(runs)) == 1 and runs[0] >= 5
     for batch in run["batches"]:
@@ -68,7 +68,7 @@ def test_calls_and_detection_latency(smoke: dict) -> None:
     assert per_node["cloudstack:queryAsyncJobResult"] >= 2
     assert run["calls"]["cloudstack_per_node"] > 0 and run["calls"]["kubernetes_per_node"] > 0
     assert len(run["list_calls_per_batch"]) == 2 and min(run["list_calls_per_batch"]) > 0
-    # Issue 19: the catalog is listed by the rollout's first module run only, the others are
+    # The catalog is listed by the rollout's first module run only, the others are
     # handed it; evictions and job polls are counted apart from the rest.
     calls = run["calls"]
     assert calls["catalog_reads"] == {"listServiceOfferings": 1, "listDiskOfferings": 1, "listAffinityGroups": 1}
@@ -76,7 +76,7 @@ def test_calls_and_detection_latency(smoke: dict) -> None:
     assert calls["kubernetes_per_node_besides_evictions"] == pytest.approx(
         calls["kubernetes_per_node"] - calls["evictions_per_node"], abs=0.011)
     assert calls["job_polls_per_node"] == per_node["cloudstack:queryAsyncJobResult"]
-    # What a node costs in job polls (issue 19): its stop, resize and start, each polled at least once.
+    # What a node costs in job polls: its stop, resize and start, each polled at least once.
     assert calls["jobs_per_node"] == per_node["cloudstack:stopVirtualMachine"] + per_node["cloudstack:resizeVolume"] \
         + per_node["cloudstack:startVirtualMachine"] == 3
     assert calls["polls_per_job"] == pytest.approx(calls["job_polls_per_node"] / calls["jobs_per_node"], abs=0.01)
@@ -89,7 +89,7 @@ def test_calls_and_detection_latency(smoke: dict) -> None:
     jobs = latency["jobs"]
     assert jobs["n"] == sum(latency[k]["n"] for k in ("stopped", "volume_resized", "started")) == 9
     assert 0 <= jobs["p50"] <= jobs["max"] == max(latency[k]["max"] for k in ("stopped", "volume_resized", "started"))
-    # A node's return is watched now (issue 19): the event reaches the rollout on the stream, and
+    # A node's return is watched: the event reaches the rollout on the stream, and
     # no node read follows it to time; only a rollout that fell back to polling has samples.
     assert "ready" not in latency or 0 <= latency["ready"]["p50"] <= latency["ready"]["max"] < 30
 
@@ -112,12 +112,12 @@ def test_table_and_timeline_written(smoke: dict) -> None:
     out = smoke["dir"]
     table = (out / "latest.md").read_text(encoding="utf-8")
     assert "| rollout | batches |" in table and "| planning (cks_node_outdated) |" in table
-    # Every issue-19 target has a verdict: met, missed by how much (with why), or not measured.
-    rows = smoke["result"]["issue_19"]
+    # Every load target has a verdict: met, missed by how much (with why), or not measured.
+    rows = smoke["result"]["load_targets"]
     assert rows and all(r["met"] is not None or r["why"] == "not measured" for r in rows)
     assert all(r["by"] is None if r["met"] else (r["met"] is None or (r["by"] > 0 and r["why"])) for r in rows)
     assert "| rollout | jobs / node | polls / job | polls / node |" in table
-    assert "Issue 19 targets:" in table and table.count("| catalog (offerings, disk offerings, groups) reads") == 1
+    assert "Load targets (what the management servers see):" in table and table.count("| catalog (offerings, disk offerings, groups) reads") == 1
     assert table.strip() in smoke["stdout"]
     tree = ET.parse(out / "timeline.svg")
     rects = tree.getroot().iter(f"{SVG}rect")

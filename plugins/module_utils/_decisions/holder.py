@@ -21,6 +21,7 @@ the holder (``unlock``), frees the lock.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 CONTROLLER_ANNOTATION = "cloudstack.apache.org/rollout-controller"
@@ -102,3 +103,16 @@ def holder_gone(controller: Optional[Mapping[str, Any]], batch: Optional[Mapping
     if running(batch["pid"], batch["start_ticks"]):
         return None  # the controller is gone, but its batch's run still brings the batch to a safe point
     return f"its controller ({describe_controller(controller)}) is no longer running, nor is any module run of it"
+
+
+def run_id(given: Any, awx_job_id: Any, now: datetime, nonce: int) -> str:
+    """The run id a rollout holds the lock as: the one given, else its AWX job's, else a new one.
+
+    Under AWX the job names itself (``awx-job-<id>``), so the lock's holder, the report and ``status``
+    point at the job. Elsewhere the start time (UTC) and a random ``nonce`` keep two controllers
+    started in the same second apart."""
+    if given not in (None, ""):
+        return str(given)
+    if awx_job_id not in (None, ""):
+        return f"awx-job-{awx_job_id}"
+    return f"rollout-{now.astimezone(timezone.utc):%Y%m%dT%H%M%S}-{int(nonce)}"
