@@ -1,0 +1,330 @@
+"""Nodes: their Node and Lease objects, the kubelet's status posts and boots, the node-lifecycle
+controller's grace period and taints, VM power as CloudStack drives it, and foreign cordons.
+
+A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.KubeState``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import kube_run
+from .kube_contract import KubeConcern
+from .kube_helpers import _condition, _set_condition, now_micro, now_time
+from .kube_resources import (
+    CONTROL_PLANE_TAINT,
+    LIFECYCLE_TAINTS,
+    NODE_LEASE_NS,
+    NODE_LEASE_RENEW,
+    NOT_READY_TAINT,
+    UNREACHABLE_TAINT,
+    UNSCHEDULABLE_TAINT,
+)
+from .kube_state import NodeState
+
+
+class KubeNodes(KubeConcern):
+    """A node's life as its kubelet and the node-lifecycle controller show it."""
+
+    def _add_node(self, spec: dict, index: int) -> None:
+        name = spec["name"].lower()
+        running = bool(spec.get("vm_running", True))
+        state = NodeState(
+            name=name, node_type=spec.get("node_type", "worker"), index=index,
+            cpu=int(spec.get("cpu", 2)), memory_mb=int(spec.get("memory_mb", 4096)),
+            vm_running=running, kubelet_posting=running, boot_id=self.new_uid(),
+            machine_id=self.new_uid().replace("-", ""), system_uuid=self.new_uid(),
+        )
+        self.nodes[name] = state
+        labels = {
+            "beta.kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+        }
+        taints: list[dict[str, Any]] = []
+        if state.node_type == "control":
+            labels["node-role.kubernetes.io/control-plane"] = ""
+            labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
+            taints.append({"key": CONTROL_PLANE_TAINT, "effect": "NoSchedule"})
+        created = now_time()
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": self._new_meta(
+                name,
+                labels=labels,
+                annotations={
+                    "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock",
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                },
+            ),
+            "spec": {
+                "podCIDR": f"10.244.{index}.0/24",
+                "podCIDRs": [f"10.244.{index}.0/24"],
+                "providerID": f"cloudstack:///{name}",
+                "taints": taints,
+            },
+            "status": {
+                "addresses": [
+                    {"type": "InternalIP", "address": self._node_ip(state)},
+                    {"type": "Hostname", "address": name},
+                ],
+                "capacity": {},
+                "allocatable": {},
+                "conditions": [],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "images": kube_run.node_images(self.version),
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "bootID": state.boot_id,
+                    "containerRuntimeVersion": "containerd://1.7.22",
+                    "kernelVersion": "5.15.0-119-generic",
+                    "kubeProxyVersion": f"v{self.version}",
+                    "kubeletVersion": f"v{self.version}",
+                    "machineID": state.machine_id,
+                    "operatingSystem": "linux",
+                    "osImage": "Ubuntu 22.04.4 LTS",
+                    "systemUUID": state.system_uuid,
+                },
+            },
+        }
+        self._set_capacity(node, state.cpu, state.memory_mb)
+        conds = node["status"]["conditions"]
+        if running:
+            self._kubelet_conditions(conds, ready=True, when=created)
+        else:
+            self._unknown_conditions(conds)
+        self._reconcile_taints(node)
+        state.ready = self._ready_of(node)
+        self._store("nodes", node)
+        self._store("leases", {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": self._new_meta(name, NODE_LEASE_NS, ownerReferences=[{
+                "apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]),
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_micro()},
+        })
+        state.lease_renewed_at = self.sim.clock.now()
+
+    def join_node(self, name: str, node_type: str, cpu: int, memory_mb: int) -> None:
+        """A node VM CKS added (a scale-up), not yet booted: kubeadm join registers its Node at the
+        first boot, NotReady until then; its DaemonSet pods follow (the DaemonSet controller)."""
+        self._add_node({"name": name, "node_type": node_type, "cpu": cpu, "memory_mb": memory_mb,
+                        "vm_running": False}, max((n.index for n in self.nodes.values()), default=-1) + 1)
+        self._fit_cache.clear()
+        self._reconcile_all()
+
+    @staticmethod
+    def _node_ip(state: NodeState) -> str:
+        return f"10.1.{state.index // 250}.{10 + state.index % 250}"
+
+    def _set_capacity(self, node: dict[str, Any], cpu: int, memory_mb: int) -> None:
+        disk_gb = int(self.cluster_spec.get("root_disk_size", 20) or 20)
+        mem_ki = memory_mb * 1024
+        storage_ki = disk_gb * 1024 * 1024
+        node["status"]["capacity"] = {
+            "cpu": str(cpu), "ephemeral-storage": f"{storage_ki}Ki", "hugepages-1Gi": "0",
+            "hugepages-2Mi": "0", "memory": f"{mem_ki}Ki", "pods": "110",
+        }
+        # kubelet's default hard eviction threshold (memory.available<100Mi, nodefs 10%).
+        node["status"]["allocatable"] = {
+            "cpu": str(cpu), "ephemeral-storage": str(int(storage_ki * 1024 * 0.9)),
+            "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": f"{max(0, mem_ki - 102400)}Ki",
+            "pods": "110",
+        }
+
+    @staticmethod
+    def _kubelet_conditions(conds: list[dict[str, Any]], ready: bool, when: Optional[str] = None) -> None:
+        stamp = when or now_time()
+        for ctype, reason, message in (
+            ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        ):
+            _set_condition(conds, dict(_condition(ctype, "False", reason, message, stamp), lastHeartbeatTime=stamp))
+        if ready:
+            ready_cond = _condition("Ready", "True", "KubeletReady", "kubelet is posting ready status", stamp)
+        else:
+            ready_cond = _condition(
+                "Ready", "False", "KubeletNotReady",
+                "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                "message:Network plugin returns error: cni plugin not initialized", stamp)
+        _set_condition(conds, dict(ready_cond, lastHeartbeatTime=stamp))
+        for cond in conds:
+            cond.pop("lastProbeTime", None)
+
+    @staticmethod
+    def _unknown_conditions(conds: list[dict[str, Any]]) -> None:
+        # The node-lifecycle controller keeps the last heartbeat and stamps the transition now.
+        stamp = now_time()
+        for ctype in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready"):
+            old = next((c for c in conds if c["type"] == ctype), {})
+            new = {
+                "type": ctype, "status": "Unknown", "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status.",
+                "lastHeartbeatTime": old.get("lastHeartbeatTime", stamp),
+                "lastTransitionTime": stamp,
+            }
+            if old.get("status") == "Unknown":
+                new["lastTransitionTime"] = old.get("lastTransitionTime", stamp)
+            _set_condition(conds, new)
+
+    def _reconcile_taints(self, node: dict[str, Any]) -> None:
+        """The node-lifecycle controller's view: taints follow spec.unschedulable and Ready."""
+        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") not in LIFECYCLE_TAINTS]
+        old = {(t["key"], t["effect"]): t for t in node["spec"].get("taints") or []}
+        want: list[tuple[str, str]] = []
+        if node["spec"].get("unschedulable"):
+            want.append((UNSCHEDULABLE_TAINT, "NoSchedule"))
+        ready = self._ready_of(node)
+        if ready == "Unknown":
+            want += [(UNREACHABLE_TAINT, "NoSchedule"), (UNREACHABLE_TAINT, "NoExecute")]
+        elif ready == "False":
+            want += [(NOT_READY_TAINT, "NoSchedule"), (NOT_READY_TAINT, "NoExecute")]
+        for key, effect in want:
+            taints.append(old.get((key, effect)) or {"key": key, "effect": effect, "timeAdded": now_time()})
+        if taints:
+            node["spec"]["taints"] = taints
+        else:
+            node["spec"].pop("taints", None)
+
+    def set_boot_id(self, name: str, boot_id: str) -> None:
+        """The boot ID the kubelet reports until the node's next boot (then a new one, as always)."""
+        self.nodes[name].boot_id = boot_id
+        self._raw("nodes", "", name)["status"]["nodeInfo"]["bootID"] = boot_id
+        self._touch_node(name)
+
+    def _touch_node(self, name: str) -> dict[str, Any]:
+        node = self._raw("nodes", "", name)
+        self._reconcile_taints(node)
+        self.nodes[name].ready = self._ready_of(node)
+        self._store("nodes", node)
+        return node
+
+    def _api_endpoint_changed(self) -> None:
+        for listener in list(self.on_endpoint_change):
+            listener()
+
+    def node_powered_off(self, name: str) -> None:
+        state = self.nodes[name]
+        state.vm_running = False
+        self._api_endpoint_changed()
+        state.kubelet_posting = False
+        self.sim.scheduler.cancel(state.boot_timer)
+        state.boot_timer = None
+        if state.grace_timer is None:
+            # Ready stays as it was until the node-monitor grace period passes without a post.
+            state.grace_timer = self.sim.scheduler.schedule(
+                self.sim.delay("notready_grace"), self._grace_expired, name)
+
+    def _grace_expired(self, name: str) -> None:
+        state = self.nodes[name]
+        state.grace_timer = None
+        if state.kubelet_posting:
+            return
+        node = self._raw("nodes", "", name)
+        self._unknown_conditions(node["status"]["conditions"])
+        self._touch_node(name)
+        # MarkPodsNotReady: the controller flips the Ready condition of the node's pods.
+        for pod in self._pods_on(name):
+            if self._pod_ready(pod):
+                self._set_pod_ready(pod, False)
+                # controller/util/node MarkPodsNotReady records this on each pod it flips.
+                self._event(pod["metadata"]["namespace"], self._pod_ref(pod), "Warning", "NodeNotReady",
+                            "Node is not ready", "node-controller")
+        self._event("default", self._node_ref(name), "Normal", "NodeNotReady",
+                    f"Node {name} status is now: NodeNotReady", "node-controller")
+        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="notready", ready="Unknown")
+        self._after_change()
+
+    def node_powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
+        state = self.nodes[name]
+        state.vm_running = True
+        self._api_endpoint_changed()
+        state.cpu, state.memory_mb = int(cpu), int(memory_mb)
+        self.sim.scheduler.cancel(state.boot_timer)
+        stale = self.sim.faults.take("stale_ready", node=name, cluster=self.cluster_id)
+        if stale is not None:
+            # The old kubelet's Ready (and boot ID) is what the API shows until the new one posts.
+            node = self._raw("nodes", "", name)
+            self._kubelet_conditions(node["status"]["conditions"], ready=True)
+            self._touch_node(name)
+            self.sim.scheduler.cancel(state.grace_timer)
+            state.grace_timer = None
+            delay = self.sim.clock.real(float(stale.get("seconds", self.sim.timings["boot_to_ready"])))
+        else:
+            delay = self.sim.delay("boot_to_ready")
+        state.boot_timer = self.sim.scheduler.schedule(delay, self._booted, name)
+
+    def _booted(self, name: str) -> None:
+        state = self.nodes[name]
+        state.boot_timer = None
+        if not state.vm_running:
+            return
+        self.sim.scheduler.cancel(state.grace_timer)
+        state.grace_timer = None
+        never_ready = self.sim.faults.peek("never_ready", node=name, cluster=self.cluster_id) is not None
+        node = self._raw("nodes", "", name)
+        old_boot = node["status"]["nodeInfo"]["bootID"]
+        state.boot_id = self.new_uid()
+        state.kubelet_posting = True
+        state.lease_renewed_at = self.sim.clock.now()
+        node["status"]["nodeInfo"]["bootID"] = state.boot_id
+        self._set_capacity(node, state.cpu, state.memory_mb)
+        self._kubelet_conditions(node["status"]["conditions"], ready=not never_ready)
+        self._touch_node(name)
+        self._renew_node_lease(name)
+        ref = self._kubelet_node_ref(name)
+        self._event("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
+        if old_boot:
+            self._event("default", ref, "Warning", "Rebooted",
+                        f"Node {name} has been rebooted, boot id: {state.boot_id}", "kubelet", name)
+        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="boot", boot_id=state.boot_id)
+        # Terminations the dead kubelet could not confirm complete now; the rest restart.
+        for pod in list(self._pods_on(name)):
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if "deletionTimestamp" in pod["metadata"]:
+                self._awaiting_kubelet.discard(key)
+                self._remove_pod(key, pod["metadata"]["uid"])
+            else:
+                self._restart_pod(pod, ready_node=not never_ready)
+        if not never_ready:
+            # kubelet_node_status.go recordNodeStatusEvent, once the new kubelet posts Ready.
+            self._event("default", ref, "Normal", "NodeReady", f"Node {name} status is now: NodeReady", "kubelet", name)
+            self.sim.timeline.add(cluster=self.cluster_id, node=name, event="ready")
+        self._after_change()
+
+    def _renew_node_lease(self, name: str) -> None:
+        lease = self._raw("leases", NODE_LEASE_NS, name)
+        if lease is not None:
+            lease["spec"]["renewTime"] = now_micro()
+            self._store("leases", lease)
+        self.nodes[name].lease_renewed_at = self.sim.clock.now()
+
+    def refresh_node_leases(self) -> None:
+        """Renew node leases lazily, as often as a kubelet would have by now."""
+        period = self.sim.clock.real(NODE_LEASE_RENEW)
+        now = self.sim.clock.now()
+        for name, state in self.nodes.items():
+            if state.kubelet_posting and now - state.lease_renewed_at >= period:
+                self._renew_node_lease(name)
+
+    def cordon_out_of_band(self, name: str) -> None:
+        """Someone other than an API client of ours (another operator, a tool) cordons the node."""
+        node = self._raw("nodes", "", name)
+        self.nodes[name].foreign_cordon = True
+        if not node["spec"].get("unschedulable"):
+            node["spec"]["unschedulable"] = True
+            self._touch_node(name)
+            self.sim.timeline.add(cluster=self.cluster_id, node=name, event="cordoned", by="foreign")
+
+    def apply_fault(self, fault: dict) -> None:
+        if fault.get("kind") == "foreign_cordon":
+            if fault.get("cluster") not in (None, self.cluster_id):
+                return
+            name = str(fault.get("node", "")).lower()
+            if name in self.nodes:
+                self.cordon_out_of_band(name)

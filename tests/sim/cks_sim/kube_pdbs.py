@@ -1,0 +1,125 @@
+"""PodDisruptionBudgets and the status the controllers derive: the disruption controller's
+healthy, desired and allowed counts, and the workloads' replica status.
+
+A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.KubeState``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .kube_contract import KubeConcern
+from .kube_helpers import _int_or_percent, now_time
+from .selectors import object_selects as selector_matches
+
+
+class KubePdbs(KubeConcern):
+    """Budgets and the controllers' status writes."""
+
+    def _add_pdb(self, spec: dict) -> None:
+        ns = spec.get("namespace", "default")
+        self._ensure_namespace(ns)
+        selector = spec.get("selector") or {}
+        if not ({"matchLabels", "matchExpressions"} & set(selector)):
+            selector = {"matchLabels": dict(selector)}
+        body: dict[str, Any] = {"selector": selector}
+        for key in ("minAvailable", "maxUnavailable", "unhealthyPodEvictionPolicy"):
+            if spec.get(key) is not None:
+                body[key] = spec[key]
+        self._store("poddisruptionbudgets", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": self._new_meta(spec["name"], ns, generation=1),
+            "spec": body, "status": {},
+        })
+
+    def _pdb_pods(self, pdb: dict[str, Any]) -> list[dict[str, Any]]:
+        ns = pdb["metadata"]["namespace"]
+        return [p for (pns, _pod_name), p in self._objects["pods"].items()
+                if pns == ns and selector_matches(pdb["spec"].get("selector"), p["metadata"].get("labels") or {})]
+
+    def _expected_pods(self, pdb: dict[str, Any], pods: list[dict[str, Any]]) -> int:
+        spec = pdb["spec"]
+        if spec.get("maxUnavailable") is None and not str(spec.get("minAvailable", "")).endswith("%"):
+            return len(pods)
+        # Percentages and maxUnavailable scale with the controllers' desired replicas.
+        owners = {self._owner_key(p) for p in pods} - {None}
+        return sum(self.workloads[o].replicas for o in owners if o in self.workloads
+                   and self.workloads[o].kind in ("Deployment", "StatefulSet"))
+
+    def _pdb_status(self, pdb: dict[str, Any], true_health: bool = False) -> dict[str, Any]:
+        pods = self._pdb_pods(pdb)
+        expected = self._expected_pods(pdb, pods)
+        healthy = 0
+        for pod in pods:
+            if "deletionTimestamp" in pod["metadata"] or not self._pod_ready(pod):
+                continue
+            node = pod["spec"].get("nodeName")
+            if true_health and not (node and self.nodes[node].vm_running):
+                continue
+            healthy += 1
+        spec = pdb["spec"]
+        if spec.get("maxUnavailable") is not None:
+            desired = max(0, expected - _int_or_percent(spec["maxUnavailable"], expected))
+        elif spec.get("minAvailable") is not None:
+            desired = _int_or_percent(spec["minAvailable"], expected)
+        else:
+            desired = expected
+        allowed = max(0, healthy - desired)
+        ns, name = pdb["metadata"]["namespace"], pdb["metadata"]["name"]
+        if self.sim.faults.peek("pdb_block", namespace=ns, name=name, cluster=self.cluster_id) is not None:
+            allowed = 0
+        return {"currentHealthy": healthy, "desiredHealthy": desired, "disruptionsAllowed": allowed,
+                "expectedPods": expected, "observedGeneration": pdb["metadata"].get("generation", 1)}
+
+    def _refresh_derived(self) -> None:
+        """Controllers' status writes: PDB and workload status, stored only when they change."""
+        for pdb in self._objects["poddisruptionbudgets"].values():
+            status = self._pdb_status(pdb)
+            old = pdb.get("status") or {}
+            allowed = status["disruptionsAllowed"] > 0
+            old_cond = next(iter(old.get("conditions") or []), None)
+            cond = {"type": "DisruptionAllowed", "status": "True" if allowed else "False",
+                    "reason": "SufficientPods" if allowed else "InsufficientPods", "message": "",
+                    "observedGeneration": status["observedGeneration"],
+                    "lastTransitionTime": now_time()}
+            if old_cond and old_cond["status"] == cond["status"]:
+                cond["lastTransitionTime"] = old_cond["lastTransitionTime"]
+            status["conditions"] = [cond]
+            if status != old:
+                pdb["status"] = status
+                self._store("poddisruptionbudgets", pdb)
+        for wl in self.workloads.values():
+            if wl.kind in ("Pod", "Mirror"):
+                continue
+            pods = [p for p in self._pods_of(wl) if "deletionTimestamp" not in p["metadata"]]
+            ready = sum(1 for p in pods if self._pod_ready(p))
+            if wl.kind == "DaemonSet":
+                scheduled = sum(1 for p in pods if p["spec"].get("nodeName"))
+                status = {"currentNumberScheduled": scheduled, "desiredNumberScheduled": len(self.nodes),
+                          "numberAvailable": ready, "numberMisscheduled": 0, "numberReady": ready,
+                          "observedGeneration": 1, "updatedNumberScheduled": scheduled}
+                if len(self.nodes) - ready:
+                    status["numberUnavailable"] = len(self.nodes) - ready
+                self._set_status("daemonsets", wl.namespace, wl.name, status)
+                continue
+            status = {"replicas": len(pods), "readyReplicas": ready, "availableReplicas": ready,
+                      "observedGeneration": 1}
+            if wl.kind == "Deployment":
+                status["updatedReplicas"] = len(pods)
+                if wl.replicas - ready > 0:
+                    status["unavailableReplicas"] = wl.replicas - ready
+                self._set_status("deployments", wl.namespace, wl.name, status)
+                rs_status = {"replicas": len(pods), "readyReplicas": ready, "availableReplicas": ready,
+                             "fullyLabeledReplicas": len(pods), "observedGeneration": 1}
+                self._set_status("replicasets", wl.namespace, wl.rs_name, rs_status)
+            else:
+                status.update({"currentReplicas": len(pods), "updatedReplicas": len(pods),
+                               "currentRevision": wl.template_hash, "updateRevision": wl.template_hash,
+                               "collisionCount": 0})
+                self._set_status("statefulsets", wl.namespace, wl.name, status)
+
+    def _set_status(self, plural: str, ns: str, name: str, status: dict[str, Any]) -> None:
+        obj = self._raw(plural, ns, name)
+        if obj is not None and obj.get("status") != status:
+            obj["status"] = status
+            self._store(plural, obj)

@@ -1,0 +1,75 @@
+"""The Events the cluster's components record (kubelet, node and workload controllers, scheduler,
+leader election), the object references they carry, and their expiry after the API server's
+``--event-ttl``.
+
+A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.KubeState``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from .kube_contract import KubeConcern
+from .kube_helpers import now_micro, now_time
+
+
+class KubeRecorder(KubeConcern):
+    """Events as the components record them, and their time to live."""
+
+    def _event(self, namespace: str, involved: dict[str, Any], etype: str, reason: str, message: str,
+               component: str, host: Optional[str] = None, action: Optional[str] = None) -> None:
+        """An Event as its component records it: through the legacy recorder (client-go
+        tools/record: source, first/last timestamp, count), or with ``action`` through the
+        events.k8s.io recorder (tools/events, as kube-scheduler: eventTime, action, no source)."""
+        if not self._built:
+            return  # the starting state's history is not replayed
+        # The recorders' names: <object>.<unix nanoseconds in hex>, so a list is in time order.
+        stamp_ns = time.time_ns()
+        while self._raw("events", namespace, f"{involved['name']}.{stamp_ns:x}") is not None:
+            stamp_ns += 1
+        name = f"{involved['name']}.{stamp_ns:x}"
+        event: dict[str, Any] = {"apiVersion": "v1", "kind": "Event", "metadata": self._new_meta(name, namespace),
+                                 "involvedObject": involved, "reason": reason, "message": message, "type": etype}
+        if action is None:
+            stamp = now_time()
+            source = {"component": component}
+            if host:
+                source["host"] = host
+            event.update({"source": source, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+                          "eventTime": None, "reportingComponent": component, "reportingInstance": host or ""})
+        else:
+            event.update({"source": {}, "firstTimestamp": None, "lastTimestamp": None, "eventTime": now_micro(),
+                          "action": action, "reportingComponent": component,
+                          "reportingInstance": f"{component}-{host or 'control-plane'}"})
+        self._store("events", event)
+
+    def expire_events(self) -> None:
+        """Events past the TTL since their last write are gone (etcd's lease on each one expired)."""
+        limit = self.sim.clock.real(self.event_ttl)
+        now = self.sim.clock.now()
+        for key, written in list(self._event_writes.items()):
+            if now - written < limit:
+                continue
+            del self._event_writes[key]
+            event = self._objects["events"].pop(key, None)
+            if event is not None:
+                self._deleted("events", event)
+
+    def _pod_ref(self, pod: dict[str, Any], container: Optional[str] = None) -> dict[str, Any]:
+        meta = pod["metadata"]
+        ref = {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"],
+               "apiVersion": "v1", "resourceVersion": meta.get("resourceVersion", "")}
+        if container:
+            ref["fieldPath"] = f"spec.containers{{{container}}}"
+        return ref
+
+    def _node_ref(self, name: str) -> dict[str, Any]:
+        node = self._raw("nodes", "", name)
+        return {"kind": "Node", "name": name, "uid": node["metadata"]["uid"], "apiVersion": "v1"}
+
+    @staticmethod
+    def _kubelet_node_ref(name: str) -> dict[str, Any]:
+        # The kubelet's reference to its Node carries the node's NAME as uid (kubelet.go nodeRef),
+        # which is why kubectl describe node asks for both.
+        return {"kind": "Node", "name": name, "uid": name}
