@@ -13,7 +13,7 @@ and power (``cloud_power``; the planner is ``placement``), construction from the
 (``cloud_build``), offering changes (``cloud_offerings``), volumes (``cloud_volumes``), affinity
 (``cloud_affinity``), tags (``cloud_tags``), CKS operations and the scanner (``cloud_cks``) and the
 API's views (``cloud_views``). The records are in ``cloud_entities``, the error in
-``cloud_errors``; both are importable from here as before.
+``cloud_errors``; the names other modules import from here still are.
 """
 
 from __future__ import annotations
@@ -22,43 +22,14 @@ from typing import Any
 
 from .cloud_affinity import CloudAffinity
 from .cloud_cks import CloudCks
-from .cloud_entities import (
-    GB,
-    VM,
-    AffinityGroup,
-    Cluster,
-    DiskOffering,
-    Host,
-    Job,
-    Network,
-    PortForwardingRule,
-    PublicIp,
-    ServiceOffering,
-    StoragePool,
-    Volume,
-    iso,
-)
-from .cloud_errors import (
-    CS_CLOUD_RUNTIME,
-    CS_INSUFFICIENT_CAPACITY,
-    CS_INVALID_PARAMETER,
-    CS_PERMISSION_DENIED,
-    CS_SERVER_API,
-    NOT_STOPPED_HINT,
-    CloudError,
-    param_error,
-)
-from .cloud_tags import TAGGABLE_TYPES, CloudTags
-from .cloud_views import JAVA_CLASSES
+from .cloud_entities import GB, VM, Host, Job
+from .cloud_errors import CS_SERVER_API, CloudError, param_error
+from .cloud_tags import CloudTags
 from .cloud_volumes import CloudVolumes
 from .core import Sim
 
-__all__ = [
-    "CS_CLOUD_RUNTIME", "CS_INSUFFICIENT_CAPACITY", "CS_INVALID_PARAMETER", "CS_PERMISSION_DENIED", "CS_SERVER_API",
-    "GB", "JAVA_CLASSES", "NOT_STOPPED_HINT", "TAGGABLE_TYPES", "VM", "AffinityGroup", "CloudError", "CloudWorld",
-    "Cluster", "DiskOffering", "Host", "Job", "Network", "PortForwardingRule", "PublicIp", "ServiceOffering",
-    "StoragePool", "Volume", "iso", "param_error",
-]
+# What other modules import from here: the records and errors live in cloud_entities and cloud_errors.
+__all__ = ["CS_SERVER_API", "GB", "VM", "CloudError", "CloudWorld", "Host", "Job", "param_error"]
 
 
 class CloudWorld(CloudCks, CloudAffinity, CloudVolumes, CloudTags):
