@@ -31,7 +31,7 @@ def test_a_new_id_reads_the_start_in_utc_whatever_the_clocks_zone() -> None:
 
 
 def test_two_controllers_started_in_the_same_second_get_different_ids() -> None:
-    ids = {rollout_run_id("", awx_job_id="") for _ in range(20)}
+    ids = {rollout_run_id("", awx_job_id="") for _attempt in range(20)}
     assert len(ids) > 1
     assert all(re.fullmatch(r"rollout-\d{8}T\d{6}-\d+", one) for one in ids)
     assert rollout_run_id("", awx_job_id=4711) == "awx-job-4711"

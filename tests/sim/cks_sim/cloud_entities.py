@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 GB = 1 << 30
 
+
 def iso(ts: float) -> str:
     """CloudStack's date format: 2025-05-20T08:00:00+0000."""
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -85,4 +85,3 @@ class KubeWorld(KubeVerbs, KubeEvictions, KubePdbs, KubeControlPlane, KubeApiPod
                 self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
                 self._mark_pod_running(pod)
         self._refresh_derived()
-

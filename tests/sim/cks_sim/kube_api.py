@@ -244,8 +244,8 @@ class KubeApp:
                 obj = world.get(res.plural, ns, route.name or "")
                 if route.subresource is None and kube_table.wants_table(request.headers.get("Accept", "")):
                     return json_response(kube_table.table(res.plural, [obj], {"resourceVersion": world.current_rv()},
-                                                           include_object=request.args.get("includeObject",
-                                                                                           "Metadata")))
+                                                          include_object=request.args.get("includeObject",
+                                                                                          "Metadata")))
                 return json_response(obj)
         if verb == "create":
             body = self._body(request, res)
@@ -282,7 +282,7 @@ class KubeApp:
                 current = world.get("events", ns, name)
                 if kube_table.wants_table(request.headers.get("Accept", "")):
                     return json_response(kube_table.table("events", [current], {"resourceVersion": world.current_rv()},
-                                                           include_object=request.args.get("includeObject", "Metadata")))
+                                                          include_object=request.args.get("includeObject", "Metadata")))
                 return json_response(kube_events.to_v1(current))
         body = self._body(request, kube_events.EVENTS_V1)
         if not isinstance(body, (dict, list)):

@@ -17,8 +17,6 @@ SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 MICROTIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
 
 
-
-
 def now_time() -> str:
     """metav1.Time: seconds precision, UTC."""
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -107,4 +105,3 @@ def _set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> Non
             conditions[i] = new
             return
     conditions.append(new)
-

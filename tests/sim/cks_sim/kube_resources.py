@@ -19,8 +19,6 @@ NODE_LEASE_RENEW = 10.0  # simulated seconds between kubelet lease renewals
 EVENT_TTL = 3600.0  # simulated seconds an Event lives after its last write (kube-apiserver --event-ttl)
 
 
-
-
 @dataclass(frozen=True)
 class Resource:
     plural: str
@@ -139,4 +137,3 @@ def success_status(code: int = 200, details: Optional[dict[str, Any]] = None) ->
         body["details"] = details
     body["code"] = code
     return body
-

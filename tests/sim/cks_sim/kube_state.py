@@ -67,7 +67,6 @@ class Workload:
         return (self.kind, self.namespace, self.name)
 
 
-
 # ---------------------------------------------------------------------------------------------
 # The world's state
 
