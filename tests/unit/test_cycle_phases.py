@@ -13,7 +13,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node imp
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_cycle import ACTIONS, NodeCycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASES, PHASE_OUTCOMES, PHASE_STEPS, STEPS
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASES, PHASE_OUTCOMES, PHASE_STEPS, STEPS, steps_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import cycle_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 
@@ -96,3 +96,17 @@ def test_every_step_of_the_table_has_its_action_and_skip_rule() -> None:
     assert list(ACTIONS) == [step.name for step in STEPS]
     assert all(callable(a.run) and callable(a.skip) for a in ACTIONS.values())
     assert ACTIONS["stop"].run is NodeCycle._run_stop
+
+
+@pytest.mark.parametrize("exclude", [True, False])
+@pytest.mark.parametrize("phase", PHASES)
+def test_load_balancer_steps_run_only_when_the_batch_excludes_nodes_from_load_balancers(phase: str, exclude: bool) -> None:
+    names = [step.name for step, _again in steps_for(phase, True, CycleOptions(exclude_from_load_balancers=exclude))]
+    expected = {"all": {"exclude_from_lb", "lb_wait"}, "cordon": {"exclude_from_lb"},
+                "restart": {"exclude_from_lb", "lb_wait"}, "uncordon": set()}[phase]
+    assert set(names) & {"exclude_from_lb", "lb_wait"} == (expected if exclude else set())
+
+
+def test_an_external_etcd_node_runs_only_the_vm_steps() -> None:
+    names = [step.name for step, _again in steps_for("all", False, CycleOptions(exclude_from_load_balancers=True))]
+    assert names == ["stop", "change_offering", "resize_root_disk", "update_affinity_groups", "start", "verify"]
