@@ -9,9 +9,8 @@ import threading
 from typing import Any, Optional
 
 import pytest
-from factories import ClusterFactory, so
+from factories import ClusterFactory, cloud_for, so
 from fakes import FakeCloudStack, FakeKube
-from test_cluster_loader import cloud_for
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import Background, side_by_side
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, KubernetesError
