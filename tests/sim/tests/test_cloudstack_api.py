@@ -9,6 +9,7 @@ import pytest
 import requests
 from cs import CloudStack, CloudStackApiException, CloudStackException
 
+from cks_sim.harness import wait_until
 from cks_sim import apis
 from cks_sim.signing import sign
 from simkit import small_spec
@@ -192,7 +193,7 @@ def test_per_type_offerings_appear_only_when_set(sim_factory):
     raw = small_spec()
     raw["clusters"][0]["node_offerings"] = {"worker": "cks-large"}
     handle = sim_factory(spec=raw)
-    cluster = handle.cluster()
+    cluster = handle.cks_cluster()
     assert cluster["workerofferingname"] == "cks-large"
     assert "controlofferingid" not in cluster and "etcdofferingid" not in cluster
     workers = handle.node_vms("worker")
@@ -277,7 +278,7 @@ def test_hosts_zones_networks_and_port_forwards(sim):
     worker = sim.node_vms("worker")[0]
     [host] = cs.listHosts(virtualmachineid=worker["id"])["host"]
     assert host["id"] == worker["hostid"] and host["memoryallocated"] > 0
-    cluster = sim.cluster()
+    cluster = sim.cks_cluster()
     rules = cs.listPortForwardingRules(networkid=cluster["networkid"])["portforwardingrule"]
     ssh = {r["virtualmachineid"]: int(r["publicport"]) for r in rules if r["privateport"] == "22"}
     ordered = [ssh[vm["id"]] for vm in cluster["virtualmachines"]]
@@ -384,7 +385,7 @@ def test_lost_answer_fault_carries_the_command_out_and_drops_the_answer(sim):
         cs.stopVirtualMachine(id=vm["id"])
     jobs = cs.listAsyncJobs()["asyncjobs"]
     assert [(j["jobinstanceid"], j["cmd"].rsplit(".", 1)[-1]) for j in jobs] == [(vm["id"], "StopVMCmdByAdmin")]
-    sim.wait_for(lambda: sim.vm(vm["name"])["state"] == "Stopped")
+    wait_until(lambda: sim.vm(vm["name"])["state"] == "Stopped")
     logged = [c for c in sim.admin("GET", "/calls") if c.get("command") == "stopVirtualMachine"]
     assert [(c["status"], c["fault"]) for c in logged] == [(0, "lost_answer")]
     assert sim.admin("GET", "/faults") == []  # one shot
