@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
-from conftest import CycleSim, load_raw_spec
+from in_process_sims import CycleSim, load_raw_spec
 
 
 def endpoint_on_first_control_node(start_seconds: float) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from conftest import CycleSim, load_raw_spec
+from in_process_sims import CycleSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LOCK_NAME, NAMESPACE, Lock, held_lock

@@ -20,7 +20,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
-from conftest import CycleSim, load_raw_spec
+from in_process_sims import CycleSim, load_raw_spec
 
 LB = LB_EXCLUSION_LABEL
 PENDING = PENDING_TAINT_KEY

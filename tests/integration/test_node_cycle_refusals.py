@@ -18,7 +18,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting imp
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import STOP_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.vm_changes import VmChanges
-from conftest import CycleSim
+from in_process_sims import CycleSim
 
 LIMIT_TEXT = ("Maximum number of resources of type 'cpu' for account name=admin in domain id=1 has been exceeded. "
               "Amount of already allocated resources is : 64, amount of resources requested to be allocated is 2")

@@ -11,7 +11,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import node_cycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, RecordStore
-from conftest import CycleSim
+from in_process_sims import CycleSim
 
 
 def end_state(sim: CycleSim) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_api_faults import WORKERS_LARGER, named_worker, rerun_converges, stopped_cleanly
+from in_process_sims import WORKERS_LARGER, named_worker, rerun_converges, stopped_cleanly
 
 LIMIT_TEXT = "Maximum number of resources of type 'cpu' for account name=admin in domain id=1 has been exceeded."
 

@@ -21,7 +21,7 @@ CALLS_PER_NODE = 12
 
 
 def test_a_small_rollout_stays_within_the_cloudstack_call_budget() -> None:
-    with rh.rollout_sim("rollout_pools.yml", max_unavailable={"worker": 3}) as sim:
+    with rh.running_rollout_sim("rollout_pools.yml", max_unavailable={"worker": 3}) as sim:
         workers = sorted(rh.names(sim, "worker"))
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
@@ -57,7 +57,7 @@ def test_a_rollout_of_one_worker_a_batch_polls_each_stop_once_or_twice() -> None
     two when a probe finds it still running, never one every interval. (How the slack shrinks job
     after job is shown with the client alone in test_clients_cloudstack.py, where the margins are
     seconds; here the sim's stops take 0.1 s, too short to tell from a busy machine's delays.)"""
-    with rh.rollout_sim("rollout_pools.yml", max_unavailable={"worker": 1}) as sim:
+    with rh.running_rollout_sim("rollout_pools.yml", max_unavailable={"worker": 1}) as sim:
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=1))

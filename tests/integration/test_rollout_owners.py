@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import RolloutSim
+from in_process_sims import RolloutSim
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -139,7 +139,7 @@ def test_a_project_cluster_rolls_with_its_project_id(rollout_sim: Any) -> None:
 
 
 def _alice_limited(cpu: int) -> dict[str, Any]:
-    from conftest import load_raw_spec
+    from in_process_sims import load_raw_spec
 
     raw = load_raw_spec("tenants.yml")
     for account in raw["accounts"]:

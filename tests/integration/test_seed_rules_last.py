@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_api_faults import stopped_cleanly
+from in_process_sims import stopped_cleanly
 
 pytestmark = pytest.mark.timeout(900)
 

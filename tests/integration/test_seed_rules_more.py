@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import load_raw_spec
+from in_process_sims import load_raw_spec
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -21,7 +21,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._state.record impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseUnfinished
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
 
-from conftest import CycleSim
+from in_process_sims import CycleSim
 
 STEP_OF = {
     "stopVirtualMachine": "stop",

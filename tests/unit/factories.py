@@ -13,9 +13,10 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from fakes import FakeCloudStack
+from fakes import FakeCloudStack, FakeKube
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView, build_view
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 
 GIB = 1 << 30
 
@@ -309,3 +310,10 @@ def cloud_for(factory: ClusterFactory, clusters: list[dict]) -> FakeCloudStack:
         "listDiskOfferings": lambda _params: factory.raw_disk_offerings(),
         "listAffinityGroups": lambda _params: factory.raw_affinity_groups(),
     })
+
+
+def loader_for(f: ClusterFactory, clusters: list[dict] | None = None) -> tuple[ClusterLoader, FakeCloudStack, FakeKube]:
+    """The collection's ClusterLoader over fakes answering from the factory (``cloud_for``, its nodes)."""
+    cloud = cloud_for(f, clusters if clusters is not None else [f.raw_cluster()])
+    kube = FakeKube(nodes=f.raw_k8s_nodes)
+    return ClusterLoader(cloud, kube), cloud, kube

@@ -7,20 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from factories import ClusterFactory, cloud_for
-from fakes import FakeCloudStack, FakeKube
+from factories import ClusterFactory, cloud_for, loader_for
+from fakes import FakeKube
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._model import cluster as cluster_model
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog, CatalogCache, ClusterLoader
 
 UUID = "3f2c1a9e-8d7b-4c6a-9e5f-1a2b3c4d5e6f"
-
-
-def loader_for(f: ClusterFactory, clusters: list[dict] | None = None) -> tuple[ClusterLoader, FakeCloudStack, FakeKube]:
-    cloud = cloud_for(f, clusters if clusters is not None else [f.raw_cluster()])
-    kube = FakeKube(nodes=f.raw_k8s_nodes)
-    return ClusterLoader(cloud, kube), cloud, kube
 
 
 @pytest.mark.parametrize("workers", [1, 4, 99, 398, 399, 1000, 3000])
