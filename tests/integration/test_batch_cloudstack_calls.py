@@ -1,4 +1,4 @@
-"""What one batch costs the CloudStack management server, command by command (issue 19).
+"""What one batch costs the CloudStack management server, command by command (each call is load on it).
 
 Each batch is one run of cks_node_cycle, so its reads are paid once per batch: the cluster
 (listKubernetesClusters), its kubeconfig (getKubernetesClusterConfig, no kubeconfig given, as the

@@ -1,5 +1,5 @@
 """A cluster whose Kubernetes API endpoint is its first control node (a shared network without a
-load balancer: CKS's admin.conf points at that node, issue 13). While that VM restarts, nothing
+load balancer: CKS's admin.conf points at that node). While that VM restarts, nothing
 listens at the endpoint (connection refused): the batch's reads and its lock renewal wait for it
 until the batch deadline instead of failing after a few tries."""
 

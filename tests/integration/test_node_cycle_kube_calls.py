@@ -1,4 +1,4 @@
-"""How many Kubernetes calls a batch makes, counted in cks-sim's call log (issue 19).
+"""How many Kubernetes calls a batch makes, counted in cks-sim's call log (each is load on the API server).
 
 The bound is per call kind, so that a regression names what came back: a node read before the
 cordon (the batch's list is the first look), a second patch for the cordon (one write with the

@@ -1,4 +1,4 @@
-"""A management server restart in the middle of a node's cycle (issue 13): its API refuses
+"""A management server restart in the middle of a node's cycle: its API refuses
 connections for a while, and the jobs it ran end failed (530, no result:
 ``AsyncJobManagerImpl.cleanupLeftOverJobs``) while the VM ends wherever the hypervisor left it.
 The cycle retries its reads through the outage, re-reads the VM, and carries on."""

@@ -1,4 +1,4 @@
-"""A change CloudStack refuses after the VM was stopped (issue 13): the node goes back into service
+"""A change CloudStack refuses only once the VM is stopped: the node goes back into service
 on what it has, and the batch fails with CloudStack's answer naming the node and the change.
 
 The refusals come from the simulator's fault injection: a synchronous ``changeServiceForVirtualMachine``

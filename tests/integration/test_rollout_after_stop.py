@@ -1,5 +1,5 @@
 """Whole rollouts (``ansible-playbook playbooks/rollout.yml``) against what a real cloud does after
-a node's VM was stopped (issue 13): a change refused then, and a cloud whose ``default.page.size``
+a node's VM was stopped (a rule checked only then): a change refused then, and a cloud whose ``default.page.size``
 is below the 500 a page that ``cs`` and the collection ask for."""
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def test_cancel_between_batches() -> None:
         assert "cancel" in record.data()["lastError"]
         assert run.report is not None and run.report["cancelled"] is True
         assert run.report["nodes_not_reached"] == workers[1:]
-        # How it ended leads the summary and the status, the health beside it (issue 14 item 9).
+        # How it ended leads the summary and the status, the health beside it (an operator reads the outcome first).
         assert run.report["result"] == "cancelled before batch 2 of 3"
         assert "cancelled before batch 2 of 3; cluster health: Running" in run.stdout, run.explain()
         status = rh.run_playbook(sim, "status.yml", {"rollout_cluster": sim.env["cluster_name"]})

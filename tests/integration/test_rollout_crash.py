@@ -53,7 +53,7 @@ def test_killed_controller_then_rerun_after_the_lease_expired_converges() -> Non
         rerun = rh.run_playbook(sim, "rollout.yml", dict(variables, rollout_run_id="run-resume"))
         assert rerun.rc == 0, rerun.explain()
 
-        # The takeover is reported by the rerun; its release then clears the record's flag (issue 14:
+        # The takeover is reported by the rerun; its release then clears the record's flag (so
         # status tells of a rollout that stopped without release only until a release has run).
         assert not record.data().get("previousHolderStopped")
         assert rerun.report is not None and rerun.report["previous_rollout_stopped"]["holder"] == "run-killed"

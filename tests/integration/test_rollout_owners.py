@@ -1,4 +1,4 @@
-"""Keys of every kind, and what CloudStack would refuse only once a node is stopped (issue 13).
+"""Keys of every kind, and what CloudStack would refuse only once a node is stopped.
 
 tests/sim/examples/tenants.yml: a root admin (``root-key``), a domain admin of the domain
 ``tenants`` (``ops-key``), the user ``alice`` (``alice-key``) who owns ``alice-k8s`` (1 control

@@ -1,4 +1,4 @@
-"""The seed's rules where they broke (issue 14), each through the real module or playbook against cks-sim.
+"""The rollout's rules where they once broke, each through the real module or playbook against cks-sim.
 
 Each test here failed on main before its fix; the simulator's invariants are checked after each.
 """

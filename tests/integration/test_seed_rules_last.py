@@ -1,4 +1,4 @@
-"""The last seed items of issue 14, through the real playbook against cks-sim.
+"""The last of the rollout's rules that once broke, through the real playbook against cks-sim.
 
 Each test fails without the behaviour it covers; the simulator's invariants are checked after each.
 """

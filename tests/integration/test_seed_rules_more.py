@@ -1,4 +1,4 @@
-"""The seed's rules of issue 14 left after test_seed_rules.py, through the real playbook or module against cks-sim.
+"""More of the rollout's rules that once broke (after test_seed_rules.py), through the real playbook or module against cks-sim.
 
 Each test fails without its fix; the simulator's invariants are checked after each.
 """

@@ -1,4 +1,4 @@
-"""Transient faults ridden out (issue 16), against cks-sim through the collection's real clients.
+"""Transient faults ridden out (a busy cloud answers 5xx or drops a connection now and then), against cks-sim through the collection's real clients.
 
 - The answer to each CloudStack change (stop, change offering, resize, affinity, start) is lost
   after CloudStack carried it out (cks-sim's ``lost_answer``): the cycle settles it by reading

@@ -2,8 +2,8 @@
 
 CKS hands out an admin.conf whose server is the cluster's endpoint (``https://<ip>:6443``, no
 path): a load balancer or port forward in front of the control nodes on isolated networks
-and VPCs, or the first control node itself where there is none (the seed's note on shared
-networks, issue 13; ``KubernetesClusterStartWorker`` puts the first control node's address in
+and VPCs, or the first control node itself where there is none (shared networks;
+``KubernetesClusterStartWorker`` puts the first control node's address in
 the kubeconfig then). Without a load balancer, nothing listens at that address while that
 VM is down: clients get "connection refused", not an HTTP answer.
 """
