@@ -4,8 +4,9 @@ Shared by the integration tests: every module is exercised the way an operator r
 playbook on localhost), not by importing it, so argument parsing, check mode, diff and
 ``fail_json`` go through ansible-core itself.
 
-Also runs cks-sim (``tests/sim/cks-sim serve``, through ``cks_sim.harness``) for a test and reads
-its admin API.
+Also runs cks-sim (``tests/sim/cks-sim serve``, through ``cks_sim.harness``) for a test:
+``running_sim`` gives a ``ClusterSim``, the harness's ``SimHandle`` (admin API, journals, faults)
+with the clusters env.json names and the collection's clients and module arguments for them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One way to run cks-sim for everything that needs one: the test suites, chaos, bench, the demo and
 Molecule's create/destroy.
 
-    from cks_sim.harness import InProcessSim, SimProcess, wait_until
+    from cks_sim.harness import InProcessSim, SimHandle, SimProcess, admin, wait_until
 
     with SimProcess.start(SMALL_SPEC, state_dir, "--time-scale", "0.01") as sim:   # cks-sim serve
         sim.env["admin_url"]                    # env.json as a dict, whatever keys the sim writes
