@@ -17,6 +17,8 @@ import pytest
 from in_process_sims import WORKERS_LARGER, named_worker, rerun_converges, stopped_cleanly
 
 SPEC = "faults_small.yml"
+
+
 def worker_names(sim: Any) -> list[str]:
     return sim.names("worker")
 

@@ -31,7 +31,6 @@ from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ClusterSim, running_s
 pytestmark = pytest.mark.timeout(1800)
 
 
-
 @pytest.fixture()
 def fleet_sim() -> Iterator[ClusterSim]:
     with running_sim("fleet.yml") as sim:

@@ -22,6 +22,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
+
 # -- the policy -------------------------------------------------------------------------------------
 
 def test_backoff_is_jittered_within_half_to_whole_step_and_capped() -> None:

@@ -3,9 +3,10 @@
 ``data/cloudstack-apis-4.22.1.json`` is a copy of the project's shared CloudStack API reference
 (apache/cloudstack-go e463cd1, generated from CloudStack 4.22.1.0 listApis: parameters with their
 types and Java ``required`` flags, response names and fields of each command;
-``test_reference_data_copy_matches_shared_reference`` compares the two where the reference is at hand). Parameters are checked the way ``ParamProcessWorker`` does: a missing required one or
-a value that does not parse is error 431; unknown parameters are ignored, as the server ignores
-them. The same data answers ``listApis``.
+``test_reference_data_copy_matches_shared_reference`` compares the two where the reference is at
+hand). Parameters are checked the way ``ParamProcessWorker`` does: a missing required one or a value
+that does not parse is error 431; unknown parameters are ignored, as the server ignores them. The
+same data answers ``listApis``.
 """
 
 from __future__ import annotations
