@@ -33,7 +33,6 @@ from typing import Any, Callable, Iterator, Optional, Union
 
 import pytest
 import yaml
-
 from cks_sim.harness import EXAMPLES, InProcessSim, SimHandle
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,8 +58,8 @@ class CycleSim(SimHandle):
 
     def __init__(self, server: Any) -> None:
         from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
-        from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
         from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 
         super().__init__(server.env, server)
         self.cluster_id: str = self.env["cluster_id"]
@@ -101,10 +100,10 @@ class CycleSim(SimHandle):
 
         ``options``: more ``CycleOptions`` fields (``validation``, ``exclude_from_load_balancers``, ...).
         """
+        from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
         from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
         from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
         from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import etcd_check_for
-        from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 
         cycle_options = CycleOptions(
             batch_timeout=batch_timeout, poll_interval=0.05,
@@ -115,8 +114,8 @@ class CycleSim(SimHandle):
                           options=cycle_options, etcd_check=check, lock=lock).run()
 
     def release(self, last_error: Optional[str] = None, skipped: Any = None, lock: Any = None) -> Any:
-        from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
         from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release
+        from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
 
         return Release(self.cloud, self.kube, self.loader, self.cluster_id, RecordStore(self.kube),
                        lock).run(last_error=last_error, skipped=skipped)
@@ -198,8 +197,8 @@ class RolloutSim(CycleSim):
                 drop_env: tuple[str, ...] = (), playbook: str = ROLLOUT_PLAYBOOK, drop_vars: tuple[str, ...] = (),
                 **variables: Any) -> RolloutRun:
         """Run the rollout playbook once with the base variables (less ``drop_vars``) plus ``variables``."""
-        import subprocess
         import json as _json
+        import subprocess
 
         self.runs += 1
         report_path = os.path.join(self.work_dir, f"report-{self.runs}.json")

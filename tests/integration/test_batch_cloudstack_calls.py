@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 import pytest
 from helpers import ClusterSim, run_module, running_sim
+from in_process_sims import CycleSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog
-from in_process_sims import CycleSim, load_raw_spec
 
 pytestmark = pytest.mark.timeout(600)
 

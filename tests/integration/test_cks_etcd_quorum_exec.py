@@ -17,7 +17,7 @@ import time
 from typing import Any, Iterator
 
 import pytest
-from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ModuleRunError, ClusterSim, run_module, running_sim
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ClusterSim, ModuleRunError, run_module, running_sim
 
 pytestmark = pytest.mark.skipif(not (os.path.exists("/usr/bin/etcd") and shutil.which("etcdctl")),
                                 reason="Debian etcd-server and etcd-client not installed")

@@ -29,8 +29,8 @@ from typing import Any, Iterator
 import pytest
 import rollout_helpers as rh
 from cks_sim.harness import wait_until
-from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ClusterSim, running_sim
 from fleet_helpers import AWX_PROJECT, NEW_OFFERING, fleet_vars, inventory, stops_per_node, unschedulable, workers
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ClusterSim, running_sim
 
 pytestmark = pytest.mark.timeout(1500)
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from in_process_sims import CycleSim, load_raw_spec
+
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
-from in_process_sims import CycleSim, load_raw_spec
 
 
 def endpoint_on_first_control_node(start_seconds: float) -> dict[str, Any]:

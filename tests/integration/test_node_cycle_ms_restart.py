@@ -10,9 +10,9 @@ import time
 from typing import Any, Callable
 
 import pytest
+from in_process_sims import CycleSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
-from in_process_sims import CycleSim, load_raw_spec
 
 OUTAGE_SECONDS = 8.0  # longer than the six tries (3 to 6 s of backoff) a request used to get
 

@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 import pytest
-
 from in_process_sims import RolloutSim
 
 pytestmark = pytest.mark.timeout(900)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from in_process_sims import load_raw_spec
 
 pytestmark = pytest.mark.timeout(900)

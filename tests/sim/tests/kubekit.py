@@ -15,14 +15,13 @@ import threading
 from typing import Any, Optional
 
 import kubernetes
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from werkzeug.serving import WSGIRequestHandler, make_server
-
 from cks_sim import core
 from cks_sim.kube import KubeWorld
 from cks_sim.kube_api import kubeconfig, make_app
 from cks_sim.tls import make_tls, server_ssl_context
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 CLIENT_MAJOR = int(kubernetes.__version__.split(".")[0])
 CLUSTER_ID = "c0ffee00-0000-4000-8000-000000000001"

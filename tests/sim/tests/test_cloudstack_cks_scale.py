@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from cs import CloudStackApiException
 from cks_sim.harness import wait_until
+from cs import CloudStackApiException
 from simkit import small_spec
 
 

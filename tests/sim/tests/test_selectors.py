@@ -26,7 +26,6 @@ from cks_sim.selectors import (
     parse_labels,
     unescape_value,
 )
-
 from kubekit import KubeEnv
 
 KUBECTL = shutil.which("kubectl")
