@@ -20,8 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "tests", "unit"), os.path.join(ROOT, ".venv", "collections")]
 
 from ansible.module_utils.common.parameters import remove_values  # noqa: E402
-from factories import ClusterFactory  # noqa: E402
-from test_cluster_loader import loader_for  # noqa: E402
+from factories import ClusterFactory, loader_for  # noqa: E402
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection  # noqa: E402
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest  # noqa: E402

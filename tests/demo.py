@@ -32,10 +32,6 @@ SPEC = harness.SMALL_SPEC
 VENV_BIN = os.path.dirname(sys.executable)
 
 
-def admin(env: dict[str, Any], path: str, body: Any = None) -> Any:
-    return harness.admin(env, "POST" if body is not None else "GET", path, body)
-
-
 def demo_vars(env: dict[str, Any]) -> dict[str, Any]:
     # No etcd variable: the control nodes' quorum checks run etcdctl in their etcd pods through the
     # Kubernetes API (docs/etcd-checks.md), with nothing but the kubeconfig CloudStack hands out.
@@ -55,10 +51,10 @@ def demo_vars(env: dict[str, Any]) -> dict[str, Any]:
 
 def draw_timeline(env: dict[str, Any], report_path: str) -> None:
     """The rollout as an SVG timeline next to the report (bench/timeline.py), beside the simulator's ideal."""
-    state = admin(env, "/state")
+    state = harness.admin(env, "GET", "/state")
     sim_path = os.path.join(OUT, "sim-timeline.json")
     with open(sim_path, "w") as f:
-        json.dump({"timeline": admin(env, "/timeline"), "timings": state["timings"], "time_scale": state["time_scale"]}, f)
+        json.dump({"timeline": harness.admin(env, "GET", "/timeline"), "timings": state["timings"], "time_scale": state["time_scale"]}, f)
     subprocess.call([sys.executable, os.path.join(ROOT, "bench", "timeline.py"), report_path,
                      "--sim-timeline", sim_path, "-o", os.path.join(OUT, "timeline.svg")], cwd=ROOT)
 
@@ -77,7 +73,7 @@ def main(argv: list[str]) -> int:
     try:
         variables = demo_vars(env)
         # The simulator flags more workers down at once than the rollout may take (the clamp).
-        admin(env, "/actions", {"action": "set_config", "max_unavailable": {"worker": variables["rollout_max_unavailable"]}})
+        harness.admin(env, "POST", "/actions", {"action": "set_config", "max_unavailable": {"worker": variables["rollout_max_unavailable"]}})
         vars_path = os.path.join(OUT, "demo-vars.yml")
         with open(vars_path, "w") as f:
             yaml.safe_dump(variables, f, sort_keys=False)
@@ -97,17 +93,17 @@ def main(argv: list[str]) -> int:
               "with host anti-affinity, root disks to 30 GB\n", flush=True)
         cmd = [os.path.join(VENV_BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "rollout.yml"),
                "-e", f"@{vars_path}"] + (["--check"] if check else [])
-        calls_before = len(admin(env, "/calls"))
+        calls_before = len(harness.admin(env, "GET", "/calls"))
         rc = subprocess.call(cmd, env=environment, cwd=ROOT)
         if check:
-            writes = [c for c in admin(env, "/calls")[calls_before:]
+            writes = [c for c in harness.admin(env, "GET", "/calls")[calls_before:]
                       if not str(c.get("command") or c.get("verb")).lower().startswith(("list", "get", "query"))]
             print(f"\nCalls that changed something (the simulator's call log): {len(writes)}")
             return rc
         report_path = os.path.join(OUT, "report.json")
         if os.path.exists(report_path):
             print(f"\nReport: {os.path.relpath(report_path, ROOT)}")
-        invariants = admin(env, "/invariants")
+        invariants = harness.admin(env, "GET", "/invariants")
         print(f"Simulator invariants violated: {len(invariants)}")
         for violation in invariants:
             print(f"  {violation}")

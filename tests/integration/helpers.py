@@ -4,8 +4,9 @@ Shared by the integration tests: every module is exercised the way an operator r
 playbook on localhost), not by importing it, so argument parsing, check mode, diff and
 ``fail_json`` go through ansible-core itself.
 
-Also runs cks-sim (``tests/sim/cks-sim serve``, through ``cks_sim.harness``) for a test and reads
-its admin API.
+Also runs cks-sim (``tests/sim/cks-sim serve``, through ``cks_sim.harness``) for a test:
+``running_sim`` gives a ``ClusterSim``, the harness's ``SimHandle`` (admin API, journals, faults)
+with the clusters env.json names and the collection's clients and module arguments for them.
 """
 
 from __future__ import annotations
@@ -136,30 +137,16 @@ def run_module(module_name: str, args: dict[str, Any], env: Optional[dict[str, s
 
 # --- cks-sim ----------------------------------------------------------------------------------
 
-class SimHandle:
-    """A running cks-sim: its env.json and its admin API."""
+class ClusterSim(harness.SimHandle):
+    """``cks-sim serve`` as a subprocess (``running_sim``): the harness's handle (admin API, journals,
+    faults, ``cs`` client) plus the clusters env.json names and the collection's clients and module
+    arguments for them."""
 
     def __init__(self, process: harness.SimProcess) -> None:
+        super().__init__(process.env)
         self.process = process
         self.proc = process.proc
         self.state_dir = process.state_dir
-        self.env = process.env
-
-    def admin(self, method: str, path: str, body: Optional[Any] = None) -> Any:
-        return harness.admin(self.env, method, path, body)
-
-    def state(self) -> dict[str, Any]:
-        return self.admin("GET", "/state")
-
-    def calls(self, since: float = 0.0) -> list[dict[str, Any]]:
-        answer = self.admin("GET", f"/calls?since={since}")
-        return answer["calls"] if isinstance(answer, dict) and "calls" in answer else answer
-
-    def action(self, **body: Any) -> Any:
-        return self.admin("POST", "/actions", body)
-
-    def fault(self, **body: Any) -> Any:
-        return self.admin("POST", "/faults", body)
 
     def cluster(self, name: Optional[str] = None) -> dict[str, Any]:
         """env.json's entry of a cluster ({id, name, kubeconfig, etcd}); the first one by default."""
@@ -208,7 +195,7 @@ class SimHandle:
 
 
 @contextlib.contextmanager
-def running_sim(spec: str, state_dir: Optional[str] = None, ready_timeout: float = 120) -> Iterator[SimHandle]:
+def running_sim(spec: str, state_dir: Optional[str] = None, ready_timeout: float = 120) -> Iterator[ClusterSim]:
     """Start ``cks-sim serve`` for ``spec`` (a path, or a file name under tests/integration/specs
     or tests/sim/examples) and stop it afterwards."""
     spec_path = _spec_path(spec)
@@ -216,7 +203,7 @@ def running_sim(spec: str, state_dir: Optional[str] = None, ready_timeout: float
     state_dir = state_dir or tempfile.mkdtemp(prefix="cks-sim-")
     try:
         with harness.SimProcess.start(spec_path, state_dir, ready_timeout=ready_timeout) as process:
-            yield SimHandle(process)
+            yield ClusterSim(process)
     finally:
         if own_dir:
             shutil.rmtree(state_dir, ignore_errors=True)

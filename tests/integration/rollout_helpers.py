@@ -16,10 +16,9 @@ import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
-from cks_sim import harness
-from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ROOT, SimHandle, running_sim
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ROOT, ClusterSim, running_sim
 
 PLAYBOOKS = os.path.join(ROOT, "playbooks")
 SPECS = os.path.join(ROOT, "tests", "integration", "specs")
@@ -28,6 +27,9 @@ RECORD = ("kube-system", "cloudstack-cks-rollout")
 # What the sim journals for one VM going down and coming back (see tests/sim/README.md).
 DOWN_EVENTS = ("stop_requested",)
 UP_EVENTS = ("started",)
+# The interval of a ``cks_sim.harness.wait_until`` that reads the sim's admin API while a playbook
+# runs: slow enough to leave the rollout the CPU.
+ADMIN_POLL = 0.2
 
 
 # --- running playbooks --------------------------------------------------------------------------
@@ -43,7 +45,7 @@ class PlaybookRun:
         return f"rc={self.rc}\n--- stdout (end)\n{self.stdout[-6000:]}\n--- stderr (end)\n{self.stderr[-2000:]}"
 
 
-def playbook_env(sim: SimHandle, work: str, credential: bool = True) -> dict[str, str]:
+def playbook_env(sim: ClusterSim, work: str, credential: bool = True) -> dict[str, str]:
     """What an AWX CloudStack credential would set (without ``credential``: no CLOUDSTACK_* at all);
     the kubeconfig is fetched from CloudStack."""
     env = dict(os.environ)
@@ -71,7 +73,7 @@ def playbook_env(sim: SimHandle, work: str, credential: bool = True) -> dict[str
     return env
 
 
-def rollout_vars(sim: SimHandle, **overrides: Any) -> dict[str, Any]:
+def rollout_vars(sim: ClusterSim, **overrides: Any) -> dict[str, Any]:
     """The rollout's variables for this sim, polling fast (the sim runs 50-100x faster than a cloud)."""
     etcd = sim.env.get("etcd") or {}
     variables: dict[str, Any] = {
@@ -92,7 +94,7 @@ def rollout_vars(sim: SimHandle, **overrides: Any) -> dict[str, Any]:
 class PlaybookProcess:
     """ansible-playbook started in its own process group (so a test can SIGKILL the whole controller)."""
 
-    def __init__(self, sim: SimHandle, playbook: str, variables: dict[str, Any], credential: bool = True,
+    def __init__(self, sim: ClusterSim, playbook: str, variables: dict[str, Any], credential: bool = True,
                  args: tuple[str, ...] = ()) -> None:
         self.work = tempfile.mkdtemp(prefix="cks-rollout-")
         self.report_path = os.path.join(self.work, "report.json")
@@ -180,7 +182,7 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def run_playbook(sim: SimHandle, playbook: str, variables: dict[str, Any], timeout: float = 900,
+def run_playbook(sim: ClusterSim, playbook: str, variables: dict[str, Any], timeout: float = 900,
                  args: tuple[str, ...] = ()) -> PlaybookRun:
     """Run a playbook to its end; ``args`` go on ansible-playbook's command line (e.g. ``--check``)."""
     return PlaybookProcess(sim, playbook, variables, args=args).wait(timeout=timeout)
@@ -188,38 +190,36 @@ def run_playbook(sim: SimHandle, playbook: str, variables: dict[str, Any], timeo
 
 # --- reading the simulator ----------------------------------------------------------------------------
 
-def vms(sim: SimHandle, cluster: int = 0) -> dict[str, dict[str, Any]]:
+def vms(sim: ClusterSim, cluster: int = 0) -> dict[str, dict[str, Any]]:
     """The cluster's VMs from GET /state, by lowercase name."""
     return {vm["name"].lower(): vm for vm in sim.state()["cloud"]["clusters"][cluster]["vms"]}
 
 
-def cluster_state(sim: SimHandle, cluster: int = 0) -> str:
+def cluster_state(sim: ClusterSim, cluster: int = 0) -> str:
     return sim.state()["cloud"]["clusters"][cluster]["state"]
 
 
-def kube_nodes(sim: SimHandle) -> dict[str, dict[str, Any]]:
+def kube_nodes(sim: ClusterSim) -> dict[str, dict[str, Any]]:
     """The first cluster's Kubernetes nodes from GET /state, by name."""
     kube = sim.state()["kube"]
     return {node["name"]: node for node in kube[sim.env["cluster_id"]]["nodes"]}
 
 
-def names(sim: SimHandle, node_type: str) -> list[str]:
+def names(sim: ClusterSim, node_type: str) -> list[str]:
     """The nodes of a type in creation order (the sim lists VMs in that order)."""
     return [name for name, vm in vms(sim).items() if vm["node_type"] == node_type]
 
 
-def timeline(sim: SimHandle, since: float = 0.0) -> list[dict[str, Any]]:
-    answer = sim.admin("GET", "/timeline")
-    items = answer.get("timeline", []) if isinstance(answer, dict) else answer
-    return [item for item in items if item.get("t", 0) >= since]
+def timeline(sim: ClusterSim, since: float = 0.0) -> list[dict[str, Any]]:
+    """The sim's timeline from ``since`` on (sim time, inclusive)."""
+    return [item for item in sim.timeline() if item.get("t", 0) >= since]
 
 
-def invariants(sim: SimHandle) -> list[dict[str, Any]]:
-    answer = sim.admin("GET", "/invariants")
-    return answer.get("violations", []) if isinstance(answer, dict) else answer
+def invariants(sim: ClusterSim) -> list[dict[str, Any]]:
+    return sim.invariants()
 
 
-def sim_time(sim: SimHandle) -> float:
+def sim_time(sim: ClusterSim) -> float:
     """The simulator's clock (the timestamps of its journals)."""
     return float(sim.state()["time"])
 
@@ -307,7 +307,7 @@ def down_intervals(items: list[dict[str, Any]], node: str) -> list[tuple[float, 
     return out
 
 
-def mutating_calls(sim: SimHandle, since: float = 0.0) -> list[dict[str, Any]]:
+def mutating_calls(sim: ClusterSim, since: float = 0.0) -> list[dict[str, Any]]:
     """CloudStack calls that change something, and Kubernetes writes (not reads), since ``since``."""
     reads = ("list", "get", "query")
     out = []
@@ -323,7 +323,7 @@ def mutating_calls(sim: SimHandle, since: float = 0.0) -> list[dict[str, Any]]:
 class ClusterRecord:
     """The rollout record (ConfigMap) and lock (Lease), read with the real Kubernetes client."""
 
-    def __init__(self, sim: SimHandle) -> None:
+    def __init__(self, sim: ClusterSim) -> None:
         self.sim = sim
 
     def _read(self, what: str) -> Optional[dict[str, Any]]:
@@ -351,12 +351,7 @@ class ClusterRecord:
         return dict(self._read("lease") or {})
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    """The harness's wait, polling the sim's admin API at a pace that leaves the rollout the CPU."""
-    return harness.wait_until(predicate, timeout, what, interval)
-
-
-def node_settled(sim: SimHandle, node: dict[str, Any]) -> bool:
+def node_settled(sim: ClusterSim, node: dict[str, Any]) -> bool:
     """A Kubernetes node that is Ready, schedulable and carries no rollout annotation."""
     annotations = node.get("annotations") or {}
     return (node.get("ready") == "True" and not node.get("unschedulable")
@@ -364,7 +359,7 @@ def node_settled(sim: SimHandle, node: dict[str, Any]) -> bool:
 
 
 @contextlib.contextmanager
-def rollout_sim(spec: str, max_unavailable: Optional[dict[str, int]] = None) -> Iterator[SimHandle]:
+def running_rollout_sim(spec: str, max_unavailable: Optional[dict[str, int]] = None) -> Iterator[ClusterSim]:
     """cks-sim for one of tests/integration/specs/rollout_*.yml; ``max_unavailable`` tells its
     invariant checker how many nodes of a type the rollout may take down at once."""
     with running_sim(spec) as sim:
@@ -373,6 +368,6 @@ def rollout_sim(spec: str, max_unavailable: Optional[dict[str, int]] = None) -> 
         yield sim
 
 
-def assert_no_invariant_broken(sim: SimHandle) -> None:
+def assert_no_invariant_broken(sim: ClusterSim) -> None:
     broken = invariants(sim)
     assert broken == [], f"the simulator saw invariants broken: {broken}"

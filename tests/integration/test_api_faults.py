@@ -11,56 +11,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
+from in_process_sims import WORKERS_LARGER, named_worker, rerun_converges, stopped_cleanly
 
 SPEC = "faults_small.yml"
-# Workers to a larger offering, two at a time (three workers: batches of 2 and 1).
-WORKERS_LARGER: dict[str, Any] = {"rollout_node_offerings": {"worker": "cks-large"}, "rollout_max_unavailable": 2}
-
-
-def nothing_excused(violation: dict[str, Any]) -> bool:
-    return False
-
-
-def stopped_cleanly(sim: Any, run: Any, allowed: Callable[[dict[str, Any]], bool] = nothing_excused) -> str:
-    """A failed rollout stopped cleanly: nodes kept, lock free, no invariant broken. Returns the last error."""
-    assert run.rc != 0, run.output
-    status = sim.status()
-    assert status["lock_holder"] is None, status["lock"]
-    assert [v for v in sim.invariants() if not allowed(v)] == []
-    last_error = status["last_error"]
-    assert last_error, status
-    # The record and the report agree on why it stopped (a rollout that stopped while planning
-    # writes no report: no batch ran).
-    if run.report is not None:
-        assert run.report["last_error"] == last_error
-    else:
-        assert last_error.startswith("planning failed"), last_error
-    return last_error
-
-
-def rerun_converges(sim: Any, allowed: Callable[[dict[str, Any]], bool] = nothing_excused,
-                    **variables: Any) -> dict[str, Any]:
-    sim.clear_faults()
-    run = sim.rollout(**variables)
-    assert run.rc == 0, run.output
-    status = sim.assert_converged(allowed)
-    assert status["last_error"] is None
-    assert run.report["outcome"] == "Running" and run.report["last_error"] in (None, "")
-    return status
 
 
 def worker_names(sim: Any) -> list[str]:
     return sim.names("worker")
-
-
-def named_worker(sim: Any, text: str) -> str:
-    """The one worker a message names."""
-    named = [n for n in sim.names("worker") if n in text.lower()]
-    assert len(named) == 1, text
-    return named[0]
 
 
 def vm_name(sim: Any, node: str) -> str:

@@ -25,7 +25,7 @@ import rollout_helpers as rh
 import yaml
 from helpers import COLLECTIONS, PYTHON, ROOT
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from test_kube_bearer_env import awx_bearer_env
+from kube_access import awx_bearer_env
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -121,7 +121,7 @@ def test_settings_with_module_defaults_then_rollout_through_ansible_runner(tmp_p
     monkeypatch.setenv("PATH", os.path.dirname(PYTHON) + os.pathsep + os.environ.get("PATH", ""))
     for name in ("CLOUDSTACK_ENDPOINT", "CLOUDSTACK_KEY", "CLOUDSTACK_SECRET", "K8S_AUTH_KUBECONFIG"):
         monkeypatch.delenv(name, raising=False)
-    with rh.rollout_sim("rollout_small.yml") as sim:
+    with rh.running_rollout_sim("rollout_small.yml") as sim:
         workers = rh.names(sim, "worker")
 
         # Phase 1: module_defaults carry the connection; no CLOUDSTACK_* anywhere.

@@ -1,4 +1,4 @@
-"""What one batch costs the CloudStack management server, command by command (issue 19).
+"""What one batch costs the CloudStack management server, command by command (each call is load on it).
 
 Each batch is one run of cks_node_cycle, so its reads are paid once per batch: the cluster
 (listKubernetesClusters), its kubeconfig (getKubernetesClusterConfig, no kubeconfig given, as the
@@ -17,11 +17,11 @@ from collections import Counter
 from typing import Any, Callable
 
 import pytest
-from helpers import SimHandle, run_module, running_sim
+from helpers import ClusterSim, run_module, running_sim
+from in_process_sims import CycleSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog
-from conftest import CycleSim, load_raw_spec
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -33,19 +33,19 @@ READS = ("listKubernetesClusters", "getKubernetesClusterConfig", "listVirtualMac
 CATALOG = ("listServiceOfferings", "listDiskOfferings", "listAffinityGroups")
 
 
-def catalog_of(sim: SimHandle) -> dict[str, Any]:
+def catalog_of(sim: ClusterSim) -> dict[str, Any]:
     """The catalog as the plan hands it to the batches (read here, before the batch is counted)."""
     cloud = sim.cloud_client()
     return Catalog.listed(cloud.list("listServiceOfferings"), cloud.list("listDiskOfferings"),
                           cloud.list("listAffinityGroups", listall=True)).to_dict()
 
 
-def workers(sim: SimHandle) -> dict[str, dict[str, Any]]:
+def workers(sim: ClusterSim) -> dict[str, dict[str, Any]]:
     cluster = next(c for c in sim.state()["cloud"]["clusters"] if c["name"] == CLUSTER)
     return {vm["name"].lower(): vm for vm in cluster["vms"] if "-node-" in vm["name"].lower()}
 
 
-def one_batch(sim: SimHandle, node: str, settings: Settings, catalog: dict[str, Any]) -> tuple[dict[str, Any], Counter]:
+def one_batch(sim: ClusterSim, node: str, settings: Settings, catalog: dict[str, Any]) -> tuple[dict[str, Any], Counter]:
     """cks_node_cycle for one node, as the role runs it; its result and its CloudStack calls per command."""
     args = sim.connection_args(CLUSTER)
     args.pop("kubeconfig")  # fetched with getKubernetesClusterConfig, as in a rollout

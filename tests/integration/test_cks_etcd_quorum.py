@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import tempfile
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 import requests
@@ -17,6 +17,9 @@ from cks_sim.etcd import EtcdManager
 from cks_sim.tls import make_tls
 
 from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ModuleRunError
+
+# A member's health takes a request of its own: the waits on etcd poll at this pace.
+ETCD_POLL = 0.1
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/etcd"), reason="Debian etcd-server not installed")
 
@@ -73,11 +76,6 @@ def run_tasks(module: str, args_list: list[dict[str, Any]], checked: tuple[int, 
     return results
 
 
-def eventually(check: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """The harness's wait at etcd's pace (a member's health takes a request of its own)."""
-    return bool(wait_until(check, timeout, interval=0.1))
-
-
 def member_healthy(ep: dict, url: str) -> bool:
     kwargs: dict[str, Any] = {"timeout": 3}
     if ep["mode"] == "stacked":
@@ -93,7 +91,8 @@ def settle(manager: EtcdManager, cluster: str, healthy: set[str]) -> dict:
     """Carry out queued stops/starts, then wait until exactly ``healthy`` members say so."""
     manager.wait_settled()
     ep = manager.endpoints(cluster)
-    assert eventually(lambda: {m["name"] for m in ep["members"] if member_healthy(ep, m["client_url"])} == healthy)
+    wait_until(lambda: {m["name"] for m in ep["members"] if member_healthy(ep, m["client_url"])} == healthy,
+               interval=ETCD_POLL)
     return ep
 
 

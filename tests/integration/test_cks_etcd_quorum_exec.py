@@ -17,7 +17,7 @@ import time
 from typing import Any, Iterator
 
 import pytest
-from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ModuleRunError, SimHandle, run_module, running_sim
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ClusterSim, ModuleRunError, run_module, running_sim
 
 pytestmark = pytest.mark.skipif(not (os.path.exists("/usr/bin/etcd") and shutil.which("etcdctl")),
                                 reason="Debian etcd-server and etcd-client not installed")
@@ -28,12 +28,12 @@ CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("CLOUDSTAC
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[SimHandle]:
+def sim() -> Iterator[ClusterSim]:
     with running_sim("small.yml") as handle:
         yield handle
 
 
-def controls(sim: SimHandle) -> list[str]:
+def controls(sim: ClusterSim) -> list[str]:
     return sorted(m["name"] for m in sim.env["etcd"]["members"])
 
 
@@ -45,7 +45,7 @@ def commands(calls: list[dict[str, Any]]) -> set[str]:
     return {str(c.get("command")) for c in calls if c.get("command")}
 
 
-def cloud_args(sim: SimHandle) -> dict[str, Any]:
+def cloud_args(sim: ClusterSim) -> dict[str, Any]:
     return {"api_url": sim.env["cloudstack_endpoint"], "api_key": sim.env["cloudstack_key"],
             "api_secret": sim.env["cloudstack_secret"]}
 
@@ -77,7 +77,7 @@ def run_play(play: dict[str, Any]) -> list[dict[str, Any]]:
     return results
 
 
-def test_a_kubeconfig_alone_is_asked_through_pods_exec_without_cloudstack(sim: SimHandle) -> None:
+def test_a_kubeconfig_alone_is_asked_through_pods_exec_without_cloudstack(sim: ClusterSim) -> None:
     names = controls(sim)
     since = time.time()
     result = run_module(MODULE, {"kubeconfig": sim.env["kubeconfig"], "going_down": [names[0].upper()]},
@@ -97,7 +97,7 @@ def test_a_kubeconfig_alone_is_asked_through_pods_exec_without_cloudstack(sim: S
     assert not [c for c in calls if c.get("api") == "cloudstack"], "a kubeconfig needs no CloudStack call"
 
 
-def test_the_cluster_alone_fetches_its_own_kubeconfig_from_cloudstack(sim: SimHandle) -> None:
+def test_the_cluster_alone_fetches_its_own_kubeconfig_from_cloudstack(sim: ClusterSim) -> None:
     since = time.time()
     result = run_module(MODULE, dict(cloud_args(sim), cluster=sim.cluster()["name"]), env=dict(CLEAN_ENV))
     calls = sim.calls(since)
@@ -108,7 +108,7 @@ def test_the_cluster_alone_fetches_its_own_kubeconfig_from_cloudstack(sim: SimHa
     assert sim.env["cloudstack_secret"] not in result["_stdout"]
 
 
-def test_the_cks_group_module_defaults_reach_it_and_given_endpoints_take_precedence(sim: SimHandle) -> None:
+def test_the_cks_group_module_defaults_reach_it_and_given_endpoints_take_precedence(sim: ClusterSim) -> None:
     names = controls(sim)
     etcd = sim.env["etcd"]
     direct = {"etcd_endpoints": [m["client_url"] for m in etcd["members"]], "etcd_ca_cert": etcd["ca_cert"],
@@ -136,7 +136,7 @@ def test_the_cks_group_module_defaults_reach_it_and_given_endpoints_take_precede
     assert sim.env["cloudstack_secret"] not in by_exec["_stdout"] + by_endpoints["_stdout"]
 
 
-def test_quorum_about_to_be_lost_fails_with_the_arithmetic_and_every_value(sim: SimHandle) -> None:
+def test_quorum_about_to_be_lost_fails_with_the_arithmetic_and_every_value(sim: ClusterSim) -> None:
     names = controls(sim)
     result = run_module(MODULE, {"kubeconfig": sim.env["kubeconfig"], "going_down": names[1:]}, env=dict(CLEAN_ENV))
     assert result["failed"] and result["safe"] is False
@@ -146,14 +146,14 @@ def test_quorum_about_to_be_lost_fails_with_the_arithmetic_and_every_value(sim: 
     assert result["checked_through"] == "pods/exec" and result["voters"] == 3 and len(result["members"]) == 3
 
 
-def test_a_name_that_is_no_member_is_refused_through_pods_exec_too(sim: SimHandle) -> None:
+def test_a_name_that_is_no_member_is_refused_through_pods_exec_too(sim: ClusterSim) -> None:
     result = run_module(MODULE, {"kubeconfig": sim.env["kubeconfig"], "going_down": ["no-such-node"]},
                         env=dict(CLEAN_ENV))
     assert result["failed"] and "going_down" in result["msg"] and "no-such-node" in result["msg"]
     assert "safe" not in result
 
 
-def test_nothing_to_ask_through_is_refused_naming_what_to_give(sim: SimHandle) -> None:
+def test_nothing_to_ask_through_is_refused_naming_what_to_give(sim: ClusterSim) -> None:
     since = time.time()
     result = run_module(MODULE, {"going_down": [controls(sim)[0]]}, env=dict(CLEAN_ENV))
     assert result["failed"]
@@ -162,7 +162,7 @@ def test_nothing_to_ask_through_is_refused_naming_what_to_give(sim: SimHandle) -
     assert sim.calls(since) == []
 
 
-def test_a_timeout_of_zero_is_refused_not_replaced_by_the_default(sim: SimHandle) -> None:
+def test_a_timeout_of_zero_is_refused_not_replaced_by_the_default(sim: ClusterSim) -> None:
     since = time.time()
     result = run_module(MODULE, {"kubeconfig": sim.env["kubeconfig"], "etcd_timeout": 0}, env=dict(CLEAN_ENV))
     assert result["failed"] and result["msg"].startswith("etcd_timeout=0.0: must be more than 0 seconds")

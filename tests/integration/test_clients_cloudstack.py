@@ -126,7 +126,7 @@ def _job_slack(sim: Any, since: float, vm_name: str, jobid: str) -> float:
 
 
 def test_the_slack_of_a_rollouts_jobs_shrinks_job_after_job(sim: Any) -> None:
-    """Issue 19: stops of 1 s, one after the other as the batches of a rollout make them, with a prior
+    """Fewer job polls for the management server: stops of 1 s, one after the other as the batches of a rollout make them, with a prior
     four times too long (an operator's guess): the first is seen ended about two seconds late, and the
     schedule narrows what it knows job after job until a stop is seen ended within about a tenth of
     it, at one or two polls a job (the sim's own clock: its stop event and the poll that saw it)."""

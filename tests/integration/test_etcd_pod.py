@@ -14,6 +14,7 @@ import shutil
 from typing import Any, Callable
 
 import pytest
+from in_process_sims import CycleSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import EtcdClient
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import EtcdExecClient
@@ -33,7 +34,6 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options im
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import etcd_check_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import node_outdated
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
-from conftest import CycleSim, load_raw_spec
 
 pytestmark = pytest.mark.skipif(not (os.path.exists("/usr/bin/etcd") and shutil.which("etcdctl")),
                                 reason="Debian etcd-server and etcd-client not installed")

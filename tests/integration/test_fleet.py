@@ -24,40 +24,20 @@ from typing import Any, Iterator
 
 import pytest
 import rollout_helpers as rh
-import yaml
-from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ROOT, SimHandle, running_sim
+from cks_sim.harness import wait_until
+from fleet_helpers import AWX_PROJECT, FAST, NEW_OFFERING, fleet_vars, inventory, stops_per_node, unschedulable, workers
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ClusterSim, running_sim
 
 pytestmark = pytest.mark.timeout(1800)
 
-AWX_PROJECT = Path(ROOT) / "extensions" / "awx" / "project"
-NEW_OFFERING = "cks-medium"
-# No rollout_batch_timeout here: extra vars beat hostvars, and the blocked cluster sets its own.
-FAST = {"rollout_poll_interval": 0.2, "rollout_eviction_retry_interval": 0.3, "rollout_delete_emptydir_data": True,
-        "rollout_validate_interval": 1}
-
 
 @pytest.fixture()
-def fleet_sim() -> Iterator[SimHandle]:
+def fleet_sim() -> Iterator[ClusterSim]:
     with running_sim("fleet.yml") as sim:
         yield sim
 
 
-def inventory(sim: SimHandle, names: list[str], path: Path, **hostvars: dict[str, Any]) -> Path:
-    """A static inventory of cluster hosts in the group cks_clusters; ``hostvars`` per cluster name."""
-    hosts = {}
-    for name in names:
-        cluster = sim.cluster(name)
-        hosts[name] = dict({"cks_id": cluster["id"]}, **hostvars.get(name, {}))
-    path.write_text(yaml.safe_dump({"all": {"children": {"cks_clusters": {"hosts": hosts}}}}), encoding="utf-8")
-    return path
-
-
-def fleet_vars(work: Path, **extra: Any) -> dict[str, Any]:
-    return dict(FAST, fleet_group="cks_clusters", fleet_node_offerings={"worker": NEW_OFFERING},
-                fleet_work_dir=str(work / "fleet"), **extra)
-
-
-def run_fleet(sim: SimHandle, inv: Path, variables: dict[str, Any], work: Path, forks: int) -> tuple[int, str, dict[str, Any]]:
+def run_fleet(sim: ClusterSim, inv: Path, variables: dict[str, Any], work: Path, forks: int) -> tuple[int, str, dict[str, Any]]:
     report_path = work / f"report-{len(list(work.glob('report-*')))}.json"
     vars_path = work / "vars.json"
     vars_path.write_text(json.dumps(dict(variables, fleet_report_path=str(report_path))), encoding="utf-8")
@@ -67,21 +47,6 @@ def run_fleet(sim: SimHandle, inv: Path, variables: dict[str, Any], work: Path, 
                           check=False)
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
     return proc.returncode, proc.stdout + proc.stderr, report
-
-
-def cluster_index(sim: SimHandle, name: str) -> int:
-    return [c["name"] for c in sim.state()["cloud"]["clusters"]].index(name)
-
-
-def workers(sim: SimHandle, name: str) -> dict[str, dict[str, Any]]:
-    return {vm_name: vm for vm_name, vm in rh.vms(sim, cluster_index(sim, name)).items() if vm["node_type"] == "worker"}
-
-
-def stops_per_node(items: list[dict[str, Any]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for item in rh.events(items, "stop_requested"):
-        counts[item["node"]] = counts.get(item["node"], 0) + 1
-    return counts
 
 
 def most_clusters_in_flight(items: list[dict[str, Any]], cluster_ids: set[str]) -> int:
@@ -100,12 +65,7 @@ def most_clusters_in_flight(items: list[dict[str, Any]], cluster_ids: set[str]) 
     return most
 
 
-def unschedulable(sim: SimHandle, name: str) -> list[str]:
-    kube = sim.state()["kube"][sim.cluster(name)["id"]]
-    return [node["name"] for node in kube["nodes"] if node.get("unschedulable")]
-
-
-def test_fleet_of_six_three_at_a_time_one_blocked_then_a_rerun_converges(fleet_sim: SimHandle, tmp_path: Path) -> None:
+def test_fleet_of_six_three_at_a_time_one_blocked_then_a_rerun_converges(fleet_sim: ClusterSim, tmp_path: Path) -> None:
     sim = fleet_sim
     names = [f"fleet-0{i}" for i in range(1, 7)]
     blocked = "fleet-04"
@@ -159,7 +119,7 @@ def test_fleet_of_six_three_at_a_time_one_blocked_then_a_rerun_converges(fleet_s
     rh.assert_no_invariant_broken(sim)
 
 
-def test_fleet_stops_starting_clusters_after_max_failed(fleet_sim: SimHandle, tmp_path: Path) -> None:
+def test_fleet_stops_starting_clusters_after_max_failed(fleet_sim: ClusterSim, tmp_path: Path) -> None:
     sim = fleet_sim
     names = ["fleet-10", "fleet-11", "fleet-12"]
     # Every cluster would fail on its first node; with one at a time and fleet_max_failed 1, only the first runs.
@@ -180,7 +140,7 @@ def test_fleet_stops_starting_clusters_after_max_failed(fleet_sim: SimHandle, tm
 ansible_runner = pytest.importorskip("ansible_runner")
 
 
-def runner_job(sim: SimHandle, data_dir: Path, inv: Path, job_id: int, variables: dict[str, Any]) -> tuple[threading.Thread, Any]:
+def runner_job(sim: ClusterSim, data_dir: Path, inv: Path, job_id: int, variables: dict[str, Any]) -> tuple[threading.Thread, Any]:
     """One AWX job (one slice) run as AWX runs it: ansible-runner, its own awx_job_id, the credential's env."""
     data_dir.mkdir(parents=True)
     env = {key: value for key, value in rh.playbook_env(sim, str(data_dir)).items()
@@ -193,7 +153,7 @@ def runner_job(sim: SimHandle, data_dir: Path, inv: Path, job_id: int, variables
 
 
 def test_three_slices_at_once_roll_each_cluster_once_and_an_overlap_is_kept_apart_by_the_lock(
-        fleet_sim: SimHandle, tmp_path: Path) -> None:
+        fleet_sim: ClusterSim, tmp_path: Path) -> None:
     sim = fleet_sim
     names = [f"fleet-0{i}" for i in range(1, 10)]
     offering = NEW_OFFERING
@@ -214,7 +174,7 @@ def test_three_slices_at_once_roll_each_cluster_once_and_an_overlap_is_kept_apar
         with sim.kube_client(overlap) as kube:
             lease = kube.get_lease("kube-system", "cloudstack-cks-rollout")
         return bool(lease and (lease.get("spec") or {}).get("holderIdentity"))
-    rh.wait_until(locked, timeout=600, what=f"slice 0 takes the lock of {overlap}")
+    wait_until(locked, timeout=600, what=f"slice 0 takes the lock of {overlap}", interval=rh.ADMIN_POLL)
     inv = inventory(sim, [overlap], tmp_path / "overlap.yml")
     overlap_job = runner_job(sim, tmp_path / "job-overlap", inv, 200,
                              dict(variables, fleet_report_path=str(tmp_path / "report-overlap.json")))

@@ -28,8 +28,9 @@ from typing import Any, Iterator
 
 import pytest
 import rollout_helpers as rh
-from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, SimHandle, running_sim
-from test_fleet import AWX_PROJECT, NEW_OFFERING, fleet_vars, inventory, stops_per_node, unschedulable, workers
+from cks_sim.harness import wait_until
+from fleet_helpers import AWX_PROJECT, NEW_OFFERING, fleet_vars, inventory, stops_per_node, unschedulable, workers
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ClusterSim, running_sim
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -40,7 +41,7 @@ MARK = "CKS_FLEET_TEST_MARK"
 
 
 @pytest.fixture()
-def fleet_sim() -> Iterator[SimHandle]:
+def fleet_sim() -> Iterator[ClusterSim]:
     with running_sim("fleet.yml") as sim:
         yield sim
 
@@ -60,7 +61,7 @@ def processes_marked(mark: str) -> list[int]:
     return found
 
 
-def lock_holders(sim: SimHandle) -> dict[str, Any]:
+def lock_holders(sim: ClusterSim) -> dict[str, Any]:
     holders = {}
     for name in NAMES:
         with sim.kube_client(name) as kube:
@@ -69,7 +70,7 @@ def lock_holders(sim: SimHandle) -> dict[str, Any]:
     return holders
 
 
-def annotated(sim: SimHandle, name: str) -> list[str]:
+def annotated(sim: ClusterSim, name: str) -> list[str]:
     kube = sim.state()["kube"][sim.cluster(name)["id"]]
     return [node["name"] for node in kube["nodes"] if rh.ANNOTATION in (node.get("annotations") or {})]
 
@@ -78,7 +79,7 @@ def fleet_command(inv: Path, vars_path: Path, *args: str) -> list[str]:
     return [ANSIBLE_PLAYBOOK, "cloudstack.cks.fleet", "-i", str(inv), "-e", f"@{vars_path}", "--forks", "3", *args]
 
 
-def test_fleet_check_mode_changes_nothing_and_reports_each_clusters_plan(fleet_sim: SimHandle, tmp_path: Path) -> None:
+def test_fleet_check_mode_changes_nothing_and_reports_each_clusters_plan(fleet_sim: ClusterSim, tmp_path: Path) -> None:
     sim = fleet_sim
     inv = inventory(sim, NAMES, tmp_path / "inventory.yml")
     before = {name: workers(sim, name) for name in NAMES}
@@ -123,12 +124,12 @@ def cancel_vars(tmp_path: Path, report_path: Path) -> dict[str, Any]:
                       rollout_pause_seconds=15)
 
 
-def wait_for_a_node_in_flight(sim: SimHandle, since: float) -> None:
-    rh.wait_until(lambda: stops_per_node(rh.timeline(sim, since)), timeout=600, what="the fleet stops a first node")
+def wait_for_a_node_in_flight(sim: ClusterSim, since: float) -> None:
+    wait_until(lambda: stops_per_node(rh.timeline(sim, since)), timeout=600, what="the fleet stops a first node", interval=rh.ADMIN_POLL)
 
 
-def assert_cancelled_cleanly(sim: SimHandle, mark: str, report_path: Path, before: dict[str, dict[str, Any]], since: float) -> None:
-    rh.wait_until(lambda: not processes_marked(mark), timeout=300, what="every process of the cancelled job ends", interval=1)
+def assert_cancelled_cleanly(sim: ClusterSim, mark: str, report_path: Path, before: dict[str, dict[str, Any]], since: float) -> None:
+    wait_until(lambda: not processes_marked(mark), timeout=300, what="every process of the cancelled job ends", interval=1)
     assert lock_holders(sim) == {name: None for name in NAMES}
     for name in NAMES:
         assert unschedulable(sim, name) == [], name
@@ -155,7 +156,7 @@ def assert_cancelled_cleanly(sim: SimHandle, mark: str, report_path: Path, befor
     rh.assert_no_invariant_broken(sim)
 
 
-def assert_a_rerun_converges(sim: SimHandle, inv: Path, tmp_path: Path, before: dict[str, dict[str, Any]], since: float) -> None:
+def assert_a_rerun_converges(sim: ClusterSim, inv: Path, tmp_path: Path, before: dict[str, dict[str, Any]], since: float) -> None:
     report_path = tmp_path / "rerun.json"
     vars_path = tmp_path / "rerun-vars.json"
     vars_path.write_text(json.dumps(fleet_vars(tmp_path, fleet_parallel=3, fleet_report_path=str(report_path))), encoding="utf-8")
@@ -171,7 +172,7 @@ def assert_a_rerun_converges(sim: SimHandle, inv: Path, tmp_path: Path, before: 
 
 
 def test_a_fleet_job_cancelled_with_sigterm_stops_its_rollouts_cleanly_and_a_rerun_converges(
-        fleet_sim: SimHandle, tmp_path: Path) -> None:
+        fleet_sim: ClusterSim, tmp_path: Path) -> None:
     sim = fleet_sim
     inv = inventory(sim, NAMES, tmp_path / "inventory.yml")
     before = {name: workers(sim, name) for name in NAMES}
@@ -198,7 +199,7 @@ def test_a_fleet_job_cancelled_with_sigterm_stops_its_rollouts_cleanly_and_a_rer
 ansible_runner = pytest.importorskip("ansible_runner")
 
 
-def test_a_fleet_job_cancelled_through_ansible_runner_stops_its_rollouts_cleanly(fleet_sim: SimHandle, tmp_path: Path) -> None:
+def test_a_fleet_job_cancelled_through_ansible_runner_stops_its_rollouts_cleanly(fleet_sim: ClusterSim, tmp_path: Path) -> None:
     sim = fleet_sim
     inv = inventory(sim, NAMES, tmp_path / "inventory.yml")
     before = {name: workers(sim, name) for name in NAMES}

@@ -12,16 +12,15 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import pytest
-import requests
 import yaml
 from cs import CloudStack
 
-from cks_sim.harness import InProcessSim
+from cks_sim.harness import InProcessSim, SimHandle
 
-from conftest import ROOT, load_raw_spec
+from in_process_sims import ROOT, load_raw_spec
 
 ANSIBLE_INVENTORY = os.path.join(ROOT, ".venv", "bin", "ansible-inventory")
 ANSIBLE = os.path.join(ROOT, ".venv", "bin", "ansible")
@@ -30,22 +29,19 @@ ADMIN = ("fleet-admin-key", "fleet-admin-secret")
 ACME = ("acme-key", "acme-secret")
 
 
-class Fleet:
+class Fleet(SimHandle):
+    """The inventory fleet in this process (the harness's handle) and a work dir for ansible-inventory."""
+
     def __init__(self, sim: InProcessSim, work: Path) -> None:
-        self.sim = sim
-        self.env = sim.env
+        super().__init__(sim.env, sim.server)
         self.work = work
 
-    def cs(self, key: tuple[str, str] = ADMIN) -> CloudStack:
+    def cs_as(self, key: tuple[str, str] = ADMIN) -> CloudStack:
+        """A ``cs`` client with the API key pair of one of the fleet's accounts."""
         return CloudStack(endpoint=self.env["cloudstack_endpoint"], key=key[0], secret=key[1])
 
     def clusters(self, key: tuple[str, str] = ADMIN) -> dict[str, dict[str, Any]]:
-        return {c["name"]: c for c in self.cs(key).listKubernetesClusters(fetch_list=True, listall=True)}
-
-    def admin(self, method: str, path: str, body: Optional[dict[str, Any]] = None) -> Any:
-        answer = requests.request(method, self.env["admin_url"] + path, json=body, timeout=30)
-        answer.raise_for_status()
-        return answer.json()
+        return {c["name"]: c for c in self.cs_as(key).listKubernetesClusters(fetch_list=True, listall=True)}
 
     def cloudstack_calls(self, since: float) -> list[dict[str, Any]]:
         return self.admin("GET", f"/calls?since={since}&api=cloudstack")
@@ -214,7 +210,7 @@ def test_out_of_date_counts_judge_each_cluster_against_its_stored_settings(fleet
 def test_nodes_are_hosts_reached_through_their_ssh_port_forward(fleet: Fleet):
     inventory = listed(fleet.inventory({"nodes": True, "filters": ["cks_name == 'acme-prod-east'"]}))
     entry = fleet.clusters()["acme-prod-east"]
-    rules = fleet.cs().listPortForwardingRules(fetch_list=True, listall=True, ipaddressid=entry["ipaddressid"])
+    rules = fleet.cs_as().listPortForwardingRules(fetch_list=True, listall=True, ipaddressid=entry["ipaddressid"])
     forwards = {r["virtualmachineid"]: (r["ipaddress"], int(r["publicport"])) for r in rules if r["privateport"] == "22"}
     expected = {vm["name"].lower(): vm for vm in entry["virtualmachines"]}
     assert members(inventory, "cks_nodes") == set(expected)

@@ -16,23 +16,13 @@ from typing import Any
 import pytest
 import yaml
 from helpers import run_module
-from test_rbac import TOKEN, USER, documented_rules
+from kube_access import TOKEN, USER, awx_bearer_env, documented_rules
 
 pytestmark = pytest.mark.timeout(600)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STATUS = os.path.join(ROOT, "playbooks", "status.yml")
 NOT_FROM_THE_KUBECONFIG = ("K8S_AUTH_KUBECONFIG", "K8S_AUTH_SSL_CA_CERT")
-
-
-def awx_bearer_env(host: str, token: str, verify_ssl: bool, ca_cert_path: str = "") -> dict[str, str]:
-    """What AWX's injector sets for the credential's host, bearer_token, verify_ssl and ssl_ca_cert."""
-    env = {"K8S_AUTH_HOST": host, "K8S_AUTH_API_KEY": token}
-    if verify_ssl and ca_cert_path:
-        env.update(K8S_AUTH_VERIFY_SSL="True", K8S_AUTH_SSL_CA_CERT=ca_cert_path)
-    else:
-        env["K8S_AUTH_VERIFY_SSL"] = "False"
-    return env
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
-from conftest import CycleSim, load_raw_spec
+from in_process_sims import CycleSim, load_raw_spec
 
 
 def _node_watch(sim: CycleSim, deadline: Deadline) -> NodeWatch:

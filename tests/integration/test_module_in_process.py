@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, SimHandle, running_sim
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ClusterSim, running_sim
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -25,12 +25,12 @@ PLAN_KEYS = ("out_of_date", "plan", "serial", "settings", "controlnodesoutofdate
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[SimHandle]:
+def sim() -> Iterator[ClusterSim]:
     with running_sim("settings.yml") as handle:
         yield handle
 
 
-def _play(sim: SimHandle, out: str) -> list[dict[str, Any]]:
+def _play(sim: ClusterSim, out: str) -> list[dict[str, Any]]:
     connection = sim.connection_args("alpha")
     outdated = {"cluster": "alpha", "node_offerings": {"worker": "cks-large"}}
     by_environment = {"CLOUDSTACK_ENDPOINT": connection["api_url"], "CLOUDSTACK_KEY": connection["api_key"],
@@ -51,7 +51,7 @@ def _play(sim: SimHandle, out: str) -> list[dict[str, Any]]:
     }]
 
 
-def test_modules_run_in_the_controller_unless_shipped_and_give_the_same_result(sim: SimHandle, tmp_path: Any) -> None:
+def test_modules_run_in_the_controller_unless_shipped_and_give_the_same_result(sim: ClusterSim, tmp_path: Any) -> None:
     out = str(tmp_path / "results.json")
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump(_play(sim, out)))

@@ -1,5 +1,5 @@
 """A cluster whose Kubernetes API endpoint is its first control node (a shared network without a
-load balancer: CKS's admin.conf points at that node, issue 13). While that VM restarts, nothing
+load balancer: CKS's admin.conf points at that node). While that VM restarts, nothing
 listens at the endpoint (connection refused): the batch's reads and its lock renewal wait for it
 until the batch deadline instead of failing after a few tries."""
 
@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from in_process_sims import CycleSim, load_raw_spec
+
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
-from conftest import CycleSim, load_raw_spec
 
 
 def endpoint_on_first_control_node(start_seconds: float) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer im
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
-from conftest import CycleSim, load_raw_spec
+from in_process_sims import CycleSim, load_raw_spec
 
 
 def node_events(sim: CycleSim, node: str) -> list[dict[str, Any]]:

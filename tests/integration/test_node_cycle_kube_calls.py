@@ -1,4 +1,4 @@
-"""How many Kubernetes calls a batch makes, counted in cks-sim's call log (issue 19).
+"""How many Kubernetes calls a batch makes, counted in cks-sim's call log (each is load on the API server).
 
 The bound is per call kind, so that a regression names what came back: a node read before the
 cordon (the batch's list is the first look), a second patch for the cordon (one write with the
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from conftest import CycleSim, load_raw_spec
+from in_process_sims import CycleSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LOCK_NAME, NAMESPACE, Lock, held_lock

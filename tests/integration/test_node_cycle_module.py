@@ -13,7 +13,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import CATALOG_FIELDS
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, Record, RecordStore
 
-from conftest import CycleSim
+from in_process_sims import CycleSim
 from helpers import run_module
 
 MODULE = "cks_node_cycle"

@@ -1,4 +1,4 @@
-"""A management server restart in the middle of a node's cycle (issue 13): its API refuses
+"""A management server restart in the middle of a node's cycle: its API refuses
 connections for a while, and the jobs it ran end failed (530, no result:
 ``AsyncJobManagerImpl.cleanupLeftOverJobs``) while the VM ends wherever the hypervisor left it.
 The cycle retries its reads through the outage, re-reads the VM, and carries on."""
@@ -10,9 +10,9 @@ import time
 from typing import Any, Callable
 
 import pytest
+from in_process_sims import CycleSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
-from conftest import CycleSim, load_raw_spec
 
 OUTAGE_SECONDS = 8.0  # longer than the six tries (3 to 6 s of backoff) a request used to get
 

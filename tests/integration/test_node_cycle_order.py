@@ -9,7 +9,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import STOP_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
-from conftest import CycleSim, load_raw_spec
+from in_process_sims import CycleSim, load_raw_spec
 
 
 def first_index(events: list[dict[str, Any]], **match: Any) -> int:

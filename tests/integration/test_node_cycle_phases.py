@@ -12,7 +12,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
 
-from conftest import CycleSim, load_raw_spec
+from in_process_sims import CycleSim, load_raw_spec
 
 NODE_EVENTS = ("annotated", "cordoned", "uncordoned", "stop_requested", "started", "boot", "offering_changed")
 

@@ -1,4 +1,4 @@
-"""A change CloudStack refuses after the VM was stopped (issue 13): the node goes back into service
+"""A change CloudStack refuses only once the VM is stopped: the node goes back into service
 on what it has, and the batch fails with CloudStack's answer naming the node and the change.
 
 The refusals come from the simulator's fault injection: a synchronous ``changeServiceForVirtualMachine``
@@ -12,13 +12,13 @@ import time
 from typing import Any, Callable
 
 import pytest
+from in_process_sims import CycleSim
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import STOP_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.vm_changes import VmChanges
-from conftest import CycleSim
 
 LIMIT_TEXT = ("Maximum number of resources of type 'cpu' for account name=admin in domain id=1 has been exceeded. "
               "Amount of already allocated resources is : 64, amount of resources requested to be allocated is 2")

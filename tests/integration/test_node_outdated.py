@@ -9,37 +9,37 @@ import pytest
 from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as records
 
 from cks_sim.harness import wait_until
-from helpers import SimHandle, run_module, running_sim
+from helpers import ClusterSim, run_module, running_sim
 
 pytestmark = pytest.mark.timeout(900)
 
 ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
 
 
-def outdated(sim: SimHandle, cluster: str = "alpha", check: bool = False, **args: Any) -> dict[str, Any]:
+def outdated(sim: ClusterSim, cluster: str = "alpha", check: bool = False, **args: Any) -> dict[str, Any]:
     result = run_module("cks_node_outdated", dict(sim.connection_args(cluster), cluster=cluster, **args), check=check)
     assert result["failed"] is False, result.get("msg")
     return result
 
 
-def store(sim: SimHandle, cluster: str = "alpha", **args: Any) -> dict[str, Any]:
+def store(sim: ClusterSim, cluster: str = "alpha", **args: Any) -> dict[str, Any]:
     result = run_module("cks_node_settings", dict(sim.connection_args(cluster), cluster=cluster, **args))
     assert result["failed"] is False, result.get("msg")
     return result
 
 
-def names(sim: SimHandle, node_type: str, cluster: str = "alpha") -> list[str]:
+def names(sim: ClusterSim, node_type: str, cluster: str = "alpha") -> list[str]:
     cl = next(c for c in sim.state()["cloud"]["clusters"] if c["name"] == cluster)
     return sorted(vm["name"].lower() for vm in cl["vms"] if vm["node_type"] == node_type)
 
 
-def wait_vm(sim: SimHandle, vm: str, state: str, timeout: float = 60) -> None:
+def wait_vm(sim: ClusterSim, vm: str, state: str, timeout: float = 60) -> None:
     wait_until(lambda: any(v["name"].lower() == vm and v["state"] == state
                            for c in sim.state()["cloud"]["clusters"] for v in c["vms"]),
-               timeout, f"{vm} to reach {state}")
+               timeout, f"{vm} to reach {state}", interval=0.05)
 
 
-def annotate(sim: SimHandle, node: str, boot_id: str, cordon: bool = True, cluster: str = "alpha") -> None:
+def annotate(sim: ClusterSim, node: str, boot_id: str, cordon: bool = True, cluster: str = "alpha") -> None:
     """What a rollout that stopped leaves behind: the annotation, and the node cordoned."""
     kube = sim.kube_client(cluster)
     try:
@@ -49,7 +49,7 @@ def annotate(sim: SimHandle, node: str, boot_id: str, cordon: bool = True, clust
         kube.close()
 
 
-def boot_id(sim: SimHandle, node: str, cluster: str = "alpha") -> str:
+def boot_id(sim: ClusterSim, node: str, cluster: str = "alpha") -> str:
     kube = sim.kube_client(cluster)
     try:
         return kube.read_node(node)["status"]["nodeInfo"]["bootID"]
@@ -62,14 +62,14 @@ def by_name(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture
-def sim() -> Iterator[SimHandle]:
+def sim() -> Iterator[ClusterSim]:
     with running_sim("settings.yml") as handle:
         yield handle
 
 
 # -- reasons -------------------------------------------------------------------------------------
 
-def test_before_first_use_nothing_is_out_of_date_and_nothing_is_written(sim: SimHandle) -> None:
+def test_before_first_use_nothing_is_out_of_date_and_nothing_is_written(sim: ClusterSim) -> None:
     before = sim.world()
     result = outdated(sim, check=True)
     assert result["changed"] is False
@@ -84,7 +84,7 @@ def test_before_first_use_nothing_is_out_of_date_and_nothing_is_written(sim: Sim
     assert node["boot_id"] and node["annotated"] is False and node["cordoned_by_others"] is False
 
 
-def test_each_out_of_date_reason_with_from_and_to(sim: SimHandle) -> None:
+def test_each_out_of_date_reason_with_from_and_to(sim: ClusterSim) -> None:
     store(sim, node_offerings={"worker": "cks-large"})
     only_offering = outdated(sim)
     worker = by_name(only_offering)[names(sim, "worker")[0]]
@@ -125,7 +125,7 @@ def test_a_larger_disk_is_not_out_of_date() -> None:
 
 # -- the plan ------------------------------------------------------------------------------------
 
-def test_order_control_one_at_a_time_then_workers_stopped_and_annotated_first(sim: SimHandle) -> None:
+def test_order_control_one_at_a_time_then_workers_stopped_and_annotated_first(sim: ClusterSim) -> None:
     store(sim, node_offerings={"control": "cks-large", "worker": "cks-large"})
     controls, workers = names(sim, "control"), names(sim, "worker")
     stopped, annotated = workers[4], workers[2]
@@ -154,7 +154,7 @@ def test_order_control_one_at_a_time_then_workers_stopped_and_annotated_first(si
     assert nodes[foreign]["cordoned_by_others"] is True and nodes[foreign]["annotated"] is False
 
 
-def test_annotated_nodes_that_are_back_and_up_to_date_are_released_not_restarted(sim: SimHandle) -> None:
+def test_annotated_nodes_that_are_back_and_up_to_date_are_released_not_restarted(sim: ClusterSim) -> None:
     store(sim, node_offerings={"worker": "cks-large"})
     control = names(sim, "control")[0]
     # Annotated with a boot ID from before a restart: it is back (Ready with another boot ID).
@@ -170,7 +170,7 @@ def test_annotated_nodes_that_are_back_and_up_to_date_are_released_not_restarted
     assert result["plan"][0] == {"node_type": "control", "nodes": [stuck], "canary": False}
 
 
-def test_max_unavailable_is_clamped_to_workers_minus_one(sim: SimHandle) -> None:
+def test_max_unavailable_is_clamped_to_workers_minus_one(sim: ClusterSim) -> None:
     store(sim, node_offerings={"worker": "cks-large"})
     result = outdated(sim, max_unavailable=10)
     assert result["max_unavailable"] == 10 and result["worker_batch_size"] == 4
@@ -180,7 +180,7 @@ def test_max_unavailable_is_clamped_to_workers_minus_one(sim: SimHandle) -> None
     assert given["serial"] == [2, 2, 1]
 
 
-def test_select_limits_the_batches_not_the_counts(sim: SimHandle) -> None:
+def test_select_limits_the_batches_not_the_counts(sim: ClusterSim) -> None:
     store(sim, node_offerings={"control": "cks-large", "worker": "cks-large"})
     workers = names(sim, "worker")
     result = outdated(sim, max_unavailable=3, select="[?node_type=='worker'] | [0:2]")
@@ -193,7 +193,7 @@ def test_select_limits_the_batches_not_the_counts(sim: SimHandle) -> None:
     assert bad["failed"] is True and "select=" in bad["msg"]
 
 
-def test_lock_holder_and_last_error_come_from_the_record(sim: SimHandle) -> None:
+def test_lock_holder_and_last_error_come_from_the_record(sim: ClusterSim) -> None:
     store(sim, node_offerings={"worker": "cks-large"}, rollout=True, lock_holder="run-7")
     kube = sim.kube_client()
     try:

@@ -12,20 +12,20 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.states i
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import stored_max_unavailable, stored_settings
 
 from cks_sim.harness import wait_until
-from helpers import SimHandle, run_module, running_sim
+from helpers import ClusterSim, run_module, running_sim
 
 pytestmark = pytest.mark.timeout(600)
 
 
 # -- helpers ------------------------------------------------------------------------------------
 
-def settings(sim: SimHandle, cluster: str = "alpha", check: bool = False, diff: bool = False,
+def settings(sim: ClusterSim, cluster: str = "alpha", check: bool = False, diff: bool = False,
              **args: Any) -> dict[str, Any]:
     return run_module("cks_node_settings", dict(sim.connection_args(cluster), cluster=cluster, **args),
                       check=check, diff=diff)
 
 
-def read_record(sim: SimHandle, cluster: str = "alpha") -> Optional[records.Record]:
+def read_record(sim: ClusterSim, cluster: str = "alpha") -> Optional[records.Record]:
     kube = sim.kube_client(cluster)
     try:
         return records.RecordStore(kube).read()
@@ -33,7 +33,7 @@ def read_record(sim: SimHandle, cluster: str = "alpha") -> Optional[records.Reco
         kube.close()
 
 
-def read_lock(sim: SimHandle, cluster: str = "alpha") -> Optional[records.LockInfo]:
+def read_lock(sim: ClusterSim, cluster: str = "alpha") -> Optional[records.LockInfo]:
     kube = sim.kube_client(cluster)
     try:
         return records.Lock(kube).read()
@@ -41,7 +41,7 @@ def read_lock(sim: SimHandle, cluster: str = "alpha") -> Optional[records.LockIn
         kube.close()
 
 
-def hold_lock(sim: SimHandle, holder: str, cluster: str = "alpha", seconds: int = 600) -> None:
+def hold_lock(sim: ClusterSim, holder: str, cluster: str = "alpha", seconds: int = 600) -> None:
     kube = sim.kube_client(cluster)
     try:
         records.Lock(kube, holder_identity=holder, duration_seconds=seconds).acquire()
@@ -49,7 +49,7 @@ def hold_lock(sim: SimHandle, holder: str, cluster: str = "alpha", seconds: int 
         kube.close()
 
 
-def ids(sim: SimHandle) -> dict[str, str]:
+def ids(sim: ClusterSim) -> dict[str, str]:
     """Offering and group names -> ids, as CloudStack lists them."""
     cloud = sim.cloud_client()
     found = {o["name"]: o["id"] for o in cloud.list("listServiceOfferings")}
@@ -57,23 +57,23 @@ def ids(sim: SimHandle) -> dict[str, str]:
     return found
 
 
-def vm_offerings(sim: SimHandle, cluster: str = "alpha") -> dict[str, str]:
+def vm_offerings(sim: ClusterSim, cluster: str = "alpha") -> dict[str, str]:
     cl = next(c for c in sim.state()["cloud"]["clusters"] if c["name"] == cluster)
     return {vm["name"]: vm["offering"] for vm in cl["vms"]}
 
 
-def set_state(sim: SimHandle, state: str, cluster: str = "alpha") -> None:
+def set_state(sim: ClusterSim, state: str, cluster: str = "alpha") -> None:
     sim.action(action="set_cluster_state", cluster=sim.cluster(cluster)["id"], state=state)
 
 
 @pytest.fixture
-def sim() -> Iterator[SimHandle]:
+def sim() -> Iterator[ClusterSim]:
     with running_sim("settings.yml") as handle:
         yield handle
 
 
 @pytest.fixture(scope="module")
-def shared_sim() -> Iterator[SimHandle]:
+def shared_sim() -> Iterator[ClusterSim]:
     """For tests that must change nothing (refusals): one sim for all of them."""
     with running_sim("settings.yml") as handle:
         yield handle
@@ -81,7 +81,7 @@ def shared_sim() -> Iterator[SimHandle]:
 
 # -- first use, storing only, check mode, diff, idempotence -------------------------------------
 
-def test_first_use_copies_the_cluster_settings_and_shared_groups_and_stores_only(sim: SimHandle) -> None:
+def test_first_use_copies_the_cluster_settings_and_shared_groups_and_stores_only(sim: ClusterSim) -> None:
     known = ids(sim)
     vms_before = vm_offerings(sim)
     cloud_before = sim.world()["cloud"]
@@ -112,7 +112,7 @@ def test_first_use_copies_the_cluster_settings_and_shared_groups_and_stores_only
     assert read_lock(sim) is None
 
 
-def test_the_same_settings_twice_change_nothing_the_second_time(sim: SimHandle) -> None:
+def test_the_same_settings_twice_change_nothing_the_second_time(sim: ClusterSim) -> None:
     args = {"node_offerings": {"worker": "cks-large"}, "node_root_disk_sizes": {"worker": 30},
             "node_affinity_groups": {"worker": ["workers-soft", "workers-spread"]}}
     assert settings(sim, **args)["changed"] is True
@@ -129,7 +129,7 @@ def test_the_same_settings_twice_change_nothing_the_second_time(sim: SimHandle) 
     assert read_record(sim).resource_version == version
 
 
-def test_first_use_without_changes_records_the_copied_settings_once(sim: SimHandle) -> None:
+def test_first_use_without_changes_records_the_copied_settings_once(sim: ClusterSim) -> None:
     first = settings(sim)
     assert first["changed"] is True and first["first_use"] is True
     assert first["settings"] == first["previous_settings"]
@@ -137,7 +137,7 @@ def test_first_use_without_changes_records_the_copied_settings_once(sim: SimHand
     assert settings(sim)["changed"] is False
 
 
-def test_check_mode_and_diff_show_names_and_write_nothing(sim: SimHandle) -> None:
+def test_check_mode_and_diff_show_names_and_write_nothing(sim: ClusterSim) -> None:
     world_before = sim.world()
 
     result = settings(sim, check=True, diff=True, node_offerings={"control": "cks-large"},
@@ -164,7 +164,7 @@ def test_check_mode_and_diff_show_names_and_write_nothing(sim: SimHandle) -> Non
     assert again["diff"]["before"] == again["diff"]["after"]
 
 
-def test_settings_are_stored_while_stopped_or_alert(sim: SimHandle) -> None:
+def test_settings_are_stored_while_stopped_or_alert(sim: ClusterSim) -> None:
     for state in ("Stopped", "Alert", "Created", "Error"):
         set_state(sim, state)
         result = settings(sim, node_root_disk_sizes={"worker": 20 + len(state)})
@@ -196,7 +196,7 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize("args, message", REFUSALS)
-def test_refusals_name_the_parameter_and_value_and_change_nothing(shared_sim: SimHandle, args: dict[str, Any],
+def test_refusals_name_the_parameter_and_value_and_change_nothing(shared_sim: ClusterSim, args: dict[str, Any],
                                                                   message: str) -> None:
     before = shared_sim.world()
     result = settings(shared_sim, **args)
@@ -207,7 +207,7 @@ def test_refusals_name_the_parameter_and_value_and_change_nothing(shared_sim: Si
     assert read_lock(shared_sim) is None
 
 
-def test_a_strict_root_disk_refuses_a_new_size_with_rollout_only(shared_sim: SimHandle) -> None:
+def test_a_strict_root_disk_refuses_a_new_size_with_rollout_only(shared_sim: ClusterSim) -> None:
     before = shared_sim.world()
     result = settings(shared_sim, cluster="beta", node_root_disk_sizes={"worker": 60}, rollout=True,
                       lock_holder="run-1")
@@ -222,7 +222,7 @@ def test_a_strict_root_disk_refuses_a_new_size_with_rollout_only(shared_sim: Sim
 
 
 @pytest.mark.parametrize("state", sorted(BUSY_STATES))
-def test_nothing_is_stored_while_a_cks_operation_runs(shared_sim: SimHandle, state: str) -> None:
+def test_nothing_is_stored_while_a_cks_operation_runs(shared_sim: ClusterSim, state: str) -> None:
     set_state(shared_sim, state)
     try:
         before = shared_sim.world()
@@ -236,7 +236,7 @@ def test_nothing_is_stored_while_a_cks_operation_runs(shared_sim: SimHandle, sta
 
 
 @pytest.mark.parametrize("state", ["Stopped", "Created", "Error"])
-def test_a_rollout_starts_only_from_running_or_alert(shared_sim: SimHandle, state: str) -> None:
+def test_a_rollout_starts_only_from_running_or_alert(shared_sim: ClusterSim, state: str) -> None:
     set_state(shared_sim, state)
     try:
         before = shared_sim.world()
@@ -249,7 +249,7 @@ def test_a_rollout_starts_only_from_running_or_alert(shared_sim: SimHandle, stat
         set_state(shared_sim, "Running")
 
 
-def test_rollout_needs_a_lock_holder(shared_sim: SimHandle) -> None:
+def test_rollout_needs_a_lock_holder(shared_sim: ClusterSim) -> None:
     result = settings(shared_sim, rollout=True)
     assert result["failed"] is True and "lock_holder" in result["msg"]
 
@@ -311,15 +311,15 @@ def test_stopped_nodes_do_not_block_a_rollout() -> None:
         assert accepted["etcdnodesoutofdate"] == 2
 
 
-def _wait_vm_state(sim: SimHandle, vm_name: str, state: str, timeout: float = 30) -> None:
+def _wait_vm_state(sim: ClusterSim, vm_name: str, state: str, timeout: float = 30) -> None:
     wait_until(lambda: any(vm["name"] == vm_name and vm["state"] == state
                            for c in sim.state()["cloud"]["clusters"] for vm in c["vms"]),
-               timeout, f"{vm_name} to reach {state}")
+               timeout, f"{vm_name} to reach {state}", interval=0.05)
 
 
 # -- the lock --------------------------------------------------------------------------------------
 
-def test_refused_while_a_rollout_holds_the_lock(sim: SimHandle) -> None:
+def test_refused_while_a_rollout_holds_the_lock(sim: ClusterSim) -> None:
     hold_lock(sim, "other-run")
     before = sim.world()
     for args in ({"node_offerings": {"worker": "cks-large"}},
@@ -331,7 +331,7 @@ def test_refused_while_a_rollout_holds_the_lock(sim: SimHandle) -> None:
         assert read_record(sim) is None
 
 
-def test_rollout_takes_the_lock_then_stores(sim: SimHandle) -> None:
+def test_rollout_takes_the_lock_then_stores(sim: ClusterSim) -> None:
     known = ids(sim)
     result = settings(sim, node_offerings={"worker": "cks-large"}, rollout=True, lock_holder="run-1",
                       lock_duration=120, max_unavailable=2)
@@ -350,13 +350,13 @@ def test_rollout_takes_the_lock_then_stores(sim: SimHandle) -> None:
     assert other["failed"] is True and "run-1" in other["msg"]
 
 
-def test_check_mode_rollout_takes_no_lock(sim: SimHandle) -> None:
+def test_check_mode_rollout_takes_no_lock(sim: ClusterSim) -> None:
     result = settings(sim, check=True, node_offerings={"worker": "cks-large"}, rollout=True, lock_holder="run-1")
     assert result["changed"] is True
     assert read_lock(sim) is None and read_record(sim) is None
 
 
-def test_storing_failure_after_the_lock_releases_it_and_keeps_the_error(sim: SimHandle) -> None:
+def test_storing_failure_after_the_lock_releases_it_and_keeps_the_error(sim: ClusterSim) -> None:
     # The record does not exist yet: the store is a create, and it fails once.
     sim.fault(kind="kube_error", cluster=sim.cluster()["id"], verb="create", resource="configmaps",
               status=500, count=1, message="etcdserver: request timed out")
@@ -374,7 +374,7 @@ def test_storing_failure_after_the_lock_releases_it_and_keeps_the_error(sim: Sim
 
 # -- cancel ----------------------------------------------------------------------------------------
 
-def test_cancel_sets_the_flag_of_a_running_rollout(sim: SimHandle) -> None:
+def test_cancel_sets_the_flag_of_a_running_rollout(sim: ClusterSim) -> None:
     nothing = settings(sim, cancel_rollout=True)
     assert nothing["changed"] is False and "nothing to cancel" in nothing["msg"]
 

@@ -14,27 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RBAC_YML = os.path.join(ROOT, "docs", "rbac.yml")
-TOKEN = "rollout-sa-token-5c1b2f0e9a7d4e3b"
-USER = "system:serviceaccount:kube-system:cloudstack-cks-rollout"
-WORKERS_LARGER: dict[str, Any] = {"rollout_node_offerings": {"worker": "cks-large"}, "rollout_max_unavailable": 2}
-
-
-def documented_rules() -> list[dict[str, Any]]:
-    """docs/rbac.yml as the sim's rules: ClusterRole rules cluster-wide, Role rules in their namespace."""
-    with open(RBAC_YML, encoding="utf-8") as fh:
-        documents = yaml.safe_load(fh)["items"]
-    rules: list[dict[str, Any]] = []
-    for doc in documents:
-        if doc["kind"] == "ClusterRole":
-            rules += [dict(r) for r in doc["rules"]]
-        elif doc["kind"] == "Role":
-            rules += [dict(r, namespace=doc["metadata"]["namespace"]) for r in doc["rules"]]
-    bindings = {(d["kind"], d["roleRef"]["name"]) for d in documents if d["kind"].endswith("Binding")}
-    assert bindings == {("ClusterRoleBinding", "cloudstack-cks-rollout"), ("RoleBinding", "cloudstack-cks-rollout")}
-    return rules
+from in_process_sims import WORKERS_LARGER
+from kube_access import TOKEN, USER, documented_rules
 
 
 def restricted_kubeconfig(sim: Any) -> str:

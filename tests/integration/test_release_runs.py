@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from in_process_sims import CycleSim
+
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, STOP_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import node_cycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, RecordStore
-from conftest import CycleSim
 
 
 def end_state(sim: CycleSim) -> dict[str, Any]:

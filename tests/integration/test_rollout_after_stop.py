@@ -1,12 +1,12 @@
 """Whole rollouts (``ansible-playbook playbooks/rollout.yml``) against what a real cloud does after
-a node's VM was stopped (issue 13): a change refused then, and a cloud whose ``default.page.size``
+a node's VM was stopped (a rule checked only then): a change refused then, and a cloud whose ``default.page.size``
 is below the 500 a page that ``cs`` and the collection ask for."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from test_api_faults import WORKERS_LARGER, named_worker, rerun_converges, stopped_cleanly
+from in_process_sims import WORKERS_LARGER, named_worker, rerun_converges, stopped_cleanly
 
 LIMIT_TEXT = "Maximum number of resources of type 'cpu' for account name=admin in domain id=1 has been exceeded."
 

@@ -11,18 +11,18 @@ from typing import Any, Iterator
 
 import pytest
 import rollout_helpers as rh
-from helpers import SimHandle, run_module
+from helpers import ClusterSim, run_module
 
 pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[SimHandle]:
-    with rh.rollout_sim("rollout_small.yml") as handle:
+def sim() -> Iterator[ClusterSim]:
+    with rh.running_rollout_sim("rollout_small.yml") as handle:
         yield handle
 
 
-def _refused(sim: SimHandle, variables: dict[str, Any]) -> rh.PlaybookRun:
+def _refused(sim: ClusterSim, variables: dict[str, Any]) -> rh.PlaybookRun:
     """Run rollout.yml, expect it refused, and prove nothing changed anywhere."""
     before = sim.world()
     holder_before = rh.ClusterRecord(sim).lease()
@@ -49,14 +49,14 @@ REFUSALS = {
 
 
 @pytest.mark.parametrize("case", list(REFUSALS))
-def test_refused_settings_change_nothing(sim: SimHandle, case: str) -> None:
+def test_refused_settings_change_nothing(sim: ClusterSim, case: str) -> None:
     variables, named = REFUSALS[case]
     run = _refused(sim, variables)
     # The refusal names what to change (the operator's only clue).
     assert named in run.stdout, run.explain()
 
 
-def test_rollout_refused_outside_running_or_alert(sim: SimHandle) -> None:
+def test_rollout_refused_outside_running_or_alert(sim: ClusterSim) -> None:
     sim.action(action="set_cluster_state", cluster=sim.env["cluster_id"], state="Scaling")
     try:
         run = _refused(sim, {"rollout_node_offerings": {"worker": "cks-large"}})
@@ -65,7 +65,7 @@ def test_rollout_refused_outside_running_or_alert(sim: SimHandle) -> None:
         sim.action(action="set_cluster_state", cluster=sim.env["cluster_id"], state="Running")
 
 
-def test_rollout_refused_while_another_holds_the_lock(sim: SimHandle) -> None:
+def test_rollout_refused_while_another_holds_the_lock(sim: ClusterSim) -> None:
     taken = run_module("cks_node_settings", {"cluster": sim.env["cluster_name"], "rollout": True,
                                              "lock_holder": "awx-job-41", "lock_duration": 600},
                        env=sim.module_env())
@@ -83,7 +83,7 @@ def test_rollout_refused_while_another_holds_the_lock(sim: SimHandle) -> None:
     assert rh.ClusterRecord(sim).holder() is None
 
 
-def test_settings_only_store_and_restart_nothing(sim: SimHandle) -> None:
+def test_settings_only_store_and_restart_nothing(sim: ClusterSim) -> None:
     since = time.time()
     workers = rh.names(sim, "worker")
     run = rh.run_playbook(sim, "settings.yml", {"rollout_cluster": sim.env["cluster_name"],
@@ -103,7 +103,7 @@ def test_settings_only_store_and_restart_nothing(sim: SimHandle) -> None:
     assert status.rc == 0 and "worker 3" in status.stdout, status.explain()
 
 
-def test_connection_from_variables_never_on_a_command_line(sim: SimHandle) -> None:
+def test_connection_from_variables_never_on_a_command_line(sim: ClusterSim) -> None:
     """rollout_api_* variables instead of a credential: the modules get them as arguments, and the
     secret shows up in no process's command line while the playbook runs."""
     secret = sim.env["cloudstack_secret"]
@@ -121,7 +121,7 @@ def test_connection_from_variables_never_on_a_command_line(sim: SimHandle) -> No
     assert secret not in run.stdout
 
 
-def test_failed_store_gives_the_lock_back_and_keeps_the_error(sim: SimHandle) -> None:
+def test_failed_store_gives_the_lock_back_and_keeps_the_error(sim: ClusterSim) -> None:
     """Storing the settings fails after the lock was taken: the lock is released, the failure is
     kept as the last error, and a later refused rollout leaves that error as it is."""
     record = rh.ClusterRecord(sim)

@@ -1,4 +1,4 @@
-"""What a small rollout costs the CloudStack management server (issue 19), counted from cks-sim's
+"""What a small rollout costs the CloudStack management server (every call is load on it), counted from cks-sim's
 call log: at most 12 CloudStack calls per rolled node, the catalog (offerings, disk offerings,
 affinity groups) listed once per rollout, one or two queryAsyncJobResult per job when the jobs are
 as quick as the first poll, and the per-batch reads of the cluster and its kubeconfig once per module
@@ -21,7 +21,7 @@ CALLS_PER_NODE = 12
 
 
 def test_a_small_rollout_stays_within_the_cloudstack_call_budget() -> None:
-    with rh.rollout_sim("rollout_pools.yml", max_unavailable={"worker": 3}) as sim:
+    with rh.running_rollout_sim("rollout_pools.yml", max_unavailable={"worker": 3}) as sim:
         workers = sorted(rh.names(sim, "worker"))
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
@@ -52,12 +52,12 @@ def test_a_small_rollout_stays_within_the_cloudstack_call_budget() -> None:
 
 
 def test_a_rollout_of_one_worker_a_batch_polls_each_stop_once_or_twice() -> None:
-    """Issue 19: a rollout of one worker a batch hands what each batch's jobs took to the next batch's
+    """Fewer job polls: a rollout of one worker a batch hands what each batch's jobs took to the next batch's
     module run (job_seconds, [after, by]), which aims its first poll by it: each stop costs one poll,
     two when a probe finds it still running, never one every interval. (How the slack shrinks job
     after job is shown with the client alone in test_clients_cloudstack.py, where the margins are
     seconds; here the sim's stops take 0.1 s, too short to tell from a busy machine's delays.)"""
-    with rh.rollout_sim("rollout_pools.yml", max_unavailable={"worker": 1}) as sim:
+    with rh.running_rollout_sim("rollout_pools.yml", max_unavailable={"worker": 1}) as sim:
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=1))

@@ -18,7 +18,7 @@ NODE_EVENTS = {"annotated", "cordoned", "uncordoned", "stop_requested", "stopped
 
 
 def test_canary_alone_then_batches_of_the_clamped_size() -> None:
-    with rh.rollout_sim("rollout_pools.yml", max_unavailable={"worker": 2}) as sim:
+    with rh.running_rollout_sim("rollout_pools.yml", max_unavailable={"worker": 2}) as sim:
         workers = sorted(rh.names(sim, "worker"))
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
@@ -41,7 +41,7 @@ def test_canary_alone_then_batches_of_the_clamped_size() -> None:
 
 
 def test_a_failed_canary_stops_the_rollout_with_no_other_worker_touched() -> None:
-    with rh.rollout_sim("rollout_pools.yml", max_unavailable={"worker": 2}) as sim:
+    with rh.running_rollout_sim("rollout_pools.yml", max_unavailable={"worker": 2}) as sim:
         workers = sorted(rh.names(sim, "worker"))
         canary = workers[0]
         # No capacity for the canary's start (533), whatever is retried.

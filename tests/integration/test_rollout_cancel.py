@@ -7,20 +7,21 @@ import time
 
 import pytest
 import rollout_helpers as rh
+from cks_sim.harness import wait_until
 from helpers import run_module
 
 pytestmark = pytest.mark.timeout(900)
 
 
 def test_cancel_between_batches() -> None:
-    with rh.rollout_sim("rollout_small.yml") as sim:
+    with rh.running_rollout_sim("rollout_small.yml") as sim:
         workers = rh.names(sim, "worker")
         # Evicted pods take 20 s (real) to go: batch 1 is still running when the cancel lands.
         sim.fault(kind="slow_drain", seconds=2000)
         since = time.time()
         rollout = rh.PlaybookProcess(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_run_id="run-to-cancel"))
-        rh.wait_until(lambda: rh.events(rh.timeline(sim, since), "cordoned"), 300, "batch 1 to start")
+        wait_until(lambda: rh.events(rh.timeline(sim, since), "cordoned"), 300, "batch 1 to start", interval=rh.ADMIN_POLL)
         cancel = rh.run_playbook(sim, "cancel.yml", {"rollout_cluster": sim.env["cluster_name"]})
         assert cancel.rc == 0, cancel.explain()
         assert rh.ClusterRecord(sim).data()["cancel"] == "true"
@@ -39,7 +40,7 @@ def test_cancel_between_batches() -> None:
         assert "cancel" in record.data()["lastError"]
         assert run.report is not None and run.report["cancelled"] is True
         assert run.report["nodes_not_reached"] == workers[1:]
-        # How it ended leads the summary and the status, the health beside it (issue 14 item 9).
+        # How it ended leads the summary and the status, the health beside it (an operator reads the outcome first).
         assert run.report["result"] == "cancelled before batch 2 of 3"
         assert "cancelled before batch 2 of 3; cluster health: Running" in run.stdout, run.explain()
         status = rh.run_playbook(sim, "status.yml", {"rollout_cluster": sim.env["cluster_name"]})
@@ -49,7 +50,7 @@ def test_cancel_between_batches() -> None:
 
 
 def test_cancel_while_the_settings_are_stored_stops_before_the_first_batch() -> None:
-    with rh.rollout_sim("rollout_small.yml") as sim:
+    with rh.running_rollout_sim("rollout_small.yml") as sim:
         env = sim.module_env()
         cluster = sim.env["cluster_name"]
         # The rollout's run has taken the lock; before its settings are stored, a cancel comes in.

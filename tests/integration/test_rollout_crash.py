@@ -13,6 +13,7 @@ import rollout_helpers as rh
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import settings as planning
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, parse_microtime
+from cks_sim.harness import wait_until
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -22,7 +23,7 @@ CLOCK_SKEW = 15
 
 
 def test_killed_controller_then_rerun_after_the_lease_expired_converges() -> None:
-    with rh.rollout_sim("rollout_small.yml") as sim:
+    with rh.running_rollout_sim("rollout_small.yml") as sim:
         workers = rh.names(sim, "worker")
         record = rh.ClusterRecord(sim)
         variables = rh.rollout_vars(sim, rollout_node_offerings={"worker": "cks-large"},
@@ -32,7 +33,7 @@ def test_killed_controller_then_rerun_after_the_lease_expired_converges() -> Non
         sim.action(action="set_config", timings={"boot_to_ready": 3000})
         since = time.time()
         doomed = rh.PlaybookProcess(sim, "rollout.yml", dict(variables, rollout_run_id="run-killed"))
-        rh.wait_until(lambda: rh.events(rh.timeline(sim, since), "stop_requested"), 300, "a node to go down")
+        wait_until(lambda: rh.events(rh.timeline(sim, since), "stop_requested"), 300, "a node to go down", interval=rh.ADMIN_POLL)
         doomed.kill()
         killed = doomed.wait()
         assert killed.rc == -9
@@ -52,7 +53,7 @@ def test_killed_controller_then_rerun_after_the_lease_expired_converges() -> Non
         rerun = rh.run_playbook(sim, "rollout.yml", dict(variables, rollout_run_id="run-resume"))
         assert rerun.rc == 0, rerun.explain()
 
-        # The takeover is reported by the rerun; its release then clears the record's flag (issue 14:
+        # The takeover is reported by the rerun; its release then clears the record's flag (so
         # status tells of a rollout that stopped without release only until a release has run).
         assert not record.data().get("previousHolderStopped")
         assert rerun.report is not None and rerun.report["previous_rollout_stopped"]["holder"] == "run-killed"

@@ -20,14 +20,14 @@ pytestmark = pytest.mark.timeout(900)
 READS = ("list", "query", "get")
 
 
-def pods_of(sim: rh.SimHandle, prefix: str) -> dict[str, str]:
+def pods_of(sim: rh.ClusterSim, prefix: str) -> dict[str, str]:
     """The pods whose name starts with ``prefix`` (namespace/name) and the node each runs on."""
     return {f"{p['namespace']}/{p['name']}": p["node"] for p in sim.state()["kube"][sim.env["cluster_id"]]["pods"]
             if p["name"].startswith(prefix)}
 
 
 def test_check_prints_the_plan_and_drain_blockers_and_changes_nothing() -> None:
-    with rh.rollout_sim("rollout_dry_run.yml") as sim:
+    with rh.running_rollout_sim("rollout_dry_run.yml") as sim:
         (control,) = rh.names(sim, "control")
         workers = sorted(rh.names(sim, "worker"))
         web, api, cache, debug = (pods_of(sim, p) for p in ("web-", "api-", "cache-", "debug"))
@@ -88,7 +88,7 @@ def test_check_prints_the_plan_and_drain_blockers_and_changes_nothing() -> None:
 
 
 def test_check_refuses_what_the_rollout_would_refuse_and_changes_nothing() -> None:
-    with rh.rollout_sim("rollout_dry_run.yml") as sim:
+    with rh.running_rollout_sim("rollout_dry_run.yml") as sim:
         before = sim.world()
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(

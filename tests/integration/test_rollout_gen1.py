@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(900)
 
 def test_gen1_cluster_rolls_its_workers_four_at_a_time() -> None:
     # The simulator flags more than 4 workers down at once as a broken invariant.
-    with rh.rollout_sim("rollout_gen1.yml", max_unavailable={"worker": 4}) as sim:
+    with rh.running_rollout_sim("rollout_gen1.yml", max_unavailable={"worker": 4}) as sim:
         workers = rh.names(sim, "worker")
         control = rh.names(sim, "control")
         since = time.time()

@@ -64,7 +64,7 @@ def test_each_restarted_node_runs_its_hooks_between_cordon_and_drain_and_between
     log = str(tmp_path / "hooks.log")
     before = hook_file(str(tmp_path), "before.yml", log)
     after = hook_file(str(tmp_path), "after.yml", log)
-    with rh.rollout_sim(SPEC, max_unavailable={"worker": 2}) as sim:
+    with rh.running_rollout_sim(SPEC, max_unavailable={"worker": 2}) as sim:
         workers = sorted(rh.names(sim, "worker"))
         control = rh.names(sim, "control")
         addresses = {vm["name"].lower(): vm["nic"][0]["ipaddress"]
@@ -129,7 +129,7 @@ def test_each_restarted_node_runs_its_hooks_between_cordon_and_drain_and_between
 
 def test_a_failing_before_drain_hook_fails_its_batch_before_any_stop_and_the_rerun_converges(tmp_path: Any) -> None:
     log = str(tmp_path / "hooks.log")
-    with rh.rollout_sim(SPEC, max_unavailable={"worker": 2}) as sim:
+    with rh.running_rollout_sim(SPEC, max_unavailable={"worker": 2}) as sim:
         workers = sorted(rh.names(sim, "worker"))
         refused = workers[1]
         before = hook_file(str(tmp_path), "before.yml", log, fail_on=refused)
@@ -172,7 +172,7 @@ def test_a_failing_before_drain_hook_fails_its_batch_before_any_stop_and_the_rer
 
 def test_a_failing_after_verify_hook_stops_the_rollout_after_its_batch_with_the_node_back(tmp_path: Any) -> None:
     log = str(tmp_path / "hooks.log")
-    with rh.rollout_sim(SPEC, max_unavailable={"worker": 2}) as sim:
+    with rh.running_rollout_sim(SPEC, max_unavailable={"worker": 2}) as sim:
         workers = sorted(rh.names(sim, "worker"))
         refused = workers[0]
         after = hook_file(str(tmp_path), "after.yml", log, fail_on=refused)
@@ -209,7 +209,7 @@ def test_a_failing_after_verify_hook_stops_the_rollout_after_its_batch_with_the_
 
 
 def test_a_hook_path_that_is_no_file_is_refused_before_anything_changes(tmp_path: Any) -> None:
-    with rh.rollout_sim(SPEC) as sim:
+    with rh.running_rollout_sim(SPEC) as sim:
         since = time.time()
         missing = str(tmp_path / "no-such-hook.yml")
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
@@ -224,7 +224,7 @@ def test_a_hook_path_that_is_no_file_is_refused_before_anything_changes(tmp_path
 def test_a_hook_that_loses_its_node_to_an_unreachable_host_fails_the_batch(tmp_path: Any) -> None:
     # A task delegated to a host Ansible cannot reach takes the node's host out of the play with no
     # rescue: the hook never records an outcome of its own. The batch must still see it unfinished.
-    with rh.rollout_sim(SPEC, max_unavailable={"worker": 2}) as sim:
+    with rh.running_rollout_sim(SPEC, max_unavailable={"worker": 2}) as sim:
         workers = sorted(rh.names(sim, "worker"))
         lost = workers[0]
         before = str(tmp_path / "before.yml")

@@ -1,4 +1,4 @@
-"""How many module runs a whole rollout makes (issue 19, "fewer module runs"), through the playbook
+"""How many module runs a whole rollout makes (each costs a Python start and a round of reads), through the playbook
 (``playbooks/rollout.yml``) against cks-sim, counted by a callback (``callback_plugins/cks_module_runs.py``).
 
 The start of a rollout is one run of ``cks_node_settings`` (``plan: true``): the refusals before the

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def test_each_reason_from_alert_keeps_the_dedication_group() -> None:
-    with rh.rollout_sim("rollout_reasons.yml") as sim:
+    with rh.running_rollout_sim("rollout_reasons.yml") as sim:
         w0, w1, w2, w3 = rh.names(sim, "worker")
         sim.action(action="set_cluster_state", cluster=sim.env["cluster_id"], state="Alert")
         assert rh.cluster_state(sim) == "Alert"
@@ -54,7 +54,7 @@ def _intervals(items: list[dict], nodes: list[str]) -> list[tuple[float, float]]
 
 
 def test_external_etcd_then_control_one_at_a_time_then_workers() -> None:
-    with rh.rollout_sim("rollout_extetcd.yml") as sim:
+    with rh.running_rollout_sim("rollout_extetcd.yml") as sim:
         etcd, control, workers = rh.names(sim, "etcd"), rh.names(sim, "control"), rh.names(sim, "worker")
         assert (len(etcd), len(control), len(workers)) == (3, 2, 2)
         since = time.time()
@@ -79,7 +79,7 @@ def test_external_etcd_then_control_one_at_a_time_then_workers() -> None:
 
 
 def test_two_etcd_nodes_refused_but_noop_settings_accepted() -> None:
-    with rh.rollout_sim("rollout_two_etcd.yml") as sim:
+    with rh.running_rollout_sim("rollout_two_etcd.yml") as sim:
         before = sim.world()
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(sim, rollout_node_offerings={"etcd": "cks-large"}))
@@ -98,7 +98,7 @@ def test_two_etcd_nodes_refused_but_noop_settings_accepted() -> None:
 
 
 def test_etcd_and_control_both_skipped_while_the_workers_roll() -> None:
-    with rh.rollout_sim("rollout_skipped.yml") as sim:
+    with rh.running_rollout_sim("rollout_skipped.yml") as sim:
         control, etcd, workers = rh.names(sim, "control"), rh.names(sim, "etcd"), rh.names(sim, "worker")
         assert len(control) == 1 and len(etcd) == 2
         # Stored without a rollout (accepted for any type): every node is out of date now.

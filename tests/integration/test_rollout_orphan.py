@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 import pytest
 import rollout_helpers as rh
-from helpers import PYTHON, SimHandle
+from cks_sim.harness import wait_until
+from helpers import PYTHON, ClusterSim
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -31,21 +32,21 @@ ansible_runner = pytest.importorskip("ansible_runner")
 CONTROLLER = "cloudstack.apache.org/rollout-controller"
 
 
-def node_down(sim: SimHandle, since: float) -> Callable[[], Any]:
+def node_down(sim: ClusterSim, since: float) -> Callable[[], Any]:
     return lambda: rh.events(rh.timeline(sim, since), "stop_requested")
 
 
-def assert_put_back(sim: SimHandle) -> None:
+def assert_put_back(sim: ClusterSim) -> None:
     """No node Stopped, cordoned or annotated; the lock free."""
     assert {vm["state"] for vm in rh.vms(sim).values()} == {"Running"}
     assert all(rh.node_settled(sim, n) for n in rh.kube_nodes(sim).values()), rh.kube_nodes(sim)
 
 
-def released_by_orphan(sim: SimHandle, record: rh.ClusterRecord, victim: str, since: float) -> str:
+def released_by_orphan(sim: ClusterSim, record: rh.ClusterRecord, victim: str, since: float) -> str:
     """Waits for the orphaned batch run's release; returns the last error it recorded."""
     try:
-        rh.wait_until(lambda: record.holder() is None and "controller went away" in (record.data().get("lastError") or ""),
-                      300, "the orphaned batch run to release the rollout")
+        wait_until(lambda: record.holder() is None and "controller went away" in (record.data().get("lastError") or ""),
+                   300, "the orphaned batch run to release the rollout", interval=rh.ADMIN_POLL)
     except Exception as exc:  # what was left, to explain the failure
         raise AssertionError(f"{exc}: record {record.data()}, lease {record.lease_object()}, "
                              f"nodes {rh.kube_nodes(sim)}, vms {rh.vms(sim)}") from exc
@@ -56,14 +57,14 @@ def released_by_orphan(sim: SimHandle, record: rh.ClusterRecord, victim: str, si
     return record.data()["lastError"]
 
 
-def status_text(sim: SimHandle, variables: dict[str, Any]) -> str:
+def status_text(sim: ClusterSim, variables: dict[str, Any]) -> str:
     run = rh.run_playbook(sim, "status.yml", {"rollout_cluster": variables["rollout_cluster"]})
     assert run.rc == 0, run.explain()
     return run.stdout
 
 
 def test_ansible_runner_cancel_mid_batch_releases_and_the_next_run_starts(tmp_path: Any) -> None:
-    with rh.rollout_sim("rollout_small.yml") as sim:
+    with rh.running_rollout_sim("rollout_small.yml") as sim:
         record = rh.ClusterRecord(sim)
         variables = rh.rollout_vars(sim, rollout_node_offerings={"worker": "cks-large"}, awx_job_id=4711)
         # Nodes take 10 s (real) to turn Ready after a boot: the batch is still at work when ansible-runner,
@@ -106,12 +107,12 @@ def test_ansible_runner_cancel_mid_batch_releases_and_the_next_run_starts(tmp_pa
 
 
 def test_sigkill_of_the_process_group_mid_batch_releases_and_the_next_run_starts() -> None:
-    with rh.rollout_sim("rollout_small.yml") as sim:
+    with rh.running_rollout_sim("rollout_small.yml") as sim:
         record = rh.ClusterRecord(sim)
         variables = rh.rollout_vars(sim, rollout_node_offerings={"worker": "cks-large"})
         since = rh.sim_time(sim)
         doomed = rh.PlaybookProcess(sim, "rollout.yml", dict(variables, rollout_run_id="run-killed"))
-        rh.wait_until(node_down(sim, since), 300, "a node to go down")
+        wait_until(node_down(sim, since), 300, "a node to go down", interval=rh.ADMIN_POLL)
         # The lease says who holds it: this host, the ansible-playbook process and its start time.
         lease = record.lease_object()
         controller = json.loads(lease["metadata"]["annotations"][CONTROLLER])
@@ -135,7 +136,7 @@ def test_sigkill_of_the_process_group_mid_batch_releases_and_the_next_run_starts
 
 
 def test_host_gone_refuses_naming_the_holder_and_unlock_takes_it_but_never_from_a_live_rollout() -> None:
-    with rh.rollout_sim("rollout_small.yml") as sim:
+    with rh.running_rollout_sim("rollout_small.yml") as sim:
         record = rh.ClusterRecord(sim)
         lock_seconds = 30
         variables = rh.rollout_vars(sim, rollout_node_offerings={"worker": "cks-large"}, rollout_lock_duration=lock_seconds)
@@ -143,7 +144,7 @@ def test_host_gone_refuses_naming_the_holder_and_unlock_takes_it_but_never_from_
         sim.action(action="set_config", timings={"boot_to_ready": 3000})
         since = rh.sim_time(sim)
         doomed = rh.PlaybookProcess(sim, "rollout.yml", dict(variables, rollout_run_id="run-lost"))
-        rh.wait_until(node_down(sim, since), 300, "a node to go down")
+        wait_until(node_down(sim, since), 300, "a node to go down", interval=rh.ADMIN_POLL)
 
         # A live rollout: its batch renews the lease while the unlock watches it, so the unlock is refused.
         live = rh.run_playbook(sim, "unlock.yml", {"rollout_cluster": variables["rollout_cluster"], "rollout_holder": "run-lost"})

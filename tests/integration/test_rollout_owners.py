@@ -1,4 +1,4 @@
-"""Keys of every kind, and what CloudStack would refuse only once a node is stopped (issue 13).
+"""Keys of every kind, and what CloudStack would refuse only once a node is stopped.
 
 tests/sim/examples/tenants.yml: a root admin (``root-key``), a domain admin of the domain
 ``tenants`` (``ops-key``), the user ``alice`` (``alice-key``) who owns ``alice-k8s`` (1 control
@@ -16,8 +16,7 @@ import time
 from typing import Any
 
 import pytest
-
-from conftest import RolloutSim
+from in_process_sims import RolloutSim
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -139,7 +138,7 @@ def test_a_project_cluster_rolls_with_its_project_id(rollout_sim: Any) -> None:
 
 
 def _alice_limited(cpu: int) -> dict[str, Any]:
-    from conftest import load_raw_spec
+    from in_process_sims import load_raw_spec
 
     raw = load_raw_spec("tenants.yml")
     for account in raw["accounts"]:

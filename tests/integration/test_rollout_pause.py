@@ -15,7 +15,7 @@ PAUSE = 4
 
 
 def test_pause_between_batches_but_not_after_the_last() -> None:
-    with rh.rollout_sim("rollout_pools.yml", max_unavailable={"worker": 3}) as sim:
+    with rh.running_rollout_sim("rollout_pools.yml", max_unavailable={"worker": 3}) as sim:
         workers = sorted(rh.names(sim, "worker"))
         since = time.time()
         # stdin closed: a pause that prompted would fail or hang; a timed one just waits.
@@ -38,7 +38,7 @@ def test_pause_between_batches_but_not_after_the_last() -> None:
 
 
 def test_a_pause_the_lock_would_not_outlast_is_refused_before_the_lock_is_taken() -> None:
-    with rh.rollout_sim("rollout_pools.yml") as sim:
+    with rh.running_rollout_sim("rollout_pools.yml") as sim:
         before = sim.world()
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(

@@ -18,6 +18,7 @@ import pytest
 import rollout_helpers as rh
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import PENDING_TAINT_KEY
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import parse_microtime
+from cks_sim.harness import wait_until
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -76,7 +77,7 @@ def rh_nodes(sim: Any) -> list[dict[str, Any]]:
 
 
 def test_a_killed_run_leaves_the_taint_and_the_next_release_takes_it_off() -> None:
-    with rh.rollout_sim(SPEC) as sim:
+    with rh.running_rollout_sim(SPEC) as sim:
         rolling = rh.names(sim, "worker")[:3]
         variables = rh.rollout_vars(sim, rollout_taint_pending=True, rollout_lock_duration=LOCK_SECONDS,
                                     **WORKERS_LARGER)
@@ -84,7 +85,7 @@ def test_a_killed_run_leaves_the_taint_and_the_next_release_takes_it_off() -> No
         sim.action(action="set_config", timings={"boot_to_ready": 3000})
         since = time.time()
         doomed = rh.PlaybookProcess(sim, "rollout.yml", dict(variables, rollout_run_id="run-killed"))
-        rh.wait_until(lambda: rh.events(rh.timeline(sim, since), "stop_requested"), 300, "a node to go down")
+        wait_until(lambda: rh.events(rh.timeline(sim, since), "stop_requested"), 300, "a node to go down", interval=rh.ADMIN_POLL)
         doomed.kill()
         assert doomed.wait().rc == -9
         sim.action(action="set_config", timings={"boot_to_ready": 30})

@@ -13,12 +13,13 @@ import time
 
 import pytest
 import rollout_helpers as rh
+from cks_sim.harness import wait_until
 
 pytestmark = pytest.mark.timeout(900)
 
 
 def test_failure_with_unrollable_control_then_rerun_resumes() -> None:
-    with rh.rollout_sim("rollout_resume.yml", max_unavailable={"worker": 2}) as sim:
+    with rh.running_rollout_sim("rollout_resume.yml", max_unavailable={"worker": 2}) as sim:
         control = rh.names(sim, "control")
         w0, w1, w2, w3 = rh.names(sim, "worker")
         record = rh.ClusterRecord(sim)
@@ -47,8 +48,8 @@ def test_failure_with_unrollable_control_then_rerun_resumes() -> None:
 
         # Someone starts worker 1 by hand: it comes back with the new offering.
         sim.action(action="start_vm", vm=vms[w1]["name"])
-        rh.wait_until(lambda: rh.kube_nodes(sim)[w1]["ready"] == "True"
-                      and rh.kube_nodes(sim)[w1]["boot_id"] != nodes[w1]["boot_id"], 60, f"{w1} back")
+        wait_until(lambda: rh.kube_nodes(sim)[w1]["ready"] == "True"
+                   and rh.kube_nodes(sim)[w1]["boot_id"] != nodes[w1]["boot_id"], 60, f"{w1} back", interval=rh.ADMIN_POLL)
 
         since = time.time()
         second = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(sim, rollout_max_unavailable=1))

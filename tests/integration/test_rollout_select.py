@@ -19,7 +19,7 @@ POOL = "[?node_type=='control' || contains(affinity_groups, 'workers-soft')]"
 
 
 def test_select_one_pool_keeps_order_clamp_and_quorum_and_reports_the_rest() -> None:
-    with rh.rollout_sim("rollout_pools.yml", max_unavailable={"worker": 2}) as sim:
+    with rh.running_rollout_sim("rollout_pools.yml", max_unavailable={"worker": 2}) as sim:
         (control,) = rh.names(sim, "control")
         workers = sorted(rh.names(sim, "worker"))
         vms = rh.vms(sim)
@@ -59,7 +59,7 @@ def test_select_one_pool_keeps_order_clamp_and_quorum_and_reports_the_rest() -> 
         rh.assert_no_invariant_broken(sim)
 
 
-def sim_status(sim: rh.SimHandle) -> dict[str, Any]:
+def sim_status(sim: rh.ClusterSim) -> dict[str, Any]:
     """What the status playbook reads (cks_node_outdated), run as a module against the sim."""
     result = run_module("cks_node_outdated", dict(sim.connection_args(), cluster=sim.env["cluster_name"]))
     assert result["failed"] is False, result.get("msg")

@@ -1,4 +1,4 @@
-"""The seed's rules where they broke (issue 14), each through the real module or playbook against cks-sim.
+"""The rollout's rules where they once broke, each through the real module or playbook against cks-sim.
 
 Each test here failed on main before its fix; the simulator's invariants are checked after each.
 """
@@ -12,18 +12,18 @@ import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as records
 
-from helpers import SimHandle, run_module, running_sim
+from helpers import ClusterSim, run_module, running_sim
 
 pytestmark = pytest.mark.timeout(900)
 
 ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
 
 
-def settings(sim: SimHandle, cluster: str, **args: Any) -> dict[str, Any]:
+def settings(sim: ClusterSim, cluster: str, **args: Any) -> dict[str, Any]:
     return run_module("cks_node_settings", dict(sim.connection_args(cluster), cluster=cluster, **args))
 
 
-def read_lock(sim: SimHandle, cluster: str) -> Any:
+def read_lock(sim: ClusterSim, cluster: str) -> Any:
     kube = sim.kube_client(cluster)
     try:
         return records.Lock(kube).read()
@@ -37,7 +37,7 @@ def invariants(sim: Any) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def settings_sim() -> Iterator[SimHandle]:
+def settings_sim() -> Iterator[ClusterSim]:
     with running_sim("settings.yml") as handle:
         yield handle
 
@@ -54,7 +54,7 @@ def settings_sim() -> Iterator[SimHandle]:
      "node_root_disk_sizes.worker=30", "fixes the root disk"),
 ])
 def test_settings_stored_with_rollout_false_are_judged_when_a_rollout_starts(
-        settings_sim: SimHandle, cluster: str, stored: dict[str, Any], parameter: str, why: str) -> None:
+        settings_sim: ClusterSim, cluster: str, stored: dict[str, Any], parameter: str, why: str) -> None:
     sim = settings_sim
     assert settings(sim, cluster, **stored)["changed"] is True
     before = sim.world()
@@ -193,7 +193,7 @@ def test_status_names_a_rollout_that_stopped_without_release_until_a_release_ran
 # -- 4. etcd member names: CKS keeps the cluster name's case -----------------------------------------
 
 def test_external_etcd_of_a_cluster_named_with_capitals_rolls(rollout_sim: Any) -> None:
-    from conftest import load_raw_spec
+    from in_process_sims import load_raw_spec
 
     raw = load_raw_spec("rollout_extetcd.yml")
     raw["clusters"][0]["name"] = "ExtCaps"
@@ -210,7 +210,7 @@ def test_external_etcd_of_a_cluster_named_with_capitals_rolls(rollout_sim: Any) 
 
 # -- 9. the lock refusal names the playbook that cancels ---------------------------------------------
 
-def test_a_rollout_refused_by_the_lock_names_the_cancel_playbook(settings_sim: SimHandle) -> None:
+def test_a_rollout_refused_by_the_lock_names_the_cancel_playbook(settings_sim: ClusterSim) -> None:
     sim = settings_sim
     kube = sim.kube_client("alpha")
     try:
@@ -244,7 +244,7 @@ def test_a_control_batch_with_external_etcd_is_refused_when_readyz_etcd_fails(ro
 # -- 3. emptying a type's affinity groups ----------------------------------------------------------
 
 def _spread_workers_without_dedication() -> dict[str, Any]:
-    from conftest import load_raw_spec
+    from in_process_sims import load_raw_spec
 
     raw = load_raw_spec("rollout_small.yml")
     cluster = raw["clusters"][0]
@@ -297,7 +297,7 @@ def test_the_dry_run_with_the_default_drain_evicts_emptydir_pods_and_names_a_bar
 
 
 def test_a_rollout_with_the_default_drain_moves_an_emptydir_pod(rollout_sim: Any) -> None:
-    from conftest import load_raw_spec
+    from in_process_sims import load_raw_spec
 
     raw = load_raw_spec("rollout_small.yml")
     raw["workloads"].append({"kind": "Deployment", "namespace": "default", "name": "cache", "replicas": 1, "emptyDir": True})

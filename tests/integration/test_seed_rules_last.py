@@ -1,4 +1,4 @@
-"""The last seed items of issue 14, through the real playbook against cks-sim.
+"""The last of the rollout's rules that once broke, through the real playbook against cks-sim.
 
 Each test fails without the behaviour it covers; the simulator's invariants are checked after each.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_api_faults import stopped_cleanly
+from in_process_sims import stopped_cleanly
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -1,4 +1,4 @@
-"""The seed's rules of issue 14 left after test_seed_rules.py, through the real playbook or module against cks-sim.
+"""More of the rollout's rules that once broke (after test_seed_rules.py), through the real playbook or module against cks-sim.
 
 Each test fails without its fix; the simulator's invariants are checked after each.
 """
@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from conftest import load_raw_spec
+from in_process_sims import load_raw_spec
 
 pytestmark = pytest.mark.timeout(900)
 

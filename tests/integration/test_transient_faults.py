@@ -1,4 +1,4 @@
-"""Transient faults ridden out (issue 16), against cks-sim through the collection's real clients.
+"""Transient faults ridden out (a busy cloud answers 5xx or drops a connection now and then), against cks-sim through the collection's real clients.
 
 - The answer to each CloudStack change (stop, change offering, resize, affinity, start) is lost
   after CloudStack carried it out (cks-sim's ``lost_answer``): the cycle settles it by reading
@@ -21,7 +21,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._state.record impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseUnfinished
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
 
-from conftest import CycleSim
+from in_process_sims import CycleSim
 
 STEP_OF = {
     "stopVirtualMachine": "stop",

@@ -13,7 +13,10 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from fakes import FakeCloudStack, FakeKube
+
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView, build_view
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 
 GIB = 1 << 30
 
@@ -282,3 +285,35 @@ class ClusterFactory:
 
     def view(self) -> ClusterView:
         return build_view(*self.raw())
+
+
+def cloud_for(factory: ClusterFactory, clusters: list[dict]) -> FakeCloudStack:
+    """CloudStack answering the loader's list calls from the factory's raw dicts, filtering as CloudStack would."""
+
+    def clusters_named(params: dict[str, Any]) -> list[dict]:
+        if "id" in params:
+            return [c for c in clusters if c["id"] == params["id"]]
+        return [c for c in clusters if c["name"] == params.get("name")]
+
+    def vms(params: dict[str, Any]) -> list[dict]:
+        found = factory.raw_vms() + [{"id": "vm-other", "name": "other", "state": "Running"}]
+        if "ids" in params:
+            ids = set(params["ids"].split(","))
+            return [vm for vm in found if vm["id"] in ids]
+        return found
+
+    return FakeCloudStack(lists={
+        "listKubernetesClusters": clusters_named,
+        "listVirtualMachines": vms,
+        "listVolumes": lambda params: [v for v in factory.raw_volumes() if v["type"] == params.get("type", v["type"])],
+        "listServiceOfferings": lambda _params: factory.raw_service_offerings(),
+        "listDiskOfferings": lambda _params: factory.raw_disk_offerings(),
+        "listAffinityGroups": lambda _params: factory.raw_affinity_groups(),
+    })
+
+
+def loader_for(f: ClusterFactory, clusters: list[dict] | None = None) -> tuple[ClusterLoader, FakeCloudStack, FakeKube]:
+    """The collection's ClusterLoader over fakes answering from the factory (``cloud_for``, its nodes)."""
+    cloud = cloud_for(f, clusters if clusters is not None else [f.raw_cluster()])
+    kube = FakeKube(nodes=f.raw_k8s_nodes)
+    return ClusterLoader(cloud, kube), cloud, kube

@@ -8,6 +8,8 @@ import random
 import re
 
 import pytest
+from clock import FakeClock
+from scripted_cs import api_error, client_and_fake
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack as mod
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pacing import ApiPacer, api_rate_from_env
@@ -15,21 +17,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import api_pace
 
-from test_cloudstack_client import api_error, client_and_fake
-
 TEXT_422 = "The given user has reached his/her account api limit, please retry after [734] ms."
 TEXT_OLD = "The given user has reached his/her account api limit, please retry after 250 ms."
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 # -- the wait and what is a refusal ---------------------------------------------------------------
@@ -99,7 +88,7 @@ def test_slots_are_spaced_by_the_rate_and_held_by_a_refusal() -> None:
 # -- the pacer ------------------------------------------------------------------------------------
 
 def test_the_pacer_lets_calls_go_until_refused_then_holds_everyone_and_keeps_a_rate() -> None:
-    clock = Clock()
+    clock = FakeClock()
     pacer = ApiPacer(clock=clock, rng=random.Random(3))
     assert [pacer.before_call() for _call in range(5)] == [0.0] * 5
     wait = pacer.throttled(0.5)
@@ -115,7 +104,7 @@ def test_the_pacer_lets_calls_go_until_refused_then_holds_everyone_and_keeps_a_r
 
 
 def test_a_given_rate_paces_from_the_first_call_and_is_kept_after_a_refusal() -> None:
-    clock = Clock()
+    clock = FakeClock()
     pacer = ApiPacer(rate=2.0, clock=clock)
     assert [pacer.before_call() for _call in range(3)] == [0.0, 0.5, 1.0]
     pacer.throttled(None)
@@ -123,7 +112,7 @@ def test_a_given_rate_paces_from_the_first_call_and_is_kept_after_a_refusal() ->
 
 
 def test_a_deadline_caps_a_pace_wait() -> None:
-    pacer = ApiPacer(rate=0.5, clock=Clock())
+    pacer = ApiPacer(rate=0.5, clock=FakeClock())
     pacer.before_call()
     assert pacer.before_call(limit=0.3) == 0.3
 

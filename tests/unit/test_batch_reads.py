@@ -1,6 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""What a batch reads of CloudStack (issue 19): its nodes' ROOT volumes only when a change of one of
+"""What a batch reads of CloudStack (each read is load on the management server): its nodes' ROOT volumes only when a change of one of
 them needs the volume, and then only theirs; the node list read while CloudStack answers."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import threading
 from typing import Any, Optional
 
 import pytest
-from factories import ClusterFactory, so
+from factories import ClusterFactory, cloud_for, so
 from fakes import FakeCloudStack, FakeKube
-from test_cluster_loader import cloud_for
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.background import Background, side_by_side
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, KubernetesError

@@ -9,53 +9,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-import cs
 import pytest
 import requests
+from clock import FakeClock
+from scripted_cs import SECRET, FakeCS, api_error, client_and_fake
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack as mod
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, DeadlineExceeded, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
-
-SECRET = "s3cr3t-S3CR3T"
-
-
-class FakeResponse:
-    def __init__(self, status: int) -> None:
-        self.status_code = status
-
-
-class FakeCS:
-    """Answers each command from a list of callables or values, in order."""
-
-    def __init__(self, script: dict[str, list[Any]]) -> None:
-        self.script = script
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-        self.timeout = 10
-
-    def __getattr__(self, command: str) -> Callable[..., Any]:
-        def handler(**params: Any) -> Any:
-            self.sent.append((command, params))
-            answer = self.script[command].pop(0)
-            if isinstance(answer, BaseException):
-                raise answer
-            return answer(params) if callable(answer) else answer
-        return handler
-
-
-def api_error(status: int, text: str, code: int | None = None) -> cs.CloudStackApiException:
-    return cs.CloudStackApiException(f"HTTP {status} response from CloudStack",
-                                     error={"errorcode": code or status, "errortext": text},
-                                     response=FakeResponse(status))
-
-
-def client_and_fake(script: dict[str, list[Any]], **options: Any) -> tuple[mod.CloudStackClient, FakeCS]:
-    c = mod.CloudStackClient(mod.CloudStackOptions(api_url="http://127.0.0.1:9/client/api", api_key="k",
-                                                   api_secret=SECRET, **options))
-    fake = FakeCS(script)
-    c._cs = fake
-    c._sleep = lambda s: None
-    return c, fake
 
 
 def client(script: dict[str, list[Any]], **options: Any) -> mod.CloudStackClient:
@@ -286,28 +247,18 @@ def test_run_job_deadline_names_command_and_job() -> None:
     assert info.value.details["polls"] == c.job_times.waits[-1].polls >= 2
 
 
-class FakeClock:
-    """The monotonic clock the client reads, moved on only by its sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.pauses: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.pauses.append(round(seconds, 6))
-        self.now += seconds
-
-
 def clocked_client(script: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch,
                    **options: Any) -> tuple[mod.CloudStackClient, FakeCS, FakeClock]:
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     monkeypatch.setattr(mod.time, "monotonic", clock.monotonic)
     c, fake = client_and_fake(script, **options)
     c._sleep = clock.sleep
     return c, fake, clock
+
+
+def pauses(clock: FakeClock) -> list[float]:
+    """The client's sleeps to the microsecond (its back-off multiplies floats)."""
+    return [round(seconds, 6) for seconds in clock.sleeps]
 
 
 def done(seconds: int = 0) -> dict[str, Any]:
@@ -326,9 +277,9 @@ def test_the_first_poll_waits_the_interval_then_what_the_command_took(monkeypatc
                                      "queryAsyncJobResult": first + [done(10), done(10)]}, monkeypatch)
     for i in range(3):
         c.run_job("stopVirtualMachine", Deadline(600, clock=clock.monotonic), id=f"vm-{i}")
-    assert clock.pauses[:7] == [0.5, 0.5, 0.75, 1.125, 1.6875, 2.53125, 3.796875]
+    assert pauses(clock)[:7] == [0.5, 0.5, 0.75, 1.125, 1.6875, 2.53125, 3.796875]
     assert c.job_times.waits[0].running_at == 7.09375
-    assert clock.pauses[7:] == [9.945312, 9.472656]
+    assert pauses(clock)[7:] == [9.945312, 9.472656]
     assert [w.polls for w in c.job_times.waits] == [7, 1, 1]
     assert c.job_times.polls() == 9 == c.calls["queryAsyncJobResult"]
     assert c.job_times.learned() == {"stopVirtualMachine": [9.0, 9.473]}
@@ -342,7 +293,7 @@ def test_a_job_later_than_learned_is_polled_at_the_interval_again(monkeypatch: p
     c.run_job("startVirtualMachine", Deadline(600, clock=clock.monotonic), id="vm-1")
     # At the bracket's end, a tolerance later (0.5 s: a tenth of 20 s is more than the interval),
     # then at the interval.
-    assert clock.pauses == [20.0, 0.5, 0.5]
+    assert pauses(clock) == [20.0, 0.5, 0.5]
 
 
 def test_polls_stop_at_the_deadline_with_one_last_poll_there(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -351,14 +302,14 @@ def test_polls_stop_at_the_deadline_with_one_last_poll_there(monkeypatch: pytest
     c.job_times.give_priors({"stopVirtualMachine": [30, 30]})
     with pytest.raises(DeadlineExceeded) as info:
         c.run_job("stopVirtualMachine", Deadline(3, clock=clock.monotonic), id="vm-1")
-    assert clock.pauses == [3.0, 0.0] or clock.pauses == [3.0]
-    assert info.value.details["polls"] == len(clock.pauses)
+    assert pauses(clock) == [3.0, 0.0] or pauses(clock) == [3.0]
+    assert info.value.details["polls"] == len(pauses(clock))
 
 
 def test_a_job_polled_again_after_a_lost_answer_is_on_the_schedule_too(monkeypatch: pytest.MonkeyPatch) -> None:
     c, _calls, clock = clocked_client({"queryAsyncJobResult": [done(2)]}, monkeypatch)
     c.await_job("resizeVolume", "j-9", Deadline(60, clock=clock.monotonic), target="node-1")
-    assert clock.pauses == [0.5]
+    assert pauses(clock) == [0.5]
     assert c.job_times.waits[0].to_dict() == {"command": "resizeVolume", "jobid": "j-9", "target": "node-1",
                                               "polls": 1, "seconds": 0.5, "aimed": 0.5, "running_at": None}
     # It ran for an unknown time before this wait began: what the resizes take is not learned from it.

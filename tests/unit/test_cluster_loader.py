@@ -7,45 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from factories import ClusterFactory
-from fakes import FakeCloudStack, FakeKube
+from factories import ClusterFactory, cloud_for, loader_for
+from fakes import FakeKube
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._model import cluster as cluster_model
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog, CatalogCache, ClusterLoader
 
 UUID = "3f2c1a9e-8d7b-4c6a-9e5f-1a2b3c4d5e6f"
-
-
-def cloud_for(factory: ClusterFactory, clusters: list[dict]) -> FakeCloudStack:
-    """CloudStack answering the loader's list calls from the factory's raw dicts, filtering as CloudStack would."""
-
-    def clusters_named(params: dict[str, Any]) -> list[dict]:
-        if "id" in params:
-            return [c for c in clusters if c["id"] == params["id"]]
-        return [c for c in clusters if c["name"] == params.get("name")]
-
-    def vms(params: dict[str, Any]) -> list[dict]:
-        found = factory.raw_vms() + [{"id": "vm-other", "name": "other", "state": "Running"}]
-        if "ids" in params:
-            ids = set(params["ids"].split(","))
-            return [vm for vm in found if vm["id"] in ids]
-        return found
-
-    return FakeCloudStack(lists={
-        "listKubernetesClusters": clusters_named,
-        "listVirtualMachines": vms,
-        "listVolumes": lambda params: [v for v in factory.raw_volumes() if v["type"] == params.get("type", v["type"])],
-        "listServiceOfferings": lambda _params: factory.raw_service_offerings(),
-        "listDiskOfferings": lambda _params: factory.raw_disk_offerings(),
-        "listAffinityGroups": lambda _params: factory.raw_affinity_groups(),
-    })
-
-
-def loader_for(f: ClusterFactory, clusters: list[dict] | None = None) -> tuple[ClusterLoader, FakeCloudStack, FakeKube]:
-    cloud = cloud_for(f, clusters if clusters is not None else [f.raw_cluster()])
-    kube = FakeKube(nodes=f.raw_k8s_nodes)
-    return ClusterLoader(cloud, kube), cloud, kube
 
 
 @pytest.mark.parametrize("workers", [1, 4, 99, 398, 399, 1000, 3000])

@@ -70,7 +70,7 @@ def test_the_action_group_is_exactly_the_modules_with_connection_options() -> No
     assert connected == set(group_members()), (
         f"action_groups.{GROUP} must list the modules that extend the connection fragments: {sorted(connected)}"
     )
-    # It asks etcd through the cluster's Kubernetes API when given no etcd_endpoints (issue 15).
+    # It asks etcd through the cluster's Kubernetes API when given no etcd_endpoints (etcdctl in the etcd pods: nothing but the kubeconfig).
     assert "cks_etcd_quorum" in connected
 
 

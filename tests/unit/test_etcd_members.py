@@ -1,4 +1,4 @@
-"""Matching etcd members to nodes (issue 14 item 4): by name without case, else by peer address."""
+"""Matching etcd members to nodes (a member's name keeps the VM's case, a node's is lower case): by name without case, else by peer address."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 """The fleet report after a cancel of the fleet's job holds every cluster, however close together they end.
 
 Each cluster ends in a process of its own and rewrites the report from the outcomes in the fleet run's
-folder. The race (issue 18): A reads the outcomes before B wrote its own, B writes the report with both, A's
+folder. The race: A reads the outcomes before B wrote its own, B writes the report with both, A's
 replace lands last without B. Here two real processes run the real ``roll_cluster`` (only the rollout run
 is played by a fake runner) and that interleaving is forced: A's read of the outcomes waits until B has
 ended - or, when B cannot go on meanwhile (the folder's lock), for a bound - before A writes its report.

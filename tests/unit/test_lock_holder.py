@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import json
 import socket
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from test_record import Clock, FakeKube
+from clock import FakeClock
+from fakes import FakeKube
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import processes
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import holder as h
 from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as rec
 
+# The lock is taken at this time (the messages name when it ends).
+T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 HOST, BOOT = "ctl-1", "boot-a"
 CONTROLLER = {"host": HOST, "boot_id": BOOT, "pid": 100, "start_ticks": 5000, "started": "2026-12-05T12:00:00Z"}
 BATCH = {"host": HOST, "boot_id": BOOT, "pid": 200, "start_ticks": 9000, "nodes": ["n-2"]}
@@ -84,7 +87,7 @@ def test_batch_numbers_and_descriptions() -> None:
     assert h.describe_controller({"host": "h"}) == "on h" and h.describe_controller(None) == ""
 
 
-def _left_by(kube: FakeKube, clock: Clock, controller: dict[str, Any], batch: Any = None) -> None:
+def _left_by(kube: FakeKube, clock: FakeClock, controller: dict[str, Any], batch: Any = None) -> None:
     old = rec.Lock(kube, holder_identity="run-a", duration_seconds=60, clock=clock)
     old.controller = controller
     old.plan = [["n-1"], ["n-2"]]
@@ -95,7 +98,7 @@ def _left_by(kube: FakeKube, clock: Clock, controller: dict[str, Any], batch: An
 
 
 def test_a_holder_gone_from_this_host_is_taken_over_at_once() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     here = dict(CONTROLLER, host=socket.gethostname(), boot_id=processes.boot_id())
     _left_by(kube, clock, here, dict(BATCH, host=here["host"], boot_id=here["boot_id"]))
     taken = rec.Lock(kube, holder_identity="run-b", clock=clock, probe=alive()).acquire()
@@ -109,7 +112,7 @@ def test_a_holder_gone_from_this_host_is_taken_over_at_once() -> None:
 
 
 def test_a_holder_whose_batch_run_lives_on_is_refused_naming_it_and_when_the_lock_ends() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     here = dict(CONTROLLER, host=socket.gethostname(), boot_id=processes.boot_id(), awx_job="4711")
     _left_by(kube, clock, here, dict(BATCH, host=here["host"], boot_id=here["boot_id"]))
     clock.now += timedelta(seconds=20)
@@ -122,7 +125,7 @@ def test_a_holder_whose_batch_run_lives_on_is_refused_naming_it_and_when_the_loc
 
 
 def test_the_release_takes_the_holder_notes_off() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     lock = rec.Lock(kube, holder_identity="run-a", clock=clock)
     lock.acquire()
     assert lock.release()

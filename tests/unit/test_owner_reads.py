@@ -118,7 +118,7 @@ def test_the_loader_lists_without_the_owners_domain_when_the_key_is_refused_it()
     assert refused.value.errorcode == 530 and len(other.asked) == 1  # a refusal other than 531 is not retried
 
 
-# -- the headroom alone (no group change): the owner is asked by name, in one call (issue 19) ------
+# -- the headroom alone (no group change): the owner is asked by name, in one call ----------------
 
 def test_the_headroom_alone_asks_the_owner_by_name_in_one_call() -> None:
     # The key's own cluster (a user's): its account by name and domain, nothing else.

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 import pytest
+from clock import FakeClock
 from fakes import FakeKube
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import LockHeld
@@ -52,20 +53,12 @@ def test_record_round_trips_through_configmap_data() -> None:
     assert (empty.last_error, empty.outcome, empty.cancel, empty.previous_holder_stopped) == (None, None, False, None)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def lock(kube: FakeKube, clock: Clock, holder: str, duration: int = 60) -> rec.Lock:
+def lock(kube: FakeKube, clock: FakeClock, holder: str, duration: int = 60) -> rec.Lock:
     return rec.Lock(kube, holder_identity=holder, duration_seconds=duration, clock_skew_seconds=5, clock=clock)
 
 
 def test_lock_acquire_writes_a_valid_lease() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     info = lock(kube, clock, "run-a").acquire()
     spec = kube.objects[("lease", rec.LOCK_NAME)]["spec"]
     assert spec == {"holderIdentity": "run-a", "leaseDurationSeconds": 60, "acquireTime": "2026-12-01T12:00:00.000000Z",
@@ -74,7 +67,7 @@ def test_lock_acquire_writes_a_valid_lease() -> None:
 
 
 def test_same_holder_reacquires_and_keeps_acquire_time() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     lock(kube, clock, "run-a").acquire()
     clock.now += timedelta(seconds=30)
     info = lock(kube, clock, "run-a").acquire()  # a later task of the same run, a new process
@@ -82,7 +75,7 @@ def test_same_holder_reacquires_and_keeps_acquire_time() -> None:
 
 
 def test_another_holder_is_refused_until_duration_plus_skew() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     lock(kube, clock, "run-a").acquire()
     clock.now += timedelta(seconds=64)
     with pytest.raises(LockHeld) as info:
@@ -101,7 +94,7 @@ def test_another_holder_is_refused_until_duration_plus_skew() -> None:
 
 
 def test_renew_after_takeover_is_lock_lost() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     a = lock(kube, clock, "run-a")
     a.acquire()
     clock.now += timedelta(seconds=120)
@@ -111,7 +104,7 @@ def test_renew_after_takeover_is_lock_lost() -> None:
 
 
 def test_renew_loses_to_a_concurrent_write() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     a = lock(kube, clock, "run-a")
     a.acquire()
     real_get = kube.get_lease
@@ -141,7 +134,7 @@ def _counting_reads(kube: FakeKube) -> list[str]:
 
 
 def test_a_renewal_after_our_own_write_is_one_conditional_patch() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     a = lock(kube, clock, "run-a")
     first = a.acquire()
     reads = _counting_reads(kube)
@@ -155,7 +148,7 @@ def test_a_renewal_after_our_own_write_is_one_conditional_patch() -> None:
 
 
 def test_the_next_module_run_renews_from_the_version_handed_on_without_a_read() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     version = lock(kube, clock, "run-a", duration=90).acquire().resource_version
     reads = _counting_reads(kube)
     later = rec.held_lock(kube, "run-a", version)
@@ -167,7 +160,7 @@ def test_the_next_module_run_renews_from_the_version_handed_on_without_a_read() 
 
 
 def test_a_lease_written_since_is_read_and_judged_still_ours() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     version = lock(kube, clock, "run-a", duration=90).acquire().resource_version
     # Someone wrote the lease since (a label, say) but left our holder: renewed after a read.
     kube._store("lease", rec.LOCK_NAME, kube.objects[("lease", rec.LOCK_NAME)])
@@ -185,7 +178,7 @@ def test_a_lease_written_since_is_read_and_judged_still_ours() -> None:
 
 
 def test_a_stale_version_never_overwrites_the_holder_that_took_over() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     version = lock(kube, clock, "run-a").acquire().resource_version
     clock.now += timedelta(seconds=120)  # expired: run-b takes over
     lock(kube, clock, "run-b").acquire()
@@ -198,7 +191,7 @@ def test_a_stale_version_never_overwrites_the_holder_that_took_over() -> None:
 
 
 def test_without_patch_permission_the_renewal_reads_and_replaces() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     a = lock(kube, clock, "run-a")
     a.acquire()
     kube.patch_forbidden = True
@@ -211,7 +204,7 @@ def test_without_patch_permission_the_renewal_reads_and_replaces() -> None:
 
 
 def test_the_release_is_one_conditional_write_and_never_frees_a_lock_taken_over() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     a = lock(kube, clock, "run-a")
     a.acquire()
     reads = _counting_reads(kube)
@@ -231,7 +224,7 @@ def test_the_release_is_one_conditional_write_and_never_frees_a_lock_taken_over(
 
 
 def test_a_deleted_lease_is_lost_on_the_conditional_renewal() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     a = lock(kube, clock, "run-a")
     a.acquire()
     del kube.objects[("lease", rec.LOCK_NAME)]
@@ -240,7 +233,7 @@ def test_a_deleted_lease_is_lost_on_the_conditional_renewal() -> None:
 
 
 def test_release_is_idempotent_and_only_by_the_holder() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     a, b = lock(kube, clock, "run-a"), lock(kube, clock, "run-b")
     a.acquire()
     assert b.release() is False
@@ -253,7 +246,7 @@ def test_release_is_idempotent_and_only_by_the_holder() -> None:
 
 
 def test_record_store_create_then_compare_and_set() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     store = rec.RecordStore(kube, clock=clock)
     assert store.read() is None
     first = store.write(rec.Record(settings={"worker": {"offering": "a"}}), None)
@@ -268,7 +261,7 @@ def test_record_store_create_then_compare_and_set() -> None:
 
 
 def test_set_cancel_keeps_the_rest_of_the_record() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     store = rec.RecordStore(kube, clock=clock)
     store.write(rec.Record(settings={"control": {"offering": "x"}}, last_error="e"), None)
     cancelled = store.set_cancel()
@@ -281,7 +274,7 @@ def test_holder_identity_default_is_unique_per_lock() -> None:
 
 
 def test_acquire_judges_the_lease_the_run_read_moments_ago_without_reading_again() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     lock(kube, clock, "run-a").acquire()
     lock(kube, clock, "run-a").release()
     seen = lock(kube, clock, "run-b").read()
@@ -289,13 +282,13 @@ def test_acquire_judges_the_lease_the_run_read_moments_ago_without_reading_again
     taken = lock(kube, clock, "run-b").acquire(seen=seen)
     assert reads == [] and taken.holder == "run-b" and taken.transitions == 1
     # No lease at all, as the read found: created without a read.
-    other, clock2 = FakeKube(), Clock()
+    other, clock2 = FakeKube(), FakeClock(T0)
     reads = _counting_reads(other)
     assert lock(other, clock2, "run-a").acquire(absent=True).holder == "run-a" and reads == []
 
 
 def test_acquire_on_a_lease_written_since_the_read_reads_again_and_judges_that() -> None:
-    kube, clock = FakeKube(), Clock()
+    kube, clock = FakeKube(), FakeClock(T0)
     lock(kube, clock, "run-a").acquire()
     clock.now += timedelta(seconds=120)  # run-a stopped renewing: expired when read
     seen = lock(kube, clock, "run-b").read()
@@ -306,7 +299,7 @@ def test_acquire_on_a_lease_written_since_the_read_reads_again_and_judges_that()
         lock(kube, clock, "run-b").acquire(seen=seen)  # the replace on the old version is a 409
     assert reads  # and the lease was read again to judge it
     # Created by someone else since a read that found none: the create is a 409, then judged.
-    other, clock2 = FakeKube(), Clock()
+    other, clock2 = FakeKube(), FakeClock(T0)
     lock(other, clock2, "run-x").acquire()
     with pytest.raises(LockHeld, match="run-x"):
         lock(other, clock2, "run-y").acquire(absent=True)

@@ -13,26 +13,14 @@ from typing import Any
 
 import pytest
 import requests
+from clock import FakeClock
+from scripted_cs import api_error, client_and_fake
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube as kube_mod
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube_http
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient, parse_retry_after, retry_report
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, KubernetesError
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import (
-    RetryLog, RetryPolicy, Transient, parse_retry_after, retry_report)
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
-
-from test_cloudstack_client import api_error, client_and_fake
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 # -- the policy -------------------------------------------------------------------------------------
@@ -56,7 +44,7 @@ def test_retry_after_wins_over_the_backoff_and_is_capped() -> None:
 
 
 def test_run_retries_transients_then_gives_the_last_one_up() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     seen: list[float] = []
     answers: list[Any] = [Transient("503"), Transient("drop"), "ok"]
 
@@ -76,7 +64,7 @@ def test_run_retries_transients_then_gives_the_last_one_up() -> None:
 
 
 def test_run_never_waits_past_the_deadline() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     deadline = Deadline(1.0, clock=clock)
     calls = []
 
@@ -92,7 +80,7 @@ def test_run_never_waits_past_the_deadline() -> None:
 
 def test_an_unreachable_server_is_tried_until_the_deadline_not_the_attempts() -> None:
     """A control node's API server restarting (connection refused) takes minutes, not six tries."""
-    clock = Clock()
+    clock = FakeClock(0.0)
     deadline = Deadline(120.0, clock=clock)
     calls: list[float] = []
 
@@ -119,7 +107,7 @@ def test_an_unreachable_server_is_tried_until_the_deadline_not_the_attempts() ->
 
 
 def test_without_a_deadline_an_unreachable_server_is_tried_within_the_budget() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     calls: list[float] = []
 
     def refused() -> None:

@@ -76,7 +76,7 @@ def test_a_batch_runs_cks_node_cycle_from_one_task_in_one_run_and_in_phases() ->
     batch = batch_tasks["cycle.yml"][0]
     assert batch["register"] == "rollout_cycle" and batch["failed_when"] is False
     assert batch["cloudstack.cks.cks_node_cycle"]["phase"] == "{{ rollout_phase }}"
-    # main.yml imports it (no include task run per batch, issue 19), phase.yml includes it in a loop.
+    # main.yml imports it (no include task run per batch: fewer module runs), phase.yml includes it in a loop.
     includes = {name: [t for t in tasks if "cycle.yml" in (t.get("ansible.builtin.include_tasks"),
                                                            t.get("ansible.builtin.import_tasks"))]
                 for name, tasks in _role_tasks().items()}

@@ -1,4 +1,4 @@
-"""A rollout starts in one module run (issue 19): which refusal stops it before its lock, and with
+"""A rollout starts in one module run (not one per check): which refusal stops it before its lock, and with
 which words - the same as when the role asserted them after a run of their own."""
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import pytest
+from clock import FakeClock
 from fakes import FakeKube
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, KubernetesError
@@ -78,30 +79,14 @@ def test_round_problems_joins_all_three() -> None:
 
 # --- the rounds ----------------------------------------------------------------------------------
 
-class FakeClock:
-    """A monotonic clock that only moves when slept on (each round may take ``round_takes``)."""
-
-    def __init__(self, round_takes: float = 0.0) -> None:
-        self.now = 100.0
-        self.round_takes = round_takes
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-def rounds_of(answers: list[list[str]], clock: FakeClock) -> Any:
+def rounds_of(answers: list[list[str]], clock: FakeClock, round_takes: float = 0.0) -> Any:
+    """A read that answers ``answers`` in turn, each round taking ``round_takes`` seconds of ``clock``."""
     answers = list(answers)
     starts: list[float] = []
 
     def read() -> tuple[list[str], str]:
         starts.append(clock.now)
-        clock.now += clock.round_takes
+        clock.advance(round_takes)
         return (answers.pop(0) if answers else ["still failing"]), ""
 
     read.starts = starts  # type: ignore[attr-defined]
@@ -109,10 +94,10 @@ def rounds_of(answers: list[list[str]], clock: FakeClock) -> Any:
 
 
 def run(answers: list[list[str]], count: int, interval: float, timeout: float, round_takes: float = 0.0) -> Any:
-    clock = FakeClock(round_takes)
-    read = rounds_of(answers, clock)
-    result = validate(read, ValidationOptions(count, interval, timeout), clock=clock.clock, sleep=clock.sleep,
-                      wall=clock.clock)
+    clock = FakeClock()
+    read = rounds_of(answers, clock, round_takes)
+    result = validate(read, ValidationOptions(count, interval, timeout), clock=clock, sleep=clock.sleep,
+                      wall=clock)
     return result, read.starts  # type: ignore[attr-defined]
 
 

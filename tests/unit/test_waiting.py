@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from clock import FakeClock
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import DeadlineExceeded
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def test_deadline_counts_down_and_expires() -> None:

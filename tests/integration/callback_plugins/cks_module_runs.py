@@ -1,6 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""A test callback: one JSON line per module run of the collection (the tests count them, issue 19)."""
+"""A test callback: one JSON line per module run of the collection (the tests count them: each costs a Python start)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """The command catalogue of the simulated management server, from the real 4.22.1 data.
 
-``data/cloudstack-apis-4.22.1.json`` is a copy of ``shared/reference/cloudstack-apis-4.22.1.json``
-(parameters with their types and Java ``required`` flags, response names and fields of each
-command). Parameters are checked the way ``ParamProcessWorker`` does: a missing required one or
-a value that does not parse is error 431; unknown parameters are ignored, as the server ignores
-them. The same data answers ``listApis``.
+``data/cloudstack-apis-4.22.1.json`` is a copy of the project's shared CloudStack API reference
+(apache/cloudstack-go e463cd1, generated from CloudStack 4.22.1.0 listApis: parameters with their
+types and Java ``required`` flags, response names and fields of each command;
+``test_reference_data_copy_matches_shared_reference`` compares the two where the reference is at
+hand). Parameters are checked the way ``ParamProcessWorker`` does: a missing required one or a value
+that does not parse is error 431; unknown parameters are ignored, as the server ignores them. The
+same data answers ``listApis``.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ def _list_command(name: str, java_class: str, response_object: str, params: list
 
 
 # Owners and limits (ListAccountsCmd, ListResourceLimitsCmd, ListProjectsCmd), not in the data file:
-# the parameter names of shared/reference/cloudstack-apis-extra.json (cloudstack-go, 4.22.1), typed
-# as the commands' @Parameter annotations declare them.
+# the parameter names of apache/cloudstack-go e463cd1 (its Account, Asyncjob, Project and Limit services'
+# toURLValues, 4.22.1), typed as the commands' @Parameter annotations declare them.
 EXTRA_COMMANDS["listAccounts"] = _list_command(
     "listAccounts", "ListAccountsCmd", "account",
     [("id", "uuid"), ("name", "string"), ("domainid", "uuid"), ("isrecursive", "boolean"), ("listall", "boolean"),

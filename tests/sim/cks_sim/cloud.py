@@ -2,8 +2,8 @@
 CKS clusters, async jobs, placement and the CKS state scanner.
 
 The rules follow the management server (``UserVmManagerImpl``, ``VolumeApiServiceImpl``,
-``AffinityGroupServiceImpl``, ``KubernetesClusterManagerImpl``; facts in
-``shared/reference/cloudstack-api.md``): a rule that refuses something here refuses it there.
+``AffinityGroupServiceImpl``, ``KubernetesClusterManagerImpl`` of apache/cloudstack 4.22): a rule
+that refuses something here refuses it there.
 Everything runs under ``sim.lock``; the HTTP layer (``cloudstack_api``) takes the lock, calls a
 method, and renders what it gets back with the ``*_view`` methods.
 

@@ -1,7 +1,7 @@
 """One way to run cks-sim for everything that needs one: the test suites, chaos, bench, the demo and
 Molecule's create/destroy.
 
-    from cks_sim.harness import InProcessSim, SimProcess, wait_until
+    from cks_sim.harness import InProcessSim, SimHandle, SimProcess, admin, wait_until
 
     with SimProcess.start(SMALL_SPEC, state_dir, "--time-scale", "0.01") as sim:   # cks-sim serve
         sim.env["admin_url"]                    # env.json as a dict, whatever keys the sim writes
@@ -19,8 +19,13 @@ is ready.
 ``python -m cks_sim.harness start|stop`` (cwd tests/sim) does the same from a playbook: ``start``
 returns once the sim is ready and leaves it running, its pid in a file; ``stop`` ends it.
 
-Only the standard library is imported here (``SimServer`` lazily, for in-process sims), so the
-chaos runner, the benchmarks and the demo import it without the simulator's dependencies loaded.
+``SimHandle`` is how a test talks to a running sim, whichever way it was started: the admin API
+(``admin``, ``fault``, ``action``, the journals, ``state``), a ``cs`` client, the VMs and offerings.
+The integration tests' handles (``helpers.ClusterSim``, ``in_process_sims.CycleSim``) build on it.
+
+Only the standard library is imported here (``SimServer`` lazily, for in-process sims, and ``cs`` only
+when a handle makes a client), so the chaos runner, the benchmarks and the demo import it without the
+simulator's dependencies loaded.
 """
 
 from __future__ import annotations
@@ -60,11 +65,13 @@ class WaitTimeout(AssertionError):
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: Optional[str] = None,
-               interval: float = 0.05) -> Any:
-    """Call ``predicate`` until it returns something truthy and return that.
+               interval: float = 0.02) -> Any:
+    """Call ``predicate`` every ``interval`` seconds until it returns something truthy and return that.
 
     The timeout bounds a hang; it is no assertion on speed. The message names ``what`` (or the
-    predicate) and the last value seen, so a failed wait says how far things got.
+    predicate) and the last value seen, so a failed wait says how far things got. The default interval
+    sees a state the sim (at time_scale 0.01) holds for two simulated seconds; a wait that reads a lot
+    (GET /state, etcd health) polls slower and leaves the CPU to the sim.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -231,6 +238,93 @@ class InProcessSim:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+# -- talking to a running sim ---------------------------------------------------------------------------
+
+# VM names by node type, as CKS names them.
+NODE_NAME_MARKERS = {"control": "-control-", "worker": "-node-", "etcd": "-etcd-"}
+
+
+class SimHandle:
+    """A running cks-sim and the ways a test talks to it: ``env`` (env.json as a dict) and, for a sim
+    in this process, ``server`` (``SimServer``) and ``sim`` (its ``Sim``)."""
+
+    def __init__(self, env: dict[str, Any], server: Optional[SimServer] = None) -> None:
+        self.env = env
+        self.server = server
+        self.sim = server.sim if server is not None else None
+
+    # -- the admin API --------------------------------------------------------------------------------
+
+    def admin(self, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
+        """One admin API request (``admin``): the answer's JSON; an error status raises HTTPError."""
+        return admin(self.env, method, path, body, timeout)
+
+    def fault(self, **fault: Any) -> Any:
+        return self.admin("POST", "/faults", fault)
+
+    def clear_faults(self) -> Any:
+        return self.admin("DELETE", "/faults")
+
+    def action(self, **body: Any) -> Any:
+        return self.admin("POST", "/actions", body)
+
+    def state(self) -> dict[str, Any]:
+        """GET /state: the whole simulated world (``time`` is the sim's clock)."""
+        state: dict[str, Any] = self.admin("GET", "/state")
+        return state
+
+    def _journal(self, path: str, key: str, since: Optional[float]) -> list[dict[str, Any]]:
+        answer = self.admin("GET", path if since is None else f"{path}?since={since}")
+        items: list[dict[str, Any]] = answer.get(key, []) if isinstance(answer, dict) else answer
+        return items
+
+    def timeline(self, since: Optional[float] = None) -> list[dict[str, Any]]:
+        return self._journal("/timeline", "timeline", since)
+
+    def calls(self, since: Optional[float] = None) -> list[dict[str, Any]]:
+        return self._journal("/calls", "calls", since)
+
+    def invariants(self, since: Optional[float] = None) -> list[dict[str, Any]]:
+        return self._journal("/invariants", "violations", since)
+
+    # -- the CloudStack API, through a real ``cs`` client ---------------------------------------------
+
+    def cs(self, **kwargs: Any) -> Any:
+        """A ``cs.CloudStack`` client for this sim (fast job polling); ``kwargs`` override its options."""
+        from cs import CloudStack  # pylint: disable=import-outside-toplevel
+
+        options = {"endpoint": self.env["cloudstack_endpoint"], "key": self.env["cloudstack_key"],
+                   "secret": self.env["cloudstack_secret"], "poll_interval": 0.02, "job_timeout": 30}
+        options.update(kwargs)
+        return CloudStack(**options)
+
+    def cks_cluster(self, cluster_id: Optional[str] = None) -> dict[str, Any]:
+        """listKubernetesClusters' answer for a cluster (the first one by default)."""
+        answer = self.cs().listKubernetesClusters(id=cluster_id or self.env["cluster_id"])
+        found: dict[str, Any] = answer["kubernetescluster"][0]
+        return found
+
+    def vms(self, **filters: Any) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.cs().listVirtualMachines(fetch_list=True, **filters)
+        return found
+
+    def vm(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.cs().listVirtualMachines(name=name)["virtualmachine"][0]
+        return found
+
+    def node_vms(self, node_type: str) -> list[dict[str, Any]]:
+        marker = NODE_NAME_MARKERS[node_type]
+        return [vm for vm in self.vms() if marker in vm["name"]]
+
+    def offering(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.cs().listServiceOfferings(name=name)["serviceoffering"][0]
+        return found
+
+    def group(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.cs().listAffinityGroups(name=name)["affinitygroup"][0]
+        return found
 
 
 # -- from a playbook: start and leave running, stop by pid file --------------------------------------

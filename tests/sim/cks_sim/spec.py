@@ -556,7 +556,7 @@ CLUSTER_FIELDS = (
     "api_endpoint", "account", "project", "storage_pool", "zone", "guest_cidr",
 )
 # Where the kubeconfig's server points: CKS's load balancer (or port forward) in front of every
-# control node, or the first control node itself (a shared network without one: issue 13).
+# control node, or the first control node itself (a shared network without one).
 API_ENDPOINTS = ("load_balancer", "first_control_node")
 
 

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timedelta, timezone
+from typing import Optional
 
 import pytest
 import requests
 from cs import CloudStack, CloudStackApiException, CloudStackException
 
 from cks_sim import apis
+from cks_sim.harness import wait_until
 from cks_sim.signing import sign
-from simkit import small_spec
+from simkit import SIM_DIR, small_spec
+
+# The checkout (its parent holds shared/reference when the shared reference is beside it).
+ROOT = os.path.dirname(os.path.dirname(SIM_DIR))
 
 
 def test_wrong_secret_is_refused_with_401(sim):
@@ -192,7 +198,7 @@ def test_per_type_offerings_appear_only_when_set(sim_factory):
     raw = small_spec()
     raw["clusters"][0]["node_offerings"] = {"worker": "cks-large"}
     handle = sim_factory(spec=raw)
-    cluster = handle.cluster()
+    cluster = handle.cks_cluster()
     assert cluster["workerofferingname"] == "cks-large"
     assert "controlofferingid" not in cluster and "etcdofferingid" not in cluster
     workers = handle.node_vms("worker")
@@ -233,12 +239,22 @@ def test_list_apis_agrees_with_the_422_data(sim):
     assert {p["name"]: p["type"] for p in one[0]["params"]}["size"] == "long"
 
 
-def test_reference_data_copy_matches_shared_reference():
-    shared = "/work/shared/reference/cloudstack-apis-4.22.1.json"
-    import os
+def shared_reference() -> Optional[str]:
+    """The shared reference folder: env CKS_SHARED_REFERENCE, else shared/reference beside the checkout."""
+    named = os.environ.get("CKS_SHARED_REFERENCE")
+    if named:
+        return named
+    beside = os.path.join(os.path.dirname(ROOT), "shared", "reference")
+    return beside if os.path.isdir(beside) else None
 
-    if not os.path.exists(shared):
-        pytest.skip("shared reference not beside this checkout")
+
+def test_reference_data_copy_matches_shared_reference():
+    folder = shared_reference()
+    if folder is None:
+        pytest.skip("no shared reference: set CKS_SHARED_REFERENCE to its folder, or put it at shared/reference "
+                    f"beside the checkout ({os.path.dirname(ROOT)})")
+    shared = os.path.join(folder, "cloudstack-apis-4.22.1.json")
+    assert os.path.exists(shared), f"CKS_SHARED_REFERENCE or shared/reference has no {os.path.basename(shared)}: {folder}"
     with open(shared, encoding="utf-8") as a, open(apis.DATA_FILE, encoding="utf-8") as b:
         assert json.load(a) == json.load(b)
 
@@ -277,7 +293,7 @@ def test_hosts_zones_networks_and_port_forwards(sim):
     worker = sim.node_vms("worker")[0]
     [host] = cs.listHosts(virtualmachineid=worker["id"])["host"]
     assert host["id"] == worker["hostid"] and host["memoryallocated"] > 0
-    cluster = sim.cluster()
+    cluster = sim.cks_cluster()
     rules = cs.listPortForwardingRules(networkid=cluster["networkid"])["portforwardingrule"]
     ssh = {r["virtualmachineid"]: int(r["publicport"]) for r in rules if r["privateport"] == "22"}
     ordered = [ssh[vm["id"]] for vm in cluster["virtualmachines"]]
@@ -384,7 +400,7 @@ def test_lost_answer_fault_carries_the_command_out_and_drops_the_answer(sim):
         cs.stopVirtualMachine(id=vm["id"])
     jobs = cs.listAsyncJobs()["asyncjobs"]
     assert [(j["jobinstanceid"], j["cmd"].rsplit(".", 1)[-1]) for j in jobs] == [(vm["id"], "StopVMCmdByAdmin")]
-    sim.wait_for(lambda: sim.vm(vm["name"])["state"] == "Stopped")
+    wait_until(lambda: sim.vm(vm["name"])["state"] == "Stopped")
     logged = [c for c in sim.admin("GET", "/calls") if c.get("command") == "stopVirtualMachine"]
     assert [(c["status"], c["fault"]) for c in logged] == [(0, "lost_answer")]
     assert sim.admin("GET", "/faults") == []  # one shot

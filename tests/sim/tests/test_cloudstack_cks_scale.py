@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from cks_sim.harness import wait_until
 from cs import CloudStackApiException
 from simkit import small_spec
 
@@ -30,7 +31,7 @@ def scaled(sim_factory):
 
 def test_a_scale_up_adds_workers_as_cks_creates_them_and_they_join_ready(scaled):
     sim, cs = scaled, scaled.cs()
-    cluster = sim.cluster()
+    cluster = sim.cks_cluster()
     before = {vm["id"] for vm in sim.node_vms("worker")}
     assert len(before) == 2 and int(cluster["size"]) == 2
     # An outside tool moved an existing worker to another offering: CKS does not copy it.
@@ -38,7 +39,7 @@ def test_a_scale_up_adds_workers_as_cks_creates_them_and_they_join_ready(scaled)
     cs.stopVirtualMachine(id=old["id"], fetch_result=True)
     cs.changeServiceForVirtualMachine(id=old["id"], serviceofferingid=sim.offering("cks-large")["id"])
     cs.startVirtualMachine(id=old["id"], fetch_result=True)
-    sim.wait_for(lambda: sim.cluster()["state"] == "Running", timeout=30)
+    wait_until(lambda: sim.cks_cluster()["state"] == "Running", timeout=30)
 
     answer = cs.scaleKubernetesCluster(id=cluster["id"], size=4, fetch_result=True)
 
@@ -60,7 +61,7 @@ def test_a_scale_up_adds_workers_as_cks_creates_them_and_they_join_ready(scaled)
     for vm in new:
         node = world.nodes[vm["name"].lower()]
         assert node.ready == "True" and node.boot_id
-    assert {vm["id"] for vm in new} <= {v["id"] for v in sim.cluster()["virtualmachines"]}
+    assert {vm["id"] for vm in new} <= {v["id"] for v in sim.cks_cluster()["virtualmachines"]}
     states = [e["state"] for e in sim.admin("GET", "/timeline") if e.get("event") == "cluster_state"]
     assert states[-2:] == ["Scaling", "Running"], states
 
@@ -68,8 +69,8 @@ def test_a_scale_up_adds_workers_as_cks_creates_them_and_they_join_ready(scaled)
 def test_a_scale_down_is_refused_with_a_simulator_text(scaled):
     cs = scaled.cs()
     with pytest.raises(CloudStackApiException) as caught:
-        cs.scaleKubernetesCluster(id=scaled.cluster()["id"], size=1, fetch_result=True)
+        cs.scaleKubernetesCluster(id=scaled.cks_cluster()["id"], size=1, fetch_result=True)
     assert caught.value.error["errorcode"] == 530
     assert "cks-sim: scaling Kubernetes cluster" in caught.value.error["errortext"]
     assert "not simulated" in caught.value.error["errortext"]
-    assert int(scaled.cluster()["size"]) == 2
+    assert int(scaled.cks_cluster()["size"]) == 2

@@ -17,6 +17,7 @@ import time
 import pytest
 import requests
 
+from cks_sim.harness import wait_until
 from simkit import small_spec
 
 
@@ -41,13 +42,13 @@ def test_the_api_refuses_connections_and_running_jobs_end_failed_530(sim_factory
     assert _down(sim)
     with pytest.raises(requests.exceptions.ConnectionError):
         cs.listVirtualMachines(id=vm["id"])
-    sim.wait_for(lambda: not _down(sim), timeout=10)
+    wait_until(lambda: not _down(sim), timeout=10)
     for jobid in (stop["jobid"], start["jobid"]):
         job = cs.queryAsyncJobResult(jobid=jobid)
         assert (job["jobstatus"], job["jobresultcode"]) == (2, 530)
         assert "jobresult" not in job and "jobresulttype" not in job
     # The hypervisor finished the stop; the start never ran.
-    sim.wait_for(lambda: cs.listVirtualMachines(id=vm["id"])["virtualmachine"][0]["state"] == "Stopped")
+    wait_until(lambda: cs.listVirtualMachines(id=vm["id"])["virtualmachine"][0]["state"] == "Stopped")
     time.sleep(0.3)
     assert cs.listVirtualMachines(id=vm["id"])["virtualmachine"][0]["state"] == "Stopped"
     events = [e["event"] for e in sim.admin("GET", "/timeline") if e.get("node") == vm["name"].lower()]

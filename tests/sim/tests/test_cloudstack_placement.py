@@ -16,6 +16,7 @@ import os
 import pytest
 from cs import CloudStackApiException
 
+from cks_sim.harness import wait_until
 from cks_sim.spec import load_spec
 from simkit import small_spec
 
@@ -252,7 +253,7 @@ def _race_handle(sim_factory):
 
 def _wait_job(handle, job_id):
     cs = handle.cs()
-    return handle.wait_for(lambda: (r := cs.queryAsyncJobResult(jobid=job_id))["jobstatus"] != 0 and r)
+    return wait_until(lambda: (r := cs.queryAsyncJobResult(jobid=job_id))["jobstatus"] != 0 and r)
 
 
 def test_overlapping_starts_in_a_strict_group_can_share_a_host(sim_factory):

@@ -8,6 +8,7 @@ etcd node count with ``getTotalNodeCount`` (control + worker + etcd).
 
 from __future__ import annotations
 
+from cks_sim.harness import wait_until
 from simkit import small_spec
 
 
@@ -23,12 +24,12 @@ def test_a_cluster_with_etcd_nodes_goes_back_to_running(sim_factory):
     cs = handle.cs()
     worker = handle.node_vms("worker")[0]
     cs.stopVirtualMachine(id=worker["id"], fetch_result=True)
-    handle.wait_for(lambda: handle.cluster()["state"] == "Alert")
+    wait_until(lambda: handle.cks_cluster()["state"] == "Alert")
     cs.startVirtualMachine(id=worker["id"], fetch_result=True)
     world = handle.sim.kube[handle.env["cluster_id"]]
-    handle.wait_for(lambda: world.ready_node_count() == 2)  # the etcd VM is no Kubernetes node
+    wait_until(lambda: world.ready_node_count() == 2)  # the etcd VM is no Kubernetes node
     handle.admin("POST", "/actions", {"action": "scan"})
-    assert handle.cluster()["state"] == "Running"
+    assert handle.cks_cluster()["state"] == "Running"
 
 
 def test_before_4_21_the_etcd_count_kept_it_in_alert(sim_factory):
@@ -37,12 +38,12 @@ def test_before_4_21_the_etcd_count_kept_it_in_alert(sim_factory):
     cs = handle.cs()
     worker = handle.node_vms("worker")[0]
     cs.stopVirtualMachine(id=worker["id"], fetch_result=True)
-    handle.wait_for(lambda: handle.cluster()["state"] == "Alert")
+    wait_until(lambda: handle.cks_cluster()["state"] == "Alert")
     cs.startVirtualMachine(id=worker["id"], fetch_result=True)
     world = handle.sim.kube[handle.env["cluster_id"]]
-    handle.wait_for(lambda: world.ready_node_count() == 2)
+    wait_until(lambda: world.ready_node_count() == 2)
     handle.admin("POST", "/actions", {"action": "scan"})
-    assert handle.cluster()["state"] == "Alert"
+    assert handle.cks_cluster()["state"] == "Alert"
 
 
 def test_stopping_a_vm_in_error_leaves_it_in_error(sim):

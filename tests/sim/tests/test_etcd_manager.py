@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import socket
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 import requests
@@ -34,9 +34,8 @@ def manager(sim: core.Sim, tmp_path: Any) -> Iterator[EtcdManager]:
     etcd.stop_all()
 
 
-def eventually(check: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """The harness's wait at etcd's pace (a member's health takes a request of its own)."""
-    return bool(wait_until(check, timeout, interval=0.1))
+# A member's health takes a request of its own: the waits on etcd poll at this pace.
+ETCD_POLL = 0.1
 
 
 def tls_kwargs(ep: dict) -> dict[str, Any]:
@@ -114,7 +113,7 @@ def test_one_of_three_stopped_keeps_quorum(manager: EtcdManager, sim: core.Sim) 
     assert running(manager, "c1") == ["k-control-aa02", "k-control-aa03"]
     assert not healthy(ep, ep["members"][0]["client_url"])
     assert manager.cluster_ready("c1")
-    assert eventually(lambda: healthy(ep, ep["members"][1]["client_url"]))
+    wait_until(lambda: healthy(ep, ep["members"][1]["client_url"]), interval=ETCD_POLL)
     assert quorum_violations(sim, "c1") == []
     # Stopping a member is not a membership change.
     assert len(member_list(ep, ep["members"][1]["client_url"])) == 3
@@ -132,7 +131,7 @@ def test_two_of_three_stopped_loses_quorum_and_restart_keeps_data(manager: EtcdM
 
     assert running(manager, "c1") == ["k-control-aa03"]
     assert not manager.cluster_ready("c1")
-    assert eventually(lambda: not healthy(ep, ep["members"][2]["client_url"]))
+    wait_until(lambda: not healthy(ep, ep["members"][2]["client_url"]), interval=ETCD_POLL)
     violations = quorum_violations(sim, "c1")
     assert len(violations) == 1
     assert violations[0]["quorum"] == 2 and violations[0]["running"] == 1
@@ -140,7 +139,7 @@ def test_two_of_three_stopped_loses_quorum_and_restart_keeps_data(manager: EtcdM
 
     manager.vm_powered_on("K-Control-aa02")
     manager.wait_settled()
-    assert eventually(lambda: manager.cluster_ready("c1"))
+    wait_until(lambda: manager.cluster_ready("c1"), interval=ETCD_POLL)
     # Same data dir: the key written before is there and the member kept its ID.
     assert get(ep, ep["members"][1]["client_url"], "/registry/cks-sim/probe") == "before"
     ids_after = {m["name"]: m["ID"] for m in member_list(ep, ep["members"][1]["client_url"])}
@@ -193,7 +192,7 @@ def test_etcd_kill_fault_kills_member_until_vm_restarts(manager: EtcdManager, si
     snap = manager.snapshot()["c1"]["members"][1]
     assert snap["running"] and snap["pid"] != pid_before and snap["starts"] == 2
     ep = manager.endpoints("c1")
-    assert eventually(lambda: healthy(ep, ep["members"][1]["client_url"]))
+    wait_until(lambda: healthy(ep, ep["members"][1]["client_url"]), interval=ETCD_POLL)
 
 
 def test_power_changes_of_other_vms_are_ignored(manager: EtcdManager, sim: core.Sim) -> None:
@@ -251,7 +250,7 @@ def test_restart_waits_out_a_busy_port(manager: EtcdManager) -> None:
             snap = manager.snapshot()["c1"]["members"][0]
             return snap["starts"] >= 2 and not snap["running"]
 
-        assert eventually(failed_once)  # the restart met the busy port and exited
+        wait_until(failed_once, interval=ETCD_POLL)  # the restart met the busy port and exited
     finally:
         squatter.close()
     manager.wait_settled()
@@ -259,4 +258,4 @@ def test_restart_waits_out_a_busy_port(manager: EtcdManager) -> None:
     snap = manager.snapshot()["c1"]["members"][0]
     assert snap["running"] and snap["starts"] >= 3  # the first start, a failed restart, a good one
     ep = manager.endpoints("c1")
-    assert eventually(lambda: healthy(ep, ep["members"][0]["client_url"]))
+    wait_until(lambda: healthy(ep, ep["members"][0]["client_url"]), interval=ETCD_POLL)

@@ -13,6 +13,7 @@ import os
 
 import requests
 import yaml
+from cks_sim.harness import wait_until
 from simkit import SIM_DIR
 
 
@@ -52,5 +53,5 @@ def test_a_pdb_block_for_one_cluster_blocks_only_that_cluster(sim_factory) -> No
     first, second = handle.env["clusters"][:2]
     assert pdb_allowed(handle, first) == 1 and pdb_allowed(handle, second) == 1
     handle.admin("POST", "/faults", {"kind": "pdb_block", "namespace": "default", "name": "web", "cluster": first["id"]})
-    handle.wait_for(lambda: pdb_allowed(handle, first) == 0, timeout=10)
+    wait_until(lambda: pdb_allowed(handle, first) == 0, timeout=10)
     assert pdb_allowed(handle, second) == 1

@@ -16,7 +16,8 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from simkit import SimHandle, small_spec
+from cks_sim.harness import SimHandle
+from simkit import small_spec
 
 RULES = [
     {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"], "namespace": "kube-system",

@@ -2,8 +2,8 @@
 
 CKS hands out an admin.conf whose server is the cluster's endpoint (``https://<ip>:6443``, no
 path): a load balancer or port forward in front of the control nodes on isolated networks
-and VPCs, or the first control node itself where there is none (the seed's note on shared
-networks, issue 13; ``KubernetesClusterStartWorker`` puts the first control node's address in
+and VPCs, or the first control node itself where there is none (shared networks;
+``KubernetesClusterStartWorker`` puts the first control node's address in
 the kubeconfig then). Without a load balancer, nothing listens at that address while that
 VM is down: clients get "connection refused", not an HTTP answer.
 """
@@ -22,7 +22,8 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from simkit import SimHandle, small_spec
+from cks_sim.harness import SimHandle, wait_until
+from simkit import small_spec
 
 
 def server_of(kubeconfig_text: str) -> str:
@@ -97,7 +98,7 @@ def test_endpoint_on_the_first_control_node_refuses_connections_while_it_is_down
     handle.cs().stopVirtualMachine(id=second["id"], fetch_result=True)
     assert core.list_node().items
     handle.cs().stopVirtualMachine(id=first["id"], fetch_result=True)
-    handle.wait_for(lambda: refuses(url), timeout=10)
+    wait_until(lambda: refuses(url), timeout=10)
     with pytest.raises(urllib3.exceptions.MaxRetryError) as down:
         k8s.CoreV1Api(k8s_config.new_client_from_config(handle.env["kubeconfig"])).list_node(
             _request_timeout=2)
@@ -105,7 +106,7 @@ def test_endpoint_on_the_first_control_node_refuses_connections_while_it_is_down
     timeline = handle.admin("GET", "/timeline")
     assert any(e.get("event") == "api_endpoint_refusing" for e in timeline)
     handle.cs().startVirtualMachine(id=first["id"], fetch_result=True)
-    handle.wait_for(lambda: not refuses(url), timeout=10)
+    wait_until(lambda: not refuses(url), timeout=10)
     # Same address and port as before: the kubeconfig still works.
     assert k8s.CoreV1Api(k8s_config.new_client_from_config(handle.env["kubeconfig"])).list_node().items
 

@@ -27,8 +27,9 @@ import pytest
 import requests
 import yaml
 
+from cks_sim.harness import SimHandle, wait_until
 from cks_sim.kube import SAFE_ALPHABET
-from simkit import SimHandle, small_spec
+from simkit import small_spec
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
@@ -77,12 +78,12 @@ def restart(handle: SimHandle, vm_name: str) -> None:
     node = vm_name.lower()
     boot = next(n for n in kube_nodes(handle) if n["name"] == node)["boot_id"]
     handle.admin("POST", "/actions", {"action": "stop_vm", "vm": vm_name})
-    handle.wait_for(lambda: handle.vm(vm_name)["state"] == "Stopped")
-    handle.wait_for(lambda: any(n["name"] == node and n["ready"] == "Unknown"
-                                for n in kube_nodes(handle)))
+    wait_until(lambda: handle.vm(vm_name)["state"] == "Stopped")
+    wait_until(lambda: any(n["name"] == node and n["ready"] == "Unknown"
+                           for n in kube_nodes(handle)))
     handle.admin("POST", "/actions", {"action": "start_vm", "vm": vm_name})
-    handle.wait_for(lambda: any(n["name"] == node and n["ready"] == "True" and n["boot_id"] != boot
-                                for n in kube_nodes(handle)))
+    wait_until(lambda: any(n["name"] == node and n["ready"] == "True" and n["boot_id"] != boot
+                           for n in kube_nodes(handle)))
 
 
 def test_events_k8s_io_and_core_views_of_one_event(sim: SimHandle) -> None:
@@ -188,7 +189,7 @@ def test_events_expire_after_the_ttl(sim_factory: Any) -> None:
     node = worker(handle)
     created = api(handle, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", node_event(node, "u"))
     assert created.status_code == 201
-    handle.wait_for(lambda: api(handle, "GET", f"/api/v1/namespaces/default/events/{node}.rollout1").status_code == 404)
+    wait_until(lambda: api(handle, "GET", f"/api/v1/namespaces/default/events/{node}.rollout1").status_code == 404)
 
 
 def test_get_leases_in_kube_system_shows_the_control_plane(sim: SimHandle) -> None:
@@ -214,7 +215,7 @@ def test_the_leader_moves_when_its_node_stops(sim: SimHandle) -> None:
     first = holder()
     vm_name = next(vm["name"] for vm in sim.node_vms("control") if vm["name"].lower() == first.rsplit("_", 1)[0])
     sim.admin("POST", "/actions", {"action": "stop_vm", "vm": vm_name})
-    sim.wait_for(lambda: holder() != first)
+    wait_until(lambda: holder() != first)
     lease = json.loads(kubectl(sim, "get", "lease", "-n", "kube-system", "kube-scheduler", "-o", "json").stdout)
     assert lease["spec"]["leaseTransitions"] == 1 and lease["spec"]["holderIdentity"].rsplit("_", 1)[0] != vm_name.lower()
     _header, found = rows(kubectl(sim, "get", "events", "-n", "kube-system"))

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from test_kube_support import (  # pylint: disable=unused-import  # noqa: F401 (fixtures)
-    CONTROL, WORKERS, KubeEnv, assert_known_fields, kube_env, make_kube_env, wait_until,
-)
+from cks_sim.harness import wait_until
+from kubekit import CONTROL, WORKERS, KubeEnv, assert_known_fields
 
 
 def _evict(env: KubeEnv, namespace: str, name: str, grace: int | None = None) -> Any:
@@ -208,7 +207,7 @@ def test_pdb_block_fault_forces_zero_disruptions(kube_env: KubeEnv) -> None:
 
 
 def test_two_pdbs_is_500_and_missing_pod_404_and_name_mismatch_400(make_kube_env: Any) -> None:
-    from test_kube_support import BASE_SPEC
+    from kubekit import BASE_SPEC
 
     pdbs = BASE_SPEC["pdbs"] + [{"namespace": "default", "name": "web-too", "selector": {"app": "web"},
                                  "maxUnavailable": "50%"}]

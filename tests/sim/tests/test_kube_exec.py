@@ -24,10 +24,11 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.stream import stream
 
+from cks_sim.harness import SimHandle
 from cks_sim.kube_exec import ETCDCTL_BINARY, accept_key
 from cks_sim.server import SimServer
 from cks_sim.spec import normalize
-from simkit import SimHandle, small_spec
+from simkit import small_spec
 
 pytestmark = pytest.mark.skipif(not os.path.exists(ETCDCTL_BINARY), reason="etcdctl (etcd-client) not installed")
 
@@ -41,7 +42,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     """One sim with real etcd for the read-only tests (starting three members takes seconds)."""
     server = SimServer(normalize(small_spec()), str(tmp_path_factory.mktemp("exec")), with_etcd=True)
     server.start()
-    yield SimHandle(server)
+    yield SimHandle(server.env, server)
     server.stop()
 
 

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from simkit import SimHandle, small_spec
+from cks_sim.harness import SimHandle, wait_until
+from simkit import small_spec
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
@@ -155,11 +156,11 @@ def test_get_watch_prints_a_change_as_it_happens(sim: SimHandle) -> None:
     try:
         world = next(iter(sim.sim.kube.values()))
         name = sorted(world.nodes)[-1]
-        sim.wait_for(lambda: len(lines) >= 1 + len(world.nodes), timeout=60)
+        wait_until(lambda: len(lines) >= 1 + len(world.nodes), timeout=60)
         with sim.sim.lock:
             world.cordon_out_of_band(name)
-        sim.wait_for(lambda: any(line.split()[:2] == [name, "Ready,SchedulingDisabled"] for line in lines[1:]),
-                     timeout=30)
+        wait_until(lambda: any(line.split()[:2] == [name, "Ready,SchedulingDisabled"] for line in lines[1:]),
+                   timeout=30)
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from test_kube_support import (  # pylint: disable=unused-import  # noqa: F401 (fixtures)
-    CONTROL, WORKERS, KubeEnv, assert_known_fields, kube_env, make_kube_env, node_ready, wait_until,
-    merge_patch_kwargs,
-)
+from cks_sim.harness import wait_until
+from kubekit import CONTROL, WORKERS, KubeEnv, assert_known_fields, merge_patch_kwargs, node_ready
 
 ROLLOUT_ANNOTATION = "cloudstack.apache.org/rollout-boot-id"
 

@@ -10,10 +10,7 @@ import pytest
 import urllib3
 from kubernetes import client as k8s
 
-from test_kube_support import (  # pylint: disable=unused-import  # noqa: F401 (fixtures)
-    CLUSTER_ID, WORKERS, KubeEnv, assert_known_fields, kube_env, wait_until,
-    merge_patch_kwargs,
-)
+from kubekit import CLUSTER_ID, WORKERS, KubeEnv, assert_known_fields, merge_patch_kwargs
 
 LOCK = "cloudstack-cks-rollout"
 
@@ -227,7 +224,7 @@ def test_transient_faults_5xx_and_dropped_connection(kube_env: KubeEnv) -> None:
 
 
 def test_api_unreachable_while_every_control_node_is_off(kube_env: KubeEnv) -> None:
-    from test_kube_support import CONTROL
+    from kubekit import CONTROL
 
     for name in CONTROL:
         kube_env.power_off(name)

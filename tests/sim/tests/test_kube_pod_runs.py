@@ -21,10 +21,11 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from cks_sim.harness import SimHandle
 from cks_sim.kube_run import ETCD_IMAGE, ETCDCTL_BINARY
 from cks_sim.server import SimServer
 from cks_sim.spec import load_spec, normalize
-from simkit import SimHandle
+
 
 pytestmark = pytest.mark.skipif(not os.path.exists(ETCDCTL_BINARY), reason="etcdctl (etcd-client) not installed")
 
@@ -45,7 +46,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
                               {"name": "runner", "token": "runner-token", "rules": RUNNER}]}
     server = SimServer(normalize(spec), str(tmp_path_factory.mktemp("runs")), with_etcd=True)
     server.start()
-    yield SimHandle(server)
+    yield SimHandle(server.env, server)
     server.stop()
 
 

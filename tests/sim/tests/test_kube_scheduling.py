@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from test_kube_support import (  # pylint: disable=unused-import  # noqa: F401 (fixtures)
-    WORKERS, KubeEnv, kube_env, make_kube_env, merge_patch_kwargs, wait_until,
-)
+from cks_sim.harness import wait_until
+from kubekit import WORKERS, KubeEnv, merge_patch_kwargs
 
 PENDING = {"key": "cloudstack.apache.org/rollout-pending", "effect": "PreferNoSchedule"}
 

@@ -18,9 +18,9 @@ from urllib.parse import urlencode, urlsplit
 
 import yaml
 
+from cks_sim.harness import SimHandle
 from cks_sim import signing
 from cks_sim.status_lines import go_status_line, jetty_status_line
-from simkit import SimHandle
 
 
 def kube_request(handle: SimHandle, method: str, path: str, body: Optional[dict[str, Any]] = None,

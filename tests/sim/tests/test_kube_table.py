@@ -16,8 +16,9 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from cks_sim.harness import SimHandle
 from cks_sim.kube_table import human_duration, wants_table
-from simkit import SimHandle
+
 
 KUBECTL_ACCEPT = ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,"
                   "application/json")

@@ -18,9 +18,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from test_kube_support import (  # pylint: disable=unused-import  # noqa: F401 (fixtures)
-    CONTROL, WORKERS, KubeEnv, kube_env, make_kube_env, node_ready, wait_until,
-)
+from kubekit import CONTROL, WORKERS, KubeEnv, node_ready
 
 NODE = WORKERS[1]
 

@@ -7,7 +7,8 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from test_kube_support import assert_known_fields, node_ready
+from cks_sim.harness import wait_until
+from kubekit import assert_known_fields, node_ready
 
 
 def _core(handle: Any) -> k8s.CoreV1Api:
@@ -24,13 +25,13 @@ def test_stop_change_start_through_cloudstack_boots_node_with_new_offering(sim: 
     assert node_ready(node) == "True" and node.status.capacity["cpu"] == str(worker["cpunumber"])
     cs = sim.cs()
     cs.stopVirtualMachine(id=worker["id"], fetch_result=True)
-    sim.wait_for(lambda: node_ready(core.read_node(name)) == "Unknown")
+    wait_until(lambda: node_ready(core.read_node(name)) == "Unknown")
     assert sim.sim.kube[sim.env["cluster_id"]].ready_node_count() == len(core.list_node().items) - 1
     large = sim.offering("cks-large")
     cs.changeServiceForVirtualMachine(id=worker["id"], serviceofferingid=large["id"])
     cs.startVirtualMachine(id=worker["id"], fetch_result=True)
-    node = sim.wait_for(lambda: (n := core.read_node(name)).status.node_info.boot_id != old_boot
-                        and node_ready(n) == "True" and n)
+    node = wait_until(lambda: (n := core.read_node(name)).status.node_info.boot_id != old_boot
+                      and node_ready(n) == "True" and n)
     assert node.status.capacity["cpu"] == str(large["cpunumber"])
     assert node.status.capacity["memory"] == f"{large['memory'] * 1024}Ki"
     events = [e["event"] for e in sim.admin("GET", "/timeline") if e.get("node") == name]

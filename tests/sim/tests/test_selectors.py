@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import kubernetes.client as k8s
 import pytest
+from cks_sim.harness import SimHandle
 from cks_sim.selectors import (
     SelectorError,
     from_label_selector,
@@ -25,8 +26,7 @@ from cks_sim.selectors import (
     parse_labels,
     unescape_value,
 )
-from simkit import SimHandle
-from test_kube_support import KubeEnv, kube_env  # pylint: disable=unused-import  # noqa: F401 (fixture)
+from kubekit import KubeEnv
 
 KUBECTL = shutil.which("kubectl")
 

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
 from urllib.parse import urlparse, urlsplit
 
 import pytest
@@ -15,6 +16,7 @@ import requests
 import yaml
 from cs import CloudStack
 
+from cks_sim.harness import wait_until
 from simkit import CKS_SIM, SMALL_SPEC
 
 ENV_KEYS = {"cloudstack_endpoint", "cloudstack_key", "cloudstack_secret", "cluster_id", "cluster_name", "kubeconfig",
@@ -96,16 +98,16 @@ def test_check_prints_the_normalised_spec_without_the_secret():
 
 def test_admin_api_routes(sim):
     assert set(sim.admin("GET", "/")["endpoints"]) >= {"/state", "/calls", "/faults", "/actions"}
-    with pytest.raises(requests.HTTPError):
+    with pytest.raises(urllib.error.HTTPError):
         sim.admin("POST", "/faults", {"kind": "no-such-fault"})
-    with pytest.raises(requests.HTTPError):
+    with pytest.raises(urllib.error.HTTPError):
         sim.admin("POST", "/actions", {"action": "no-such-action"})
     fault = sim.admin("POST", "/faults", {"kind": "latency", "api": "kubernetes", "seconds": 0})
     sim.admin("DELETE", f"/faults/{fault['id']}")
     assert sim.admin("GET", "/faults") == []
     worker = sim.node_vms("worker")[0]
     job = sim.admin("POST", "/actions", {"action": "stop_vm", "vm": worker["name"]})
-    sim.wait_for(lambda: sim.cs().queryAsyncJobResult(jobid=job["jobid"])["jobstatus"] == 1)
+    wait_until(lambda: sim.cs().queryAsyncJobResult(jobid=job["jobid"])["jobstatus"] == 1)
     assert sim.vm(worker["name"])["state"] == "Stopped"
     state = sim.admin("GET", "/state")
     vms = {vm["name"]: vm for vm in state["cloud"]["clusters"][0]["vms"]}
@@ -152,11 +154,11 @@ def test_external_etcd_members_are_the_etcd_vms(sim_factory):
     names = sorted(vm["name"].lower() for vm in handle.vms() if "-etcd-" in vm["name"])
     assert etcd["mode"] == "external" and sorted(m["name"] for m in etcd["members"]) == names
     assert all(m["client_url"].startswith("http://") for m in etcd["members"])
-    cluster = handle.cluster()
+    cluster = handle.cks_cluster()
     assert (cluster["etcdofferingname"], cluster["controlofferingname"]) == ("etcd-small", "cks-large")
     assert len(cluster["etcdips"]) == 1
     # Stopping an etcd VM stops its member.
     etcd_vm = next(vm for vm in handle.vms() if "-etcd-" in vm["name"])
     handle.cs().stopVirtualMachine(id=etcd_vm["id"], fetch_result=True)
     member = next(m for m in etcd["members"] if m["name"] == etcd_vm["name"].lower())
-    handle.wait_for(lambda: not _listening(member["client_url"]))
+    wait_until(lambda: not _listening(member["client_url"]))
