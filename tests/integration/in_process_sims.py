@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 import pytest
 import yaml
 from cks_sim.harness import EXAMPLES, InProcessSim, SimHandle
+from helpers import sim_rollout_vars
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -157,20 +158,7 @@ class RolloutSim(CycleSim):
         self.runs = 0
 
     def base_vars(self) -> dict[str, Any]:
-        etcd = self.env.get("etcd") or {}
-        variables: dict[str, Any] = {
-            "rollout_cluster": self.env["cluster_name"],
-            # The sim runs ~100x faster than a cloud: poll and retry evictions accordingly.
-            "rollout_poll_interval": 0.2,
-            "rollout_eviction_retry_interval": 0.3,
-            "rollout_delete_emptydir_data": True,
-        }
-        if etcd.get("members"):
-            variables["rollout_etcd_endpoints"] = [m["client_url"] for m in etcd["members"]]
-            if etcd.get("mode") == "stacked":
-                variables.update(rollout_etcd_ca_cert=etcd["ca_cert"], rollout_etcd_client_cert=etcd["client_cert"],
-                                 rollout_etcd_client_key=etcd["client_key"])
-        return variables
+        return sim_rollout_vars(self.env)
 
     def ansible_env(self, **extra: str) -> dict[str, str]:
         home = os.path.join(self.work_dir, "ansible-home")

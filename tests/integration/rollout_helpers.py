@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ROOT, ClusterSim, running_sim
+from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ROOT, ClusterSim, running_sim, sim_rollout_vars
 
 PLAYBOOKS = os.path.join(ROOT, "playbooks")
 SPECS = os.path.join(ROOT, "tests", "integration", "specs")
@@ -74,19 +74,10 @@ def playbook_env(sim: ClusterSim, work: str, credential: bool = True) -> dict[st
 
 
 def rollout_vars(sim: ClusterSim, **overrides: Any) -> dict[str, Any]:
-    """The rollout's variables for this sim, polling fast (the sim runs 50-100x faster than a cloud)."""
-    etcd = sim.env.get("etcd") or {}
-    variables: dict[str, Any] = {
-        "rollout_cluster": sim.env["cluster_name"],
-        "rollout_poll_interval": 0.2,
-        "rollout_eviction_retry_interval": 0.3,
-        "rollout_delete_emptydir_data": True,
-        "rollout_batch_timeout": 300,
-        "rollout_etcd_endpoints": [m["client_url"] for m in etcd.get("members", [])],
-    }
-    if etcd.get("mode") == "stacked":
-        variables.update(rollout_etcd_ca_cert=etcd["ca_cert"], rollout_etcd_client_cert=etcd["client_cert"],
-                         rollout_etcd_client_key=etcd["client_key"])
+    """The rollout's variables for this sim (``sim_rollout_vars``), each batch given 300 s, then ``overrides``."""
+    variables = sim_rollout_vars(sim.env)
+    variables.setdefault("rollout_etcd_endpoints", [])
+    variables["rollout_batch_timeout"] = 300
     variables.update(overrides)
     return variables
 
