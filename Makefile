@@ -81,12 +81,14 @@ integration: setup
 	$(call pytest,$(BIN)/python,integration,tests/integration,-n $(INTEGRATION_JOBS) --dist loadfile)
 
 # ansible-test sanity --local on the venv's Python (3.11 here), ansible-lint, ruff and mypy on
-# plugins/, and the docs lint. All run even when one fails, so one pass shows every finding.
+# plugins/, mypy on cks-sim (tests/sim/cks_sim: each concern mixin against kube_contract.py's
+# declarations), and the docs lint. All run even when one fails, so one pass shows every finding.
 lint: setup shellcheck-installed
 	@rc=0; \
 	echo "$(BIN)/ruff check plugins"; $(BIN)/ruff check plugins || rc=1; \
 	echo "mypy -p ansible_collections.cloudstack.cks.plugins"; \
 	(cd $(COLLECTIONS) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/mypy.ini -p ansible_collections.cloudstack.cks.plugins) || rc=1; \
+	echo "mypy tests/sim/cks_sim"; $(BIN)/mypy --config-file mypy.ini tests/sim/cks_sim || rc=1; \
 	$(BIN)/python tests/ci/sanity.py || rc=1; \
 	echo "$(BIN)/ansible-lint --profile production"; \
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-lint --profile production || rc=1; \

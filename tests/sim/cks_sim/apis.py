@@ -251,6 +251,7 @@ def paginate(items: list[Any], values: dict[str, Any], max_page_size: int) -> li
         raise param_error("Page size must be greater than 0")
     if pagesize > max_page_size:
         raise param_error(f"Page size can't exceed max allowed page size value: {max_page_size}")
+    assert page is not None, "_check_paging refused a pagesize without a page"
     start = (page - 1) * pagesize
     return items[start:start + pagesize]
 

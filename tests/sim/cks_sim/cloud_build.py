@@ -41,10 +41,10 @@ class CloudBuild(CloudLookups):
                                         storagetype=s["storagetype"])
                 self.disk_offerings[implicit.id] = implicit
                 disk_id = implicit.id
-            off = ServiceOffering(self.ids.uuid(), s["name"], s["cpu"], s["memory"], s["cpuspeed"], s["rootdisksize"],
-                                  disk_id, s["diskofferingstrictness"], s["dynamicscalingenabled"], s["iscustomized"],
-                                  s["displaytext"], s["state"], self._stamp())
-            self.service_offerings[off.id] = off
+            service = ServiceOffering(self.ids.uuid(), s["name"], s["cpu"], s["memory"], s["cpuspeed"], s["rootdisksize"],
+                                      disk_id, s["diskofferingstrictness"], s["dynamicscalingenabled"], s["iscustomized"],
+                                      s["displaytext"], s["state"], self._stamp())
+            self.service_offerings[service.id] = service
         host_by_name = {h.name: h for h in self.hosts.values()}
         for g in spec["affinity_groups"]:
             group = AffinityGroup(self.ids.uuid(), g["name"], g["type"], g.get("description"),

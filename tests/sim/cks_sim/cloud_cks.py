@@ -89,12 +89,20 @@ class CloudCks(CloudOfferings, CloudBuild):
                 raise CloudError(530, f"Kubernetes cluster {cluster.name} is not CloudManaged and can not be scaled", CS_PERMISSION_DENIED)
             if cluster.state not in ("Created", "Running", "Stopped"):
                 raise CloudError(530, f"Kubernetes cluster {cluster.name} is in state {cluster.state} and can not be scaled", CS_PERMISSION_DENIED)
-            targets = {t: node_offerings.get(t) or offering for t in ("control", "worker", "etcd")}
-            changes = {}
+            # The offering each node type scales to; a type with none (no offering, no node
+            # offering of its own) keeps its VMs' offerings.
+            targets: dict[str, ServiceOffering] = {}
+            for t in ("control", "worker", "etcd"):
+                target = node_offerings.get(t) or offering
+                if target is not None:
+                    targets[t] = target
+            changes: dict[str, list[VM]] = {}
             for vm in self.cluster_vms(cluster):
-                target = targets.get(vm.node_type or "worker")
+                # Every VM of a cluster has its node type (cloud_build gives it one).
+                node_type = vm.node_type or "worker"
+                target = targets.get(node_type)
                 if target is not None and target.id != vm.service_offering_id:
-                    changes.setdefault(vm.node_type, []).append(vm)
+                    changes.setdefault(node_type, []).append(vm)
             if changes and cluster.state == "Running":
                 raise CloudError(530, "Scaling the offering of a Running Kubernetes cluster is not supported on KVM", CS_CLOUD_RUNTIME)
             grow = 0
@@ -234,7 +242,7 @@ class CloudCks(CloudOfferings, CloudBuild):
                     world = self.sim.kube.get(cluster.id)
                     # CKS also needs the API server's /version to answer before it trusts the count.
                     api_up = world is not None and getattr(world, "api_available", lambda: True)()
-                    ready = world.ready_node_count() if api_up else -1
+                    ready = world.ready_node_count() if world is not None and api_up else -1
                     if api_up and self.cloud_opts["scanner_adds_etcd"]:
                         # KubernetesClusterStartWorker.reconcileAlertCluster (4.21+): etcd nodes
                         # are no Kubernetes nodes, so their count is added to kubectl's.

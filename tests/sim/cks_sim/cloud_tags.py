@@ -3,7 +3,7 @@ over the taggable resource types. A mixin over ``cloud_state.CloudState``: metho
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Container, Optional
 
 from .cloud_entities import Job
 from .cloud_errors import CS_CLOUD_RUNTIME, CloudError, param_error
@@ -28,10 +28,12 @@ class CloudTags(CloudJobs, CloudViews):
         return canonical
 
     def _resource_exists(self, resourcetype: str, resource_id: str) -> bool:
-        table = {"UserVm": self.vms, "Volume": self.volumes, "Network": self.networks,
-                 "PublicIpAddress": self.public_ips, "PortForwardingRule": self.pf_rules,
-                 "ServiceOffering": self.service_offerings, "DiskOffering": self.disk_offerings,
-                 "AffinityGroup": self.affinity_groups}.get(resourcetype)
+        tables: dict[str, Container[str]] = {
+            "UserVm": self.vms, "Volume": self.volumes, "Network": self.networks,
+            "PublicIpAddress": self.public_ips, "PortForwardingRule": self.pf_rules,
+            "ServiceOffering": self.service_offerings, "DiskOffering": self.disk_offerings,
+            "AffinityGroup": self.affinity_groups}
+        table = tables.get(resourcetype)
         return table is not None and resource_id in table
 
     def create_tags(self, resource_ids: list[str], resourcetype: str, tags: list[dict[str, str]],

@@ -240,6 +240,8 @@ class Sim:
       ``cloud``   the CloudStack world (``cloud.CloudWorld``)
       ``kube``    dict cluster id -> ``kube.KubeWorld``
       ``etcd``    ``etcd.EtcdManager``
+      ``tls``     ``tls.make_tls``'s paths (None: no TLS)
+      ``kubeconfig_provider``  cluster id -> kubeconfig text (None: no Kubernetes API served)
       ``spec``    the parsed spec dict
     """
 
@@ -257,6 +259,8 @@ class Sim:
         self.cloud: Any = None
         self.kube: dict[str, Any] = {}
         self.etcd: Any = None
+        self.tls: Optional[dict[str, str]] = None
+        self.kubeconfig_provider: Optional[Callable[[str], str]] = None
         #: ``rate_limit.ApiRateLimit``, made with the CloudStack API app.
         self.api_rate_limit: Any = None
 

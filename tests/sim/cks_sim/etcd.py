@@ -349,7 +349,7 @@ class EtcdManager:
 
     def _quorum_read(self, cluster: _Cluster, members: list[_Member], timeout: float = READY_TIMEOUT) -> bool:
         """A linearizable range through the v3 gateway: only a member with a leader and a quorum answers."""
-        body = {"key": base64.b64encode(b"health").decode(), "limit": 1}
+        body: dict[str, Any] = {"key": base64.b64encode(b"health").decode(), "limit": 1}
         for member in members:
             if not member.process_alive():
                 continue
@@ -549,7 +549,7 @@ class EtcdManager:
                     "quorum_lost": c.quorum_lost,
                     "members": [
                         {"name": m.name, "client_url": m.client_url, "up": m.up, "killed": m.killed,
-                         "running": m.process_alive(), "pid": m.proc.pid if m.process_alive() else None,
+                         "running": m.process_alive(), "pid": m.proc.pid if m.proc is not None and m.process_alive() else None,
                          "starts": m.starts, "log": m.log_path}
                         for m in c.members
                     ],

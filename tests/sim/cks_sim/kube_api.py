@@ -91,8 +91,8 @@ class KubeApp:
             drop_connection(environ)
             return Response(b"", status=503)
         if mode is not None:
-            err = ApiError(503, "the server is currently unable to handle the request", "ServiceUnavailable")
-            return self._finish(log, status_response(err))
+            unavailable = ApiError(503, "the server is currently unable to handle the request", "ServiceUnavailable")
+            return self._finish(log, status_response(unavailable))
         user = self._restricted_user(request)
         if user is None and not self._authenticated(request, world):
             return self._finish(log, status_response(ApiError(401, "Unauthorized", "Unauthorized")))
@@ -110,9 +110,9 @@ class KubeApp:
         if fault is not None:
             code = int(fault.get("status", 500))
             retry_after = fault.get("retry_after")
-            err = ApiError(code, fault.get("message") or f"injected error {code}", fault.get("reason"),
-                           details={"retryAfterSeconds": int(retry_after)} if retry_after else None)
-            response = status_response(err)
+            injected = ApiError(code, fault.get("message") or f"injected error {code}", fault.get("reason"),
+                                details={"retryAfterSeconds": int(retry_after)} if retry_after else None)
+            response = status_response(injected)
             if retry_after:
                 # responsewriters.ErrorNegotiated: Details.RetryAfterSeconds > 0 sets Retry-After.
                 response.headers["Retry-After"] = str(int(retry_after))

@@ -48,7 +48,7 @@ class KubeApiPods(KubeConcern):
         if status["phase"] in ("Succeeded", "Failed") or status.get("containerStatuses") and any(
                 "running" in cs["state"] for cs in status["containerStatuses"]):
             return  # ended, or running already: a new boot does not run a one-shot pod again
-        node = self._raw("nodes", "", pod["spec"]["nodeName"])
+        node = self._node_object(pod["spec"]["nodeName"])
         stamp = now_time()
         status.setdefault("startTime", stamp)
         refusal = kube_run.admission_refusal(pod, node)

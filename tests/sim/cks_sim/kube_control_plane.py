@@ -26,7 +26,7 @@ class KubeControlPlane(KubeConcern):
         if self.stacked_etcd:
             components.insert(0, "etcd")
         state = self.nodes[node]
-        node_uid = self._raw("nodes", "", node)["metadata"]["uid"]
+        node_uid = self._node_object(node)["metadata"]["uid"]
         for comp in components:
             name = f"{comp}-{node}"
             if self._raw("pods", "kube-system", name) is not None:

@@ -32,10 +32,11 @@ def time_after(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_microtime(value: Any, field_path: str, kind: str) -> str:
-    """Validate a MicroTime as the API server's decoder does, and return it in canonical UTC form."""
+def parse_microtime(value: Any, field_path: str, kind: str) -> Optional[str]:
+    """Validate a MicroTime as the API server's decoder does, and return it in canonical UTC form
+    (None, an unset field, stays None)."""
     if value is None:
-        return value
+        return None
     if not isinstance(value, str) or not MICROTIME_RE.match(value):
         shown = value if isinstance(value, str) else repr(value)
         raise ApiError(

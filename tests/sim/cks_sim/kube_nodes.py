@@ -49,7 +49,7 @@ class KubeNodes(KubeConcern):
             labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
             taints.append({"key": CONTROL_PLANE_TAINT, "effect": "NoSchedule"})
         created = now_time()
-        node = {
+        node: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": self._new_meta(
@@ -194,11 +194,11 @@ class KubeNodes(KubeConcern):
     def set_boot_id(self, name: str, boot_id: str) -> None:
         """The boot ID the kubelet reports until the node's next boot (then a new one, as always)."""
         self.nodes[name].boot_id = boot_id
-        self._raw("nodes", "", name)["status"]["nodeInfo"]["bootID"] = boot_id
+        self._node_object(name)["status"]["nodeInfo"]["bootID"] = boot_id
         self._touch_node(name)
 
     def _touch_node(self, name: str) -> dict[str, Any]:
-        node = self._raw("nodes", "", name)
+        node = self._node_object(name)
         self._reconcile_taints(node)
         self.nodes[name].ready = self._ready_of(node)
         self._store("nodes", node)
@@ -225,7 +225,7 @@ class KubeNodes(KubeConcern):
         state.grace_timer = None
         if state.kubelet_posting:
             return
-        node = self._raw("nodes", "", name)
+        node = self._node_object(name)
         self._unknown_conditions(node["status"]["conditions"])
         self._touch_node(name)
         # MarkPodsNotReady: the controller flips the Ready condition of the node's pods.
@@ -249,7 +249,7 @@ class KubeNodes(KubeConcern):
         stale = self.sim.faults.take("stale_ready", node=name, cluster=self.cluster_id)
         if stale is not None:
             # The old kubelet's Ready (and boot ID) is what the API shows until the new one posts.
-            node = self._raw("nodes", "", name)
+            node = self._node_object(name)
             self._kubelet_conditions(node["status"]["conditions"], ready=True)
             self._touch_node(name)
             self.sim.scheduler.cancel(state.grace_timer)
@@ -267,7 +267,7 @@ class KubeNodes(KubeConcern):
         self.sim.scheduler.cancel(state.grace_timer)
         state.grace_timer = None
         never_ready = self.sim.faults.peek("never_ready", node=name, cluster=self.cluster_id) is not None
-        node = self._raw("nodes", "", name)
+        node = self._node_object(name)
         old_boot = node["status"]["nodeInfo"]["bootID"]
         state.boot_id = self.new_uid()
         state.kubelet_posting = True
@@ -314,7 +314,7 @@ class KubeNodes(KubeConcern):
 
     def cordon_out_of_band(self, name: str) -> None:
         """Someone other than an API client of ours (another operator, a tool) cordons the node."""
-        node = self._raw("nodes", "", name)
+        node = self._node_object(name)
         self.nodes[name].foreign_cordon = True
         if not node["spec"].get("unschedulable"):
             node["spec"]["unschedulable"] = True

@@ -29,7 +29,7 @@ class KubePods(KubeConcern):
         return self._pods_on(node)
 
     def _schedulable(self, pod: dict[str, Any], node_name: str) -> bool:
-        node = self._raw("nodes", "", node_name)
+        node = self._node_object(node_name)
         if self.node_ready_status(node_name) != "True":
             return False
         tolerations = pod["spec"].get("tolerations") or []
@@ -70,7 +70,7 @@ class KubePods(KubeConcern):
         return min(candidates, key=score)
 
     def _intolerable_soft_taints(self, node_name: str, tolerations: list[dict[str, Any]]) -> int:
-        node = self._raw("nodes", "", node_name)
+        node = self._node_object(node_name)
         return sum(1 for taint in node["spec"].get("taints") or []
                    if taint.get("effect") == "PreferNoSchedule" and not tolerates(tolerations, taint))
 

@@ -51,7 +51,7 @@ class KubeQueries(KubeConcern):
     def _snapshot(self) -> dict:
         nodes = []
         for name, state in sorted(self.nodes.items()):
-            obj = self._raw("nodes", "", name)
+            obj = self._node_object(name)
             nodes.append({
                 "name": name,
                 "node_type": state.node_type,

@@ -65,7 +65,7 @@ class KubeRecorder(KubeConcern):
         return ref
 
     def _node_ref(self, name: str) -> dict[str, Any]:
-        node = self._raw("nodes", "", name)
+        node = self._node_object(name)
         return {"kind": "Node", "name": name, "uid": node["metadata"]["uid"], "apiVersion": "v1"}
 
     @staticmethod

@@ -100,6 +100,11 @@ class KubeStore(KubeState):
     def _raw(self, plural: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
         return self._objects[plural].get((namespace if RESOURCES[plural].namespaced else "", name))
 
+    def _node_object(self, name: str) -> dict[str, Any]:
+        """The stored Node of one of ``nodes``: each has one from its start (``_add_node``) on, as
+        the API neither creates nor deletes Nodes."""
+        return self._objects["nodes"][("", name)]
+
     def _new_meta(self, name: str, namespace: Optional[str] = None, **extra: Any) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": name}
         if namespace is not None:

@@ -6,6 +6,7 @@ A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.Kube
 
 from __future__ import annotations
 
+import builtins
 import copy
 import re
 from typing import Any, Optional
@@ -28,7 +29,11 @@ from .kube_resources import (
 
 
 class KubeVerbs(KubeConcern):
-    """What kube_api.py calls for each request on a resource."""
+    """What kube_api.py calls for each request on a resource.
+
+    Below ``list`` (the verb), ``list`` in the class body names the method: annotations there
+    spell the type ``builtins.list``.
+    """
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         self._before_read(plural, namespace, name)
@@ -41,7 +46,7 @@ class KubeVerbs(KubeConcern):
         """Copies of the objects of a resource (one namespace or all), sorted by namespace and name."""
         return [copy.deepcopy(obj) for obj in self.select(plural, namespace)]
 
-    def select(self, plural: str, namespace: Optional[str]) -> list[dict[str, Any]]:
+    def select(self, plural: str, namespace: Optional[str]) -> builtins.list[dict[str, Any]]:
         """The stored objects themselves, sorted; for readers that serialise them under sim.lock."""
         self._before_read(plural, namespace)
         items = self._objects[plural]
@@ -101,7 +106,7 @@ class KubeVerbs(KubeConcern):
                         "data", key, "a valid config key must consist of alphanumeric characters, '-', '_' or '.'")])
 
     @staticmethod
-    def _invalid(res: Resource, name: str, causes: list[tuple[str, Any, str]]) -> ApiError:
+    def _invalid(res: Resource, name: str, causes: builtins.list[tuple[str, Any, str]]) -> ApiError:
         text = "; ".join(f"{f}: Invalid value: {v!r}: {m}" for f, v, m in causes)
         return ApiError(422, f'{res.kind} "{name}" is invalid: {text}', "Invalid", _details(
             res, name, causes=[{"reason": "FieldValueInvalid", "message": f"Invalid value: {v!r}: {m}",

@@ -158,6 +158,7 @@ def access_review(user: Optional[User], body: Any) -> dict[str, Any]:
                                  namespace, resource.get("name") or None)
         status = {"allowed": True, "reason": _binding_reason(user, namespace, matched)} if matched else {"allowed": False}
     else:
+        assert non_resource is not None  # exactly one of the two is given (checked above)
         allowed = allows_path(user, str(non_resource.get("verb", "")), str(non_resource.get("path", "")))
         status = {"allowed": True, "reason": _binding_reason(user, None, {})} if allowed else {"allowed": False}
     return {"kind": "SelfSubjectAccessReview", "apiVersion": f"{_RULES_REVIEW_GROUP}/v1",

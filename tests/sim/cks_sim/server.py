@@ -271,9 +271,8 @@ class SimServer:
             self.build()
             self._serve("cloudstack", StatusLines(CloudStackApp(self.sim), jetty_status_line))
             self._serve("admin", AdminApp(self))
-            kube_api = _optional("kube_api")
-            if kube_api is not None and self.tls is not None:
-                tls_mod = _optional("tls")
+            kube_api, tls_mod = _optional("kube_api"), _optional("tls")
+            if kube_api is not None and tls_mod is not None and self.tls is not None:
                 for index, cluster_id in enumerate(self.sim.kube):
                     port = self.ports["kube"] + index if self.ports["kube"] else 0
                     endpoint = KubeEndpoint(self, cluster_id, port,
@@ -324,6 +323,7 @@ class SimServer:
 
     def kubeconfig_text(self, cluster_id: str) -> str:
         kube_api = _optional("kube_api")
+        assert kube_api is not None, "start() serves kubeconfigs only with kube_api"
         url = self.kube_endpoints[cluster_id].url
         return yaml.safe_dump(kube_api.kubeconfig(self.sim, cluster_id, url), sort_keys=False)
 
@@ -393,7 +393,11 @@ class SimServer:
 
     def request_stop(self) -> None:
         """Stop from inside a request handler (POST /shutdown) without deadlocking its server."""
-        threading.Thread(target=lambda: (time.sleep(0.05), self.stop()), name="cks-sim-shutdown", daemon=True).start()
+        def stop_soon() -> None:
+            time.sleep(0.05)
+            self.stop()
+
+        threading.Thread(target=stop_soon, name="cks-sim-shutdown", daemon=True).start()
 
 
 def build_and_start(spec: dict[str, Any], state_dir: str, **kwargs: Any) -> SimServer:

@@ -250,7 +250,7 @@ def _limits(raw: Any, where: str) -> dict[str, int]:
 
 def _owners(spec: dict[str, Any], out: dict[str, Any]) -> None:
     """domains, accounts (besides ``account``) and projects: who owns VMs, groups and clusters."""
-    domains = [{"name": "ROOT", "parent": None, "limits": {}}]
+    domains: list[dict[str, Any]] = [{"name": "ROOT", "parent": None, "limits": {}}]
     for i, entry in enumerate(_list(spec.get("domains"), "domains")):
         where = f"domains[{i}]"
         entry = _mapping(entry, where)
@@ -263,15 +263,15 @@ def _owners(spec: dict[str, Any], out: dict[str, Any]) -> None:
         domains.append({"name": _str(entry.get("name"), f"{where}.name"), "parent": str(entry.get("parent", "ROOT")),
                         "limits": _limits(entry.get("limits"), f"{where}.limits")})
     _unique([d["name"] for d in domains], "domains")
-    known = set()
-    for i, domain in enumerate(domains[1:]):
-        if domain["parent"] not in known | {"ROOT"}:
-            raise SpecError(f"domains[{i}].parent: no domain named {domain['parent']!r} listed before it")
-        known.add(domain["name"])
+    known: set[str] = set()
+    for i, child in enumerate(domains[1:]):
+        if child["parent"] not in known | {"ROOT"}:
+            raise SpecError(f"domains[{i}].parent: no domain named {child['parent']!r} listed before it")
+        known.add(child["name"])
     names = {d["name"] for d in domains}
     if out["account"]["domain"] not in names:
         raise SpecError(f"account.domain: no domain named {out['account']['domain']!r}; add it to domains")
-    accounts = []
+    accounts: list[dict[str, Any]] = []
     for i, entry in enumerate(_list(spec.get("accounts"), "accounts")):
         where = f"accounts[{i}]"
         entry = _mapping(entry, where)
@@ -292,7 +292,7 @@ def _owners(spec: dict[str, Any], out: dict[str, Any]) -> None:
     _unique([out["account"]["name"]] + [a["name"] for a in accounts], "accounts")
     _unique([k for k in [out["account"]["apikey"]] + [a["apikey"] for a in accounts] if k], "accounts (apikey)")
     account_names = {out["account"]["name"]} | {a["name"] for a in accounts}
-    projects = []
+    projects: list[dict[str, Any]] = []
     for i, entry in enumerate(_list(spec.get("projects"), "projects")):
         where = f"projects[{i}]"
         entry = _mapping(entry, where)
@@ -367,7 +367,7 @@ def _ratio(value: Any, where: str) -> float:
 
 def _host_clusters(raw: Any, zones: list[str]) -> list[dict[str, Any]]:
     """Host clusters (CloudStack clusters of hypervisor hosts) with their overcommit ratios."""
-    out = []
+    out: list[dict[str, Any]] = []
     for i, entry in enumerate(_list(raw, "host_clusters")):
         where = f"host_clusters[{i}]"
         entry = _mapping(entry, where)
@@ -448,7 +448,7 @@ def _storage_type(value: Any, where: str) -> str:
 
 def _storage_pools(raw: Any) -> list[dict[str, Any]]:
     """Primary storage pools; scope shared (zone/cluster wide) or local (on the host)."""
-    pools = []
+    pools: list[dict[str, Any]] = []
     for i, entry in enumerate(_list(raw, "storage_pools")):
         where = f"storage_pools[{i}]"
         entry = _mapping(entry, where)
@@ -463,7 +463,7 @@ def _storage_pools(raw: Any) -> list[dict[str, Any]]:
 
 
 def _disk_offerings(raw: Any) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for i, entry in enumerate(_list(raw, "disk_offerings")):
         where = f"disk_offerings[{i}]"
         entry = _mapping(entry, where)
@@ -487,7 +487,7 @@ def _disk_offerings(raw: Any) -> list[dict[str, Any]]:
 
 def _service_offerings(raw: Any, disk_offerings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     disk_names = {d["name"] for d in disk_offerings}
-    out = []
+    out: list[dict[str, Any]] = []
     for i, entry in enumerate(_list(raw, "service_offerings")):
         where = f"service_offerings[{i}]"
         entry = _mapping(entry, where)

@@ -15,12 +15,15 @@ import datetime
 import ipaddress
 import os
 import ssl
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union, cast
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPublicKeyTypes
 
 _VALIDITY = datetime.timedelta(days=3650)
 _BACKDATE = datetime.timedelta(hours=1)  # tolerate small clock skew between processes
@@ -145,7 +148,10 @@ def issue_cert(
             critical=True,
         )
         .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()), critical=False
+            # A certificate's key may be one only for key agreement (X25519, X448); the CA's, which
+            # signs, is not (_make_ca's P-256 key).
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                cast("CertificateIssuerPublicKeyTypes", ca_cert.public_key())), critical=False
         )
     )
     if usages:
