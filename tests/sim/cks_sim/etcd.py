@@ -102,12 +102,16 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def _free_ports(count: int) -> list[int]:
-    """Free ports below the kernel's ephemeral range, all held open together so none repeats.
+def _reserve_ports(count: int) -> list[socket.socket]:
+    """Sockets bound to free ports below the kernel's ephemeral range, held for the members' life.
 
-    A member keeps its ports across a stop and start (its peer URL is in the membership). Ports
-    from the ephemeral range could meanwhile be taken by any outgoing connection on this host, or
-    by a server binding port 0; below it, only another sim picking at random could collide.
+    A member keeps its ports across a stop and start (its peer URL is in the membership), where a
+    real member keeps them because its VM has an address of its own. Ports from the ephemeral range
+    could meanwhile be taken by any outgoing connection on this host, or by a server binding port 0;
+    below it, another sim picking at random could take one while the member is down. So each port
+    is bound without SO_REUSEADDR (taken by no one else now) and then kept bound with it: another
+    sim's plain bind is refused for as long as this one lives, while etcd, which listens with
+    SO_REUSEADDR as every Go server does, can bind it beside the unlistening reservation.
     """
     low, _high = _ephemeral_range()
     first, last = (20000, low - 1) if low > 21000 else (low, 65535)
@@ -120,11 +124,18 @@ def _free_ports(count: int) -> list[int]:
             except OSError:
                 sock.close()
                 continue
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             socks.append(sock)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+    except BaseException:
+        _release(socks)
+        raise
+    return socks
+
+
+def _release(reserved: list[socket.socket]) -> None:
+    for sock in reserved:
+        sock.close()
+    reserved.clear()
 
 
 def _listen_host(address: Optional[str]) -> str:
@@ -170,6 +181,7 @@ class _Cluster:
     token: str
     pki: dict[str, str] = field(default_factory=dict)  # ca_cert, client_cert, client_key (stacked)
     quorum_lost: bool = False
+    reserved: list[socket.socket] = field(default_factory=list)  # its members' ports (_reserve_ports)
 
     @property
     def quorum(self) -> int:
@@ -214,8 +226,8 @@ class EtcdManager:
             if clash or len(set(names)) != len(names):
                 raise ValueError(f"etcd member names must be unique: {', '.join(clash or names)}")
         last_error = ""
-        # A port taken between choosing it and etcd binding it makes a member exit at once;
-        # start over with new ports rather than fail the whole sim.
+        # A member that exits at once (a port busy where the reservation cannot keep others out,
+        # such as a connection's) fails the start: start over with new ports rather than fail the sim.
         for _attempt in range(3):
             cluster = self._build_cluster(cluster_id, members, mode, member_names or {}, addresses or {})
             for member in cluster.members:
@@ -231,6 +243,7 @@ class EtcdManager:
             for member in cluster.members:
                 self._terminate(member)
                 member.executor.shutdown(wait=False)
+            _release(cluster.reserved)
             shutil.rmtree(os.path.join(self.state_dir, cluster_id), ignore_errors=True)
         raise RuntimeError(f"etcd of cluster {cluster_id} did not become healthy: {last_error}")
 
@@ -240,9 +253,11 @@ class EtcdManager:
         shutil.rmtree(base, ignore_errors=True)
         os.makedirs(base)
         per_member = 3 if mode == "stacked" else 2
-        ports = _free_ports(per_member * len(vm_names))
+        reserved = _reserve_ports(per_member * len(vm_names))
+        ports = [sock.getsockname()[1] for sock in reserved]
         scheme = "https" if mode == "stacked" else "http"
-        cluster = _Cluster(cluster_id=cluster_id, mode=mode, members=[], token=f"cks-sim-{cluster_id}")
+        cluster = _Cluster(cluster_id=cluster_id, mode=mode, members=[], token=f"cks-sim-{cluster_id}",
+                           reserved=reserved)
         if mode == "stacked":
             ca = _make_ca(os.path.join(base, "pki"), f"etcd-ca-{cluster_id}")
             client_cert, client_key = issue_cert(ca, "healthcheck-client", [], client=True, server=False,
@@ -575,3 +590,7 @@ class EtcdManager:
                 pass
         for proc in procs:
             proc.wait()
+        with self._lock:
+            clusters = list(self._clusters.values())
+        for cluster in clusters:
+            _release(cluster.reserved)

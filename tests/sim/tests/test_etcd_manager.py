@@ -240,7 +240,9 @@ def test_restart_waits_out_a_busy_port(manager: EtcdManager) -> None:
     manager.vm_powered_off("K-Control-aa01")
     manager.wait_settled()
     port = int(manager.endpoints("c1")["members"][0]["client_url"].rsplit(":", 1)[1])
+    # A listener with SO_REUSEADDR (as a Go server binds) gets past the unlistening reservation.
     squatter = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     squatter.bind(("127.0.0.1", port))
     squatter.listen()
     try:
@@ -259,3 +261,22 @@ def test_restart_waits_out_a_busy_port(manager: EtcdManager) -> None:
     assert snap["running"] and snap["starts"] >= 3  # the first start, a failed restart, a good one
     ep = manager.endpoints("c1")
     wait_until(lambda: healthy(ep, ep["members"][0]["client_url"]), interval=ETCD_POLL)
+
+
+def test_a_stopped_members_ports_stay_its_own(manager: EtcdManager) -> None:
+    """Another sim choosing ports (a plain bind, as _reserve_ports makes) cannot take a port of a member
+    whose VM is stopped: the member starts again on it, as a real member on its VM's own address does."""
+    manager.add_cluster("c1", STACKED, "stacked")
+    manager.vm_powered_off("K-Control-aa01")
+    manager.wait_settled()
+    url = manager.endpoints("c1")["members"][0]["client_url"]
+    other = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        with pytest.raises(OSError):
+            other.bind(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+    finally:
+        other.close()
+    manager.vm_powered_on("K-Control-aa01")
+    manager.wait_settled()
+    ep = manager.endpoints("c1")
+    wait_until(lambda: healthy(ep, url), interval=ETCD_POLL)
