@@ -201,15 +201,6 @@ def names(sim: ClusterSim, node_type: str) -> list[str]:
     return [name for name, vm in vms(sim).items() if vm["node_type"] == node_type]
 
 
-def timeline(sim: ClusterSim, since: float = 0.0) -> list[dict[str, Any]]:
-    """The sim's timeline from ``since`` on (sim time, inclusive)."""
-    return [item for item in sim.timeline() if item.get("t", 0) >= since]
-
-
-def invariants(sim: ClusterSim) -> list[dict[str, Any]]:
-    return sim.invariants()
-
-
 def sim_time(sim: ClusterSim) -> float:
     """The simulator's clock (the timestamps of its journals)."""
     return float(sim.state()["time"])
@@ -360,5 +351,5 @@ def running_rollout_sim(spec: str, max_unavailable: Optional[dict[str, int]] = N
 
 
 def assert_no_invariant_broken(sim: ClusterSim) -> None:
-    broken = invariants(sim)
+    broken = sim.invariants()
     assert broken == [], f"the simulator saw invariants broken: {broken}"

@@ -182,7 +182,7 @@ def test_settings_with_module_defaults_then_rollout_through_ansible_runner(tmp_p
         assert "getKubernetesClusterConfig" not in {c.get("command") for c in sim.calls(since)}
 
         # What happened, from the simulator.
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
         assert rh.restarted(items) == workers
         assert {rh.vms(sim)[w]["offering"] for w in workers} == {"cks-large"}
         rh.assert_no_invariant_broken(sim)

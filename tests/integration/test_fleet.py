@@ -84,7 +84,7 @@ def test_fleet_of_six_three_at_a_time_one_blocked_then_a_rerun_converges(fleet_s
     assert outcomes[blocked]["outcome"] == "failed", outcomes[blocked]
     assert outcomes[blocked]["last_error"], outcomes[blocked]
     assert outcomes[blocked]["nodes_restarted"] == []
-    items = rh.timeline(sim, since)
+    items = sim.timeline(since)
     stops = stops_per_node(items)
     for name in names:
         if name == blocked:
@@ -113,7 +113,7 @@ def test_fleet_of_six_three_at_a_time_one_blocked_then_a_rerun_converges(fleet_s
     outcomes = {entry["cluster"]: entry for entry in report["clusters"]}
     assert outcomes[blocked]["outcome"] == "rolled", outcomes[blocked]
     assert {outcomes[name]["outcome"] for name in names if name != blocked} == {"up_to_date"}
-    stops = stops_per_node(rh.timeline(sim, since))
+    stops = stops_per_node(sim.timeline(since))
     assert set(stops) == set(before[blocked]) and set(stops.values()) == {1}, stops
     assert {vm["offering"] for vm in workers(sim, blocked).values()} == {NEW_OFFERING}
     rh.assert_no_invariant_broken(sim)
@@ -185,7 +185,7 @@ def test_three_slices_at_once_roll_each_cluster_once_and_an_overlap_is_kept_apar
     reports = [json.loads((tmp_path / f"report-{n}.json").read_text(encoding="utf-8")) for n in range(3)]
     outcomes = {e["cluster"]: e for report in reports for e in report["clusters"]}
     assert set(outcomes) == set(names)
-    stops = stops_per_node(rh.timeline(sim, since))
+    stops = stops_per_node(sim.timeline(since))
     for name in names:
         assert {vm["offering"] for vm in workers(sim, name).values()} == {offering}, name
         assert outcomes[name]["outcome"] == "rolled", outcomes[name]

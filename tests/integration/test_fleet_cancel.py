@@ -114,7 +114,7 @@ def test_fleet_check_mode_changes_nothing_and_reports_each_clusters_plan(fleet_s
             assert kube.get_configmap(*rh.RECORD) is None, name
         assert annotated(sim, name) == [] and unschedulable(sim, name) == []
         assert workers(sim, name) == before[name]
-    assert stops_per_node(rh.timeline(sim, since)) == {}
+    assert stops_per_node(sim.timeline(since)) == {}
     rh.assert_no_invariant_broken(sim)
 
 
@@ -125,7 +125,7 @@ def cancel_vars(tmp_path: Path, report_path: Path) -> dict[str, Any]:
 
 
 def wait_for_a_node_in_flight(sim: ClusterSim, since: float) -> None:
-    wait_until(lambda: stops_per_node(rh.timeline(sim, since)), timeout=600, what="the fleet stops a first node", interval=rh.ADMIN_POLL)
+    wait_until(lambda: stops_per_node(sim.timeline(since)), timeout=600, what="the fleet stops a first node", interval=rh.ADMIN_POLL)
 
 
 def assert_cancelled_cleanly(sim: ClusterSim, mark: str, report_path: Path, before: dict[str, dict[str, Any]], since: float) -> None:
@@ -150,7 +150,7 @@ def assert_cancelled_cleanly(sim: ClusterSim, mark: str, report_path: Path, befo
         if entry["outcome"] == "cancelled":
             assert "the fleet's job was cancelled" in entry["last_error"], entry
             assert "was stopped" not in entry["last_error"], entry  # it ended within the bound by itself
-    stops = stops_per_node(rh.timeline(sim, since))
+    stops = stops_per_node(sim.timeline(since))
     assert all(count == 1 for count in stops.values()), stops
     assert set(stops) < {vm for vms in before.values() for vm in vms}, stops  # not every node: the cancel stopped some
     rh.assert_no_invariant_broken(sim)
@@ -163,7 +163,7 @@ def assert_a_rerun_converges(sim: ClusterSim, inv: Path, tmp_path: Path, before:
     proc = subprocess.run(fleet_command(inv, vars_path), env=rh.playbook_env(sim, str(tmp_path)), cwd=str(tmp_path),
                           capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    stops = stops_per_node(rh.timeline(sim, since))
+    stops = stops_per_node(sim.timeline(since))
     for name in NAMES:
         assert {vm["offering"] for vm in workers(sim, name).values()} == {NEW_OFFERING}, name
         assert all(stops.get(vm) == 1 for vm in before[name]), (name, stops)  # the cancelled ones were not restarted twice

@@ -32,7 +32,7 @@ def _refused(sim: ClusterSim, variables: dict[str, Any]) -> rh.PlaybookRun:
     assert rh.mutating_calls(sim, since) == [], run.explain()
     assert sim.world() == before
     assert rh.ClusterRecord(sim).lease() == holder_before
-    assert rh.events(rh.timeline(sim, since), "stop_requested") == []
+    assert rh.events(sim.timeline(since), "stop_requested") == []
     rh.assert_no_invariant_broken(sim)
     return run
 
@@ -98,7 +98,7 @@ def test_settings_only_store_and_restart_nothing(sim: ClusterSim) -> None:
     cloud_writes = [c for c in rh.mutating_calls(sim, since) if c["api"] == "cloudstack"]
     assert cloud_writes == []
     assert all(rh.vms(sim)[w]["offering"] == "cks-medium" for w in workers)
-    assert rh.events(rh.timeline(sim, since), "stop_requested") == []
+    assert rh.events(sim.timeline(since), "stop_requested") == []
     status = rh.run_playbook(sim, "status.yml", {"rollout_cluster": sim.env["cluster_name"]})
     assert status.rc == 0 and "worker 3" in status.stdout, status.explain()
 
@@ -133,7 +133,7 @@ def test_failed_store_gives_the_lock_back_and_keeps_the_error(sim: ClusterSim) -
     finally:
         sim.admin("DELETE", "/faults")
     assert run.rc != 0, run.explain()
-    assert rh.events(rh.timeline(sim, since), "stop_requested") == []
+    assert rh.events(sim.timeline(since), "stop_requested") == []
     lease = record.lease()
     assert not lease.get("holderIdentity"), lease
     error = record.data().get("lastError", "")

@@ -28,7 +28,7 @@ def test_a_small_rollout_stays_within_the_cloudstack_call_budget() -> None:
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=3))
         assert run.rc == 0, run.explain()
         calls = Counter(c["command"] for c in sim.calls(since) if c.get("api") == "cloudstack")
-        rolled = len(rh.restarted(rh.timeline(sim, since)))
+        rolled = len(rh.restarted(sim.timeline(since)))
         assert rolled == len(workers) == 6
 
         total = sum(calls.values())

@@ -24,7 +24,7 @@ def test_canary_alone_then_batches_of_the_clamped_size() -> None:
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2, rollout_canary=True))
         assert run.rc == 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         # The first worker in plan order alone, then min(2, 6 - 1) = 2 at a time, in name order.
         assert rh.batches_seen(items, workers) == [workers[0:1], workers[1:3], workers[3:5], workers[5:6]]
@@ -50,7 +50,7 @@ def test_a_failed_canary_stops_the_rollout_with_no_other_worker_touched() -> Non
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2, rollout_canary=True))
         assert run.rc != 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         assert rh.restarted(items) == [canary]
         for worker in workers[1:]:

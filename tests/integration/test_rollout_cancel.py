@@ -21,13 +21,13 @@ def test_cancel_between_batches() -> None:
         since = time.time()
         rollout = rh.PlaybookProcess(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_run_id="run-to-cancel"))
-        wait_until(lambda: rh.events(rh.timeline(sim, since), "cordoned"), 300, "batch 1 to start", interval=rh.ADMIN_POLL)
+        wait_until(lambda: rh.events(sim.timeline(since), "cordoned"), 300, "batch 1 to start", interval=rh.ADMIN_POLL)
         cancel = rh.run_playbook(sim, "cancel.yml", {"rollout_cluster": sim.env["cluster_name"]})
         assert cancel.rc == 0, cancel.explain()
         assert rh.ClusterRecord(sim).data()["cancel"] == "true"
         run = rollout.wait()
         assert run.rc == 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         # Batch 1 finished, no batch started after the cancel.
         assert rh.restarted(items) == workers[:1]
@@ -62,8 +62,8 @@ def test_cancel_while_the_settings_are_stored_stops_before_the_first_batch() -> 
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_run_id="run-r"))
         assert run.rc == 0, run.explain()
-        assert rh.events(rh.timeline(sim, since), "stop_requested") == []
-        assert rh.events(rh.timeline(sim, since), "cordoned") == []
+        assert rh.events(sim.timeline(since), "stop_requested") == []
+        assert rh.events(sim.timeline(since), "cordoned") == []
         record = rh.ClusterRecord(sim)
         assert record.holder() is None
         assert "cancel" in record.data()["lastError"]

@@ -33,7 +33,7 @@ def test_killed_controller_then_rerun_after_the_lease_expired_converges() -> Non
         sim.action(action="set_config", timings={"boot_to_ready": 3000})
         since = time.time()
         doomed = rh.PlaybookProcess(sim, "rollout.yml", dict(variables, rollout_run_id="run-killed"))
-        wait_until(lambda: rh.events(rh.timeline(sim, since), "stop_requested"), 300, "a node to go down", interval=rh.ADMIN_POLL)
+        wait_until(lambda: rh.events(sim.timeline(since), "stop_requested"), 300, "a node to go down", interval=rh.ADMIN_POLL)
         doomed.kill()
         killed = doomed.wait()
         assert killed.rc == -9
@@ -44,7 +44,7 @@ def test_killed_controller_then_rerun_after_the_lease_expired_converges() -> Non
         assert lease["holderIdentity"] == "run-killed"
         time.sleep(LOCK_SECONDS + 1)
         assert record.lease()["renewTime"] == lease["renewTime"]
-        victim = rh.restarted(rh.timeline(sim, since))[0]
+        victim = rh.restarted(sim.timeline(since))[0]
         node = rh.kube_nodes(sim)[victim]
         assert node["unschedulable"] and rh.ANNOTATION in node["annotations"]
 

@@ -54,7 +54,7 @@ def test_check_prints_the_plan_and_drain_blockers_and_changes_nothing() -> None:
         record = rh.ClusterRecord(sim)
         assert record.data() == {} and record.lease() == {}
         assert run.report is None
-        assert rh.timeline(sim, since) == []
+        assert sim.timeline(since) == []
         # The drain check's reads are bounded: the pods and the budgets listed once each.
         listed = [c["resource"] for c in kubernetes if c["verb"] == "list"]
         assert listed.count("pods") == 1 and listed.count("poddisruptionbudgets") == 1

@@ -24,7 +24,7 @@ def test_gen1_cluster_rolls_its_workers_four_at_a_time() -> None:
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=10))
         assert run.rc == 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         # Only the workers went down, 4 at once at most, and all of them once.
         assert sorted(rh.restarted(items)) == sorted(workers)

@@ -74,7 +74,7 @@ def test_each_restarted_node_runs_its_hooks_between_cordon_and_drain_and_between
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2,
             rollout_hook_before_drain=before, rollout_hook_after_verify=after))
         assert run.rc == 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
         lines = read_log(log)
 
         restarted = rh.restarted(items)
@@ -137,7 +137,7 @@ def test_a_failing_before_drain_hook_fails_its_batch_before_any_stop_and_the_rer
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", dict(variables, rollout_hook_before_drain=before))
         assert run.rc != 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         # Both nodes of the first batch ran the hook; nothing of it was drained or stopped.
         assert sorted(line["name"] for line in read_log(log)) == workers[:2]
@@ -181,7 +181,7 @@ def test_a_failing_after_verify_hook_stops_the_rollout_after_its_batch_with_the_
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2,
             rollout_hook_after_verify=after))
         assert run.rc != 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         # The first batch restarted, both its nodes ran the hook (the other one's too: it is back).
         assert sorted(rh.restarted(items)) == workers[:2]
@@ -238,7 +238,7 @@ def test_a_hook_that_loses_its_node_to_an_unreachable_host_fails_the_batch(tmp_p
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2,
             rollout_hook_before_drain=before))
         assert run.rc != 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         assert rh.restarted(items) == [] and rh.events(items, "eviction") == []
         for node in workers[:2]:

@@ -23,7 +23,7 @@ def test_each_reason_from_alert_keeps_the_dedication_group() -> None:
             sim, rollout_node_offerings={"worker": "cks-medium"}, rollout_node_root_disk_sizes={"worker": 20},
             rollout_node_affinity_groups={"worker": ["workers-spread"]}))
         assert run.rc == 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         # Only the three nodes that differ were restarted, each with only its own change.
         assert sorted(rh.restarted(items)) == sorted([w0, w1, w2])
@@ -62,7 +62,7 @@ def test_external_etcd_then_control_one_at_a_time_then_workers() -> None:
             sim, rollout_node_offerings={"etcd": "cks-large", "control": "cks-large", "worker": "cks-large"},
             rollout_max_unavailable=2))
         assert run.rc == 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         etcd_down, control_down, worker_down = (_intervals(items, n) for n in (etcd, control, workers))
         # One at a time within etcd and control: each interval ends before the next starts.
@@ -91,7 +91,7 @@ def test_two_etcd_nodes_refused_but_noop_settings_accepted() -> None:
         # The same offering the etcd nodes have already: nothing to restart, accepted.
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(sim, rollout_node_offerings={"etcd": "cks-medium"}))
         assert run.rc == 0, run.explain()
-        assert rh.events(rh.timeline(sim, since), "stop_requested") == []
+        assert rh.events(sim.timeline(since), "stop_requested") == []
         assert rh.ClusterRecord(sim).settings()["etcd"]["offering_id"]
         assert rh.ClusterRecord(sim).holder() is None
         rh.assert_no_invariant_broken(sim)
@@ -110,7 +110,7 @@ def test_etcd_and_control_both_skipped_while_the_workers_roll() -> None:
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(sim))
         assert run.rc == 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
         assert sorted(rh.restarted(items)) == workers
         for node in control + etcd:
             assert rh.events(items, "stop_requested", node) == []

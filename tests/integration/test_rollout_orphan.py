@@ -33,7 +33,7 @@ CONTROLLER = "cloudstack.apache.org/rollout-controller"
 
 
 def node_down(sim: ClusterSim, since: float) -> Callable[[], Any]:
-    return lambda: rh.events(rh.timeline(sim, since), "stop_requested")
+    return lambda: rh.events(sim.timeline(since), "stop_requested")
 
 
 def assert_put_back(sim: ClusterSim) -> None:
@@ -50,7 +50,7 @@ def released_by_orphan(sim: ClusterSim, record: rh.ClusterRecord, victim: str, s
     except Exception as exc:  # what was left, to explain the failure
         raise AssertionError(f"{exc}: record {record.data()}, lease {record.lease_object()}, "
                              f"nodes {rh.kube_nodes(sim)}, vms {rh.vms(sim)}") from exc
-    items = rh.timeline(sim, since)
+    items = sim.timeline(since)
     # Its batch reached its safe point first: the node it had stopped was started again.
     assert rh.events(items, "started", victim), items
     assert_put_back(sim)

@@ -23,7 +23,7 @@ def test_pause_between_batches_but_not_after_the_last() -> None:
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=3,
             rollout_pause_seconds=PAUSE))
         assert run.rc == 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
         first, second = workers[:3], workers[3:]
         assert sorted(rh.restarted(items)) == workers
 

@@ -85,14 +85,14 @@ def test_a_killed_run_leaves_the_taint_and_the_next_release_takes_it_off() -> No
         sim.action(action="set_config", timings={"boot_to_ready": 3000})
         since = time.time()
         doomed = rh.PlaybookProcess(sim, "rollout.yml", dict(variables, rollout_run_id="run-killed"))
-        wait_until(lambda: rh.events(rh.timeline(sim, since), "stop_requested"), 300, "a node to go down", interval=rh.ADMIN_POLL)
+        wait_until(lambda: rh.events(sim.timeline(since), "stop_requested"), 300, "a node to go down", interval=rh.ADMIN_POLL)
         doomed.kill()
         assert doomed.wait().rc == -9
         sim.action(action="set_config", timings={"boot_to_ready": 30})
 
         # The nodes still waiting their turn keep the taint the killed run put on.
         nodes = rh.kube_nodes(sim)
-        victim = rh.restarted(rh.timeline(sim, since))[0]
+        victim = rh.restarted(sim.timeline(since))[0]
         waiting = [n for n in rolling if n != victim]
         assert all(PENDING in nodes[n]["taints"] for n in waiting), {n: nodes[n]["taints"] for n in rolling}
 

@@ -31,7 +31,7 @@ def test_failure_with_unrollable_control_then_rerun_resumes() -> None:
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2,
             rollout_select="[?node_type=='worker'] | [1:3]", rollout_put_back_on_refusal=False))
         assert first.rc != 0, first.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
         assert sorted(rh.restarted(items)) == sorted([w1, w2])
         vms = rh.vms(sim)
         assert vms[w1]["state"] == vms[w2]["state"] == "Stopped"
@@ -54,7 +54,7 @@ def test_failure_with_unrollable_control_then_rerun_resumes() -> None:
         since = time.time()
         second = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(sim, rollout_max_unavailable=1))
         assert second.rc == 0, second.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
         # Worker 1 is uncordoned, not restarted.
         assert rh.events(items, "stop_requested", w1) == [] and rh.events(items, "start_requested", w1) == []
         # Worker 2 (stopped) goes first: started before any other worker is stopped.

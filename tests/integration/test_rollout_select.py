@@ -30,7 +30,7 @@ def test_select_one_pool_keeps_order_clamp_and_quorum_and_reports_the_rest() -> 
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2, rollout_select=POOL))
         assert run.rc == 0, run.explain()
-        items = rh.timeline(sim, since)
+        items = sim.timeline(since)
 
         # Only the pool, in name order, 2 at a time (the clamp counts every worker: min(2, 6 - 1)).
         assert sorted(rh.restarted(items)) == pool

@@ -31,11 +31,6 @@ def read_lock(sim: ClusterSim, cluster: str) -> Any:
         kube.close()
 
 
-def invariants(sim: Any) -> list[dict[str, Any]]:
-    answer = sim.admin("GET", "/invariants")
-    return answer.get("violations", []) if isinstance(answer, dict) else answer
-
-
 @pytest.fixture
 def settings_sim() -> Iterator[ClusterSim]:
     with running_sim("settings.yml") as handle:
@@ -67,7 +62,7 @@ def test_settings_stored_with_rollout_false_are_judged_when_a_rollout_starts(
     assert "stored earlier, not given in this call" in result["msg"], result["msg"]
     assert sim.world() == before
     assert read_lock(sim, cluster) is None
-    assert invariants(sim) == []
+    assert sim.invariants() == []
 
 
 def test_the_rollout_playbook_refuses_a_stored_clash_before_any_node_goes_down(rollout_sim: Any) -> None:
@@ -222,7 +217,7 @@ def test_a_rollout_refused_by_the_lock_names_the_cancel_playbook(settings_sim: C
     assert result["failed"] is True
     assert "run-other" in result["msg"] and "cloudstack.cks.cancel" in result["msg"], result["msg"]
     assert sim.world() == before
-    assert invariants(sim) == []
+    assert sim.invariants() == []
 
 
 # -- 5. control nodes with external etcd get the seed's checks -------------------------------------
