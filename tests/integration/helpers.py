@@ -137,21 +137,29 @@ def run_module(module_name: str, args: dict[str, Any], env: Optional[dict[str, s
 
 # --- cks-sim ----------------------------------------------------------------------------------
 
+def etcd_options(env: dict[str, Any]) -> dict[str, Any]:
+    """The modules' etcd options for a sim's first cluster (its env.json): its members' endpoints when
+    it has some, and the client certificate of a stacked control plane's etcd."""
+    etcd = env.get("etcd") or {}
+    options: dict[str, Any] = {}
+    if etcd.get("members"):
+        options["etcd_endpoints"] = [m["client_url"] for m in etcd["members"]]
+    if etcd.get("mode") == "stacked":
+        options.update(etcd_ca_cert=etcd["ca_cert"], etcd_client_cert=etcd["client_cert"],
+                       etcd_client_key=etcd["client_key"])
+    return options
+
+
 def sim_rollout_vars(env: dict[str, Any]) -> dict[str, Any]:
     """The rollout role's variables for a sim's first cluster (its env.json): polling and eviction retries
-    fast, as the sim runs 50-100x faster than a cloud, and its etcd members when the sim has some."""
-    etcd = env.get("etcd") or {}
+    fast, as the sim runs 50-100x faster than a cloud, and its etcd (``etcd_options``) as the role names it."""
     variables: dict[str, Any] = {
         "rollout_cluster": env["cluster_name"],
         "rollout_poll_interval": 0.2,
         "rollout_eviction_retry_interval": 0.3,
         "rollout_delete_emptydir_data": True,
     }
-    if etcd.get("members"):
-        variables["rollout_etcd_endpoints"] = [m["client_url"] for m in etcd["members"]]
-    if etcd.get("mode") == "stacked":
-        variables.update(rollout_etcd_ca_cert=etcd["ca_cert"], rollout_etcd_client_cert=etcd["client_cert"],
-                         rollout_etcd_client_key=etcd["client_key"])
+    variables.update({f"rollout_{name}": value for name, value in etcd_options(env).items()})
     return variables
 
 

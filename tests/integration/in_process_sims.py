@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 import pytest
 import yaml
 from cks_sim.harness import EXAMPLES, InProcessSim, SimHandle
-from helpers import sim_rollout_vars
+from helpers import etcd_options, sim_rollout_vars
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -86,12 +86,7 @@ class CycleSim(SimHandle):
 
     def etcd_endpoints(self) -> dict[str, Any]:
         """Module-style etcd options for the first cluster's members."""
-        etcd = self.env["etcd"]
-        options: dict[str, Any] = {"etcd_endpoints": [m["client_url"] for m in etcd["members"]]}
-        if etcd.get("mode") == "stacked":
-            options.update(etcd_ca_cert=etcd["ca_cert"], etcd_client_cert=etcd["client_cert"],
-                           etcd_client_key=etcd["client_key"])
-        return options
+        return etcd_options(self.env)
 
     # -- running the collection's node cycle and release directly ------------------------------
 
