@@ -53,7 +53,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import DaemonSets
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.etcd_check import EtcdCheck
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import return_to_service
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_cycle import NodeCycle
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions, NodeEventSink
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import BatchResult
@@ -210,7 +210,7 @@ class BatchCycle:
         marks = release_marks(view, [name for name, _why in back])[0]
         if not self.options.check_mode:
             for name, _why in back:
-                put_back(self.kube, name, marks.get(name, Marks()), True)
+                return_to_service(self.kube, name, marks.get(name, Marks()), True)
         return [{"node": name, "why": why} for name, why in back]
 
     # -- preflight --------------------------------------------------------------------------

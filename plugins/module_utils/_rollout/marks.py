@@ -1,7 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Put a node back into service in one write."""
+"""Return a node to service in one write: uncordoned, the rollout's marks off."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols i
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, marks_of, return_patch, taints_of
 
 
-def put_back(kube: NodesApi, name: str, marks: Marks, uncordon: bool,
+def return_to_service(kube: NodesApi, name: str, marks: Marks, uncordon: bool,
              node: Optional[Mapping[str, Any]] = None) -> Optional[dict[str, Any]]:
     """Write ``return_patch`` to the node: uncordon it (if ``uncordon``) and take ``marks`` off.
 

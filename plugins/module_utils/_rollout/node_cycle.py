@@ -11,10 +11,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, DeadlineExceeded, StepFailed
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.after_stop import (
+    put_back_cause,
     refused_after_stop,
+    start_refusal_cause,
     start_refused_after_change,
     to_undo,
 )
@@ -32,13 +34,14 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node imp
     change_plan,
     cordon_decision,
     describe_changes,
-    node_is_back,
     node_with_vm,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import (
     STARTED,
     NodeEvent,
     eviction_blocked,
+    left_cordoned,
+    put_back_event,
     step_event,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import outdated_reasons
@@ -52,9 +55,9 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
     Node,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import Drainer
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import return_to_service
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_back import wait_for_etcd, wait_for_load_balancers, wait_until_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import BatchContext
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.put_back_steps import put_back_after, tell_failure
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord, step_failure_cause
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_OUTCOMES, PHASE_UNCORDON, STEPS, steps_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.vm_changes import VmChanges, settled
@@ -193,10 +196,10 @@ class NodeCycle:
         except StepFailed as exc:
             self.failure = exc
             if self.options.put_back_on_refusal and refused_after_stop(exc.step, exc.details):
-                self.failure = put_back_after(self, exc)
+                self.failure = self._put_back(exc)
             elif self.options.put_back_on_refusal and start_refused_after_change(exc.step, exc.details, self._changed()):
-                self.failure = put_back_after(self, exc, undo=to_undo(self._changed()))
-            tell_failure(self, exc)
+                self.failure = self._put_back(exc, undo=to_undo(self._changed()))
+            self._tell_failure(exc)
         except Exception as exc:  # a bug must still end this node's thread with a result
             self.failure = StepFailed(self.node.name, self.result.steps[-1].name if self.result.steps else "cycle",
                                       f"{type(exc).__name__}: {exc}")
@@ -209,6 +212,77 @@ class NodeCycle:
     def _changed(self) -> list[str]:
         """The steps of this cycle that went through."""
         return [r.name for r in self.result.steps if r.outcome == "ok"]
+
+    # -- the put-back: after a refusal, the node back into service on what it had ------------------
+
+    def _put_back(self, refusal: StepFailed, undo: Optional[list[str]] = None) -> StepFailed:
+        """CloudStack refused a change of the Stopped VM: start it on what it has now, see it back and
+        return it to service. The batch still fails with the refusal (the node stays out of date; the
+        next run retries it). A put-back that fails leaves the node as it is, cordoned, for the rerun
+        to resume; a refusal never leaves a drained node down.
+
+        ``undo``: the planner refused the start of the changed VM; these changes (its groups, its
+        offering) are undone first (``UNDO``), so that it starts on what it had."""
+        answer = {k: v for k, v in refusal.details.items() if k not in ("node", "step")}
+        refused = step_failure_cause(refusal)
+        try:
+            for name in undo or []:
+                step, action = UNDO[name]
+                self._step(step, functools.partial(action, self))
+            self._step("start", self._run_start)
+            self._step("verify", self._verify_put_back)
+            if self._k8s and self._ours:
+                self._step("uncordon", self._run_uncordon)
+            elif self._k8s and self._marks_left():
+                self._step("unmark", self._run_unmark)
+        except StepFailed as failed:
+            why: Optional[str] = f"{failed.step}: {step_failure_cause(failed)}"
+        else:
+            why = None
+        back = why is None
+        cause = (put_back_cause(refused, why, back and self._ours) if undo is None
+                 else start_refusal_cause(refused, undo, why, back and self._ours))
+        return StepFailed(self.node.name, refusal.step, cause, **answer, put_back=back)
+
+    def _restore_affinity_groups(self) -> str:
+        groups = self.plan.affinity_groups
+        if groups is None:
+            raise AssertionError("only a change of groups is undone")
+        names = self.result.changes.get("affinity_groups", {})
+        return settled(f"{names.get('to')} -> {names.get('from')} (as before the rollout)",
+                       self._changes.set_affinity_groups(list(groups.from_), self._job_deadline()))
+
+    def _restore_offering(self) -> str:
+        offering = self.plan.offering
+        if offering is None or offering.from_ is None:
+            raise StepFailed(self.node.name, "restore_offering", "the VM's previous offering is not known")
+        return settled(f"{self.view.offering_name(offering.to)} -> {self.view.offering_name(offering.from_)} "
+                       "(as before the rollout)", self._changes.change_offering(offering.from_, self.deadline))
+
+    def _verify_put_back(self) -> str:
+        """As verify, but the VM still differs from the settings: that is what was refused."""
+        parts = [self._wait_until_back()] if self._k8s else []
+        state = self._changes.read_vm().get("state")
+        if state != "Running":
+            raise StepFailed(self.node.name, "verify", f"VM is {state}")
+        parts.append("VM Running on what it had (still out of date)")
+        if self._needs_etcd:
+            parts.append(wait_for_etcd(self.batch, self.node, self.deadline))
+        return "; ".join(parts)
+
+    def _tell_failure(self, failed: StepFailed) -> None:
+        """The Event that says where a failure left the node: put back, or left cordoned and why."""
+        sink = self.batch.node_events
+        if sink is None or self.failure is None:
+            return
+        cause = step_failure_cause(failed)
+        put_back = self.failure.details.get("put_back")
+        if put_back is True:
+            self._event(put_back_event(failed.step, cause, None, self._ours, sink.run))
+        elif put_back is False:
+            self._event(put_back_event(failed.step, cause, step_failure_cause(self.failure), self._ours, sink.run))
+        elif self._ours and ((self._last_read or {}).get("spec") or {}).get("unschedulable"):
+            self._event(left_cordoned(failed.step, f"{failed.step} failed: {cause}", sink.run))
 
     # -- the steps ----------------------------------------------------------------------------------
 
@@ -253,7 +327,7 @@ class NodeCycle:
         return self._drain(drainer)
 
     def _run_lb_wait(self) -> str:
-        return self._lb_wait()
+        return wait_for_load_balancers(self.node, self.options.exclude_delay, self.deadline)
 
     def _run_stop(self) -> str:
         return self._stop(self._changes)
@@ -299,7 +373,7 @@ class NodeCycle:
             parts.append(self._wait_until_back())
         parts.append(self._vm_matches())
         if self._needs_etcd:
-            parts.append(self._wait_for_etcd())
+            parts.append(wait_for_etcd(self.batch, self.node, self.deadline))
         return "; ".join(parts)
 
     def _run_recheck(self) -> str:
@@ -326,36 +400,18 @@ class NodeCycle:
         return self._return(False)
 
     def _wait_until_back(self) -> str:
-        """Ready with a boot ID other than every one seen before the stop: a stale Ready is not enough."""
-        last = {"why": ""}
-
-        def back(node: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-            if node is None:
-                last["why"] = "the Node is not in the API"
-                return None
-            ok, why = node_is_back(node, self._old_boot_ids)
-            last["why"] = why
-            return node if ok else None
-
-        try:
-            # A watch: the node's next status post arrives as an event, not at the next poll.
-            # From the stop annotation's answer: every status the node posts after it is an event.
-            # The batch's one watch of its nodes, where there is one.
-            self._last_read = self.batch.node_waits.await_node(
-                self.node.name, back, self.deadline, self.options.poll_interval,
-                what=f"node {self.node.name} to come back", since=self._since_stop)
-        except DeadlineExceeded:
-            raise StepFailed(self.node.name, "verify", f"not back by the batch deadline: {last['why']}")
-        return last["why"]
+        self._last_read, why = wait_until_back(self.batch, self.node, self._old_boot_ids, self._since_stop,
+                                               self.deadline)
+        return why
 
     def _vm_matches(self) -> str:
         # The start's and the resize's own answers are the VM and volume as they are now: read
         # again only what no job of this cycle answered (a lost answer, no resize planned).
-        vm = self._changes.job_answer("startVirtualMachine") or self._read_vm()
+        vm = self._changes.job_answer("startVirtualMachine") or self._changes.read_vm()
         if self.plan.root_disk is None:
             root: Optional[dict[str, Any]] = None  # unchanged since the batch read it
         else:
-            root = self._changes.job_answer("resizeVolume", self.node.root_volume_id) or self._read_root()
+            root = self._changes.job_answer("resizeVolume", self.node.root_volume_id) or self._changes.read_root()
         refreshed = node_with_vm(self.node, vm, root, self.view)
         if refreshed.vm_state != "Running":
             raise StepFailed(self.node.name, "verify", f"VM is {refreshed.vm_state}")
@@ -364,31 +420,6 @@ class NodeCycle:
             raise StepFailed(self.node.name, "verify", "the VM still differs from the settings: "
                              + "; ".join(r.message for r in reasons))
         return "VM matches the settings"
-
-    def _wait_for_etcd(self) -> str:
-        check = self.batch.etcd_check
-        if check is None:
-            raise StepFailed(self.node.name, "verify", "no etcd check configured to prove the member is back")
-        last = {"why": ""}
-
-        def etcd_back() -> bool:
-            ok, why = check(healthy=[self.node.name], addresses={self.node.name: self.node.ip_address})
-            last["why"] = why
-            return ok
-
-        try:
-            wait_for(etcd_back, self.deadline, self.options.poll_interval, what=f"etcd member {self.node.name}")
-        except DeadlineExceeded:
-            raise StepFailed(self.node.name, "verify", f"etcd not healthy by the batch deadline: {last['why']}")
-        return f"etcd healthy: {last['why']}"
-
-    def _lb_wait(self) -> str:
-        delay = max(0.0, float(self.options.exclude_delay))
-        if self.deadline.remaining() < delay:
-            raise StepFailed(self.node.name, "lb_wait", f"the batch deadline leaves {self.deadline.remaining():.0f}s, "
-                             f"less than the {delay:g}s to wait for the load balancers")
-        time.sleep(delay)
-        return f"waited {delay:g}s after the drain for the load balancers to drop the node"
 
     def _patch(self, patch: dict[str, Any], detail: str) -> str:
         self._wrote(self.kube.patch_node(self.node.name, patch))
@@ -427,21 +458,10 @@ class NodeCycle:
             how = "the VM is Stopped after all"
         return settled("Stopped", how)
 
-    def _read_vm(self) -> dict[str, Any]:
-        found = self.cloud.list("listVirtualMachines", id=self.node.vm_id, listall=True, **self._changes.scope)
-        if not found:
-            raise CloudStackError("listVirtualMachines", "the VM is gone", target=self.node.vm_name)
-        return found[0]
-
-    def _read_root(self) -> Optional[dict[str, Any]]:
-        volumes = self.cloud.list("listVolumes", virtualmachineid=self.node.vm_id, type="ROOT", listall=True,
-                                  **self._changes.scope)
-        return volumes[0] if volumes else None
-
     def _return(self, uncordon: bool) -> str:
         current = self._last_read if self._last_read is not None else self.kube.read_node(self.node.name)
         marks = marks_of(current)
-        self._wrote(put_back(self.kube, self.node.name, marks, uncordon, node=current))
+        self._wrote(return_to_service(self.kube, self.node.name, marks, uncordon, node=current))
         done = ["uncordoned, annotation removed"] if uncordon else []
         if marks.any:
             done.append(f"{marks.words()} removed")
@@ -517,3 +537,9 @@ ACTIONS: dict[str, StepAction] = {
 if set(ACTIONS) != {step.name for step in STEPS}:
     raise ImportError(f"node_cycle: the steps {sorted(set(ACTIONS) ^ {step.name for step in STEPS})} "
                       "are not both in steps.STEPS and ACTIONS")
+
+#: The changes a refused start undoes, by the step that made them: the put-back's step and its action.
+UNDO: dict[str, tuple[str, Callable[[NodeCycle], str]]] = {
+    "update_affinity_groups": ("restore_affinity_groups", NodeCycle._restore_affinity_groups),
+    "change_offering": ("restore_offering", NodeCycle._restore_offering),
+}

@@ -39,7 +39,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks im
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import released_event
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import put_back
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import return_to_service
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import NodeEventSink
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore, format_microtime, parse_microtime
 
@@ -192,7 +192,7 @@ class Release:
         view = steps.run("read the cluster", lambda: self.loader.load(self.cluster, self.project_id))
         self.view = view
         if view is not None:
-            self._put_back_nodes(view, result, steps, last_error, skipped)
+            self._return_nodes(view, result, steps, last_error, skipped)
         if not self.check_mode and self.lock is not None:
             # Giving the lock back is reported (lock_released), not counted as a change.
             result.lock_released = bool(steps.run("give the lock back", self._release_lock))
@@ -203,19 +203,19 @@ class Release:
             raise ReleaseUnfinished(self._left_message(result, view, steps), release=result.to_dict())
         return result
 
-    def _put_back_nodes(self, view: ClusterView, result: ReleaseResult, steps: Persistent,
+    def _return_nodes(self, view: ClusterView, result: ReleaseResult, steps: Persistent,
                         last_error: Optional[str], skipped: Optional[Sequence[str] | str]) -> None:
         uncordon, leave = release_plan(view)
         marks, kept = release_marks(view, [name for name, _why in uncordon])
         for name, why in uncordon:
             taken = marks.pop(name, Marks())
-            if steps.run(f"uncordon {name}", functools.partial(self._put_back, name, taken, True, result)):
+            if steps.run(f"uncordon {name}", functools.partial(self._return_to_service, name, taken, True, result)):
                 result.uncordoned.append({"node": name, "why": why})
                 result.changed = True
             else:
                 leave.append((name, "back, but the uncordon kept failing"))
         for name, taken in sorted(marks.items()):
-            if steps.run(f"take the rollout's marks off {name}", functools.partial(self._put_back, name, taken, False, result)):
+            if steps.run(f"take the rollout's marks off {name}", functools.partial(self._return_to_service, name, taken, False, result)):
                 result.changed = True
         result.lb_exclusion_kept = [{"node": name, "why": why} for name, why in kept]
         result.left_cordoned = [{"node": name, "why": why} for name, why in leave]
@@ -273,10 +273,10 @@ class Release:
         return (f"the lock {name} stays held by {holder} until its lease expires (leaseDurationSeconds after its "
                 f"last renewal; the status playbook shows when)")
 
-    def _put_back(self, name: str, marks: Marks, uncordon: bool, result: ReleaseResult) -> bool:
+    def _return_to_service(self, name: str, marks: Marks, uncordon: bool, result: ReleaseResult) -> bool:
         """One write per node: uncordon (if ``uncordon``) and take ``marks`` off. True when done."""
         if not self.check_mode:
-            put_back(self.kube, name, marks, uncordon)
+            return_to_service(self.kube, name, marks, uncordon)
         if marks.pending_taint:
             result.pending_taint_removed.append(name)
         if marks.lb_exclusion:

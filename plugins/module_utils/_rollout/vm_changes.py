@@ -52,6 +52,10 @@ class VmChanges:
             raise CloudStackError("listVirtualMachines", "the VM is gone", target=self.target)
         return found[0]
 
+    def read_root(self) -> Optional[dict[str, Any]]:
+        volumes = self.cloud.list("listVolumes", virtualmachineid=self.vm_id, type="ROOT", listall=True, **self.scope)
+        return volumes[0] if volumes else None
+
     def job_answer(self, command: str, instance_id: Optional[str] = None) -> Optional[dict[str, Any]]:
         """The object the last ``command`` job on ``instance_id`` (the VM by default) ended with, if
         this client sent it and saw it end; None after a lost answer or when it did not run."""
