@@ -7,12 +7,20 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.cloudstack.cks.plugins.filter.rollout_batch import rollout_batch
+from ansible_collections.cloudstack.cks.plugins.filter.rollout_batch_hook_steps import rollout_batch_hook_steps
+from ansible_collections.cloudstack.cks.plugins.filter.rollout_hook_due import rollout_hook_due
+from ansible_collections.cloudstack.cks.plugins.filter.rollout_hook_failed import rollout_hook_failed
+from ansible_collections.cloudstack.cks.plugins.filter.rollout_hook_node import rollout_hook_node
 from ansible_collections.cloudstack.cks.plugins.filter.rollout_hook_step import rollout_hook_step
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.hook_steps import (
     UNFINISHED,
     HookStepError,
+    batch_hook_steps,
     hook_begun,
+    hook_due,
     hook_ended,
+    hook_failed,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.phases import merge_phases
 
@@ -85,3 +93,65 @@ def test_a_hooked_batch_merges_the_recorded_hooks_between_the_phases() -> None:
     assert "node" not in node["steps"][1]
     assert merged["failed_nodes"] == ["w1"]
     assert "hook_before_drain failed" in merged["msg"] and 'task "drain the LB": timeout' in merged["msg"]
+
+
+# -- what the role asks by name: the batch, the hook due, the hook's node, a failed hook ---------------
+
+HOOKS = {"before_drain": "/srv/hooks/lb-out.yml", "after_verify": "/srv/hooks/lb-in.yml"}
+RESTART_RUN = [{"name": "w1", "outcome": "restarted"}, {"name": "w2", "outcome": "failed"}]
+
+
+@pytest.mark.parametrize("phase, hooks, node, stopped, due", [
+    ("cordon", HOOKS, "w1", False, "before_drain"),
+    ("cordon", HOOKS, "w1", True, ""),  # a failed cordon run or hook stops the batch
+    ("cordon", dict(HOOKS, before_drain=""), "w1", False, ""),
+    ("restart", HOOKS, "w1", False, "after_verify"),
+    ("restart", HOOKS, "w1", True, "after_verify"),  # w2 failed: w1 is back all the same
+    ("restart", HOOKS, "w2", True, ""),  # not restarted
+    ("restart", HOOKS, "w3", False, ""),  # not in the run
+    ("restart", dict(HOOKS, after_verify=""), "w1", False, ""),
+    ("uncordon", HOOKS, "w1", False, ""),
+])
+def test_the_hook_due_after_a_phase(phase: str, hooks: dict, node: str, stopped: bool, due: str) -> None:
+    assert hook_due(phase, hooks, node, RESTART_RUN, stopped) == due
+    state = {"hooks": hooks}
+    assert rollout_hook_due(state, phase, node, cycle={"nodes": RESTART_RUN}, stopped=stopped) == due
+
+
+def test_the_restart_hook_is_not_due_when_the_phase_did_not_run() -> None:
+    assert rollout_hook_due({"hooks": HOOKS}, "restart", "w1") == ""
+
+
+def test_a_hook_is_told_its_nodes_record_in_the_plan() -> None:
+    plan = {"nodes": [{"name": "w1", "node_type": "worker", "vm_name": "vm-w1", "vm_id": "id-1", "ip_address": "10.0.0.1"},
+                      {"name": "c1", "node_type": "control"}]}
+    told = rollout_hook_node(plan, "w1", "before_drain", batch="2", batch_nodes=["w1", "w2"], batch_type="worker",
+                             cluster="prod", run_id="r-1")
+    assert told == {"name": "w1", "node_type": "worker", "vm_name": "vm-w1", "vm_id": "id-1", "ip_address": "10.0.0.1",
+                    "hook": "before_drain", "batch": 2, "batch_nodes": ["w1", "w2"], "cluster": "prod", "run_id": "r-1"}
+    unlisted = rollout_hook_node(plan, "w9", "after_verify", batch=1, batch_nodes=["w9"], batch_type="worker")
+    assert (unlisted["node_type"], unlisted["vm_name"], unlisted["vm_id"], unlisted["ip_address"]) == (
+        "worker", None, None, None)
+
+
+def test_a_batchs_hook_steps_are_gathered_node_by_node_and_a_failed_one_stops_it() -> None:
+    w1 = hook_ended(hook_begun([], "w1", "before_drain", PATH, now=1.0), "ok", PATH, now=2.0)
+    w2 = hook_begun([], "w2", "before_drain", PATH, now=1.5)  # did not finish
+    hostvars = {"w1": {"rollout_hook_steps": w1}, "w2": {"rollout_hook_steps": w2}, "w3": {}}
+    steps = rollout_batch_hook_steps(hostvars, ["w1", "w2", "w3"])
+    assert [(s["node"], s["outcome"]) for s in steps] == [("w1", "ok"), ("w2", "failed")]
+    assert rollout_hook_failed(steps) is True
+    assert rollout_hook_failed(rollout_batch_hook_steps(hostvars, ["w1", "w3"])) is False
+    assert batch_hook_steps([]) == [] and hook_failed([]) is False
+
+
+def test_the_batch_of_the_play_is_found_in_the_plan() -> None:
+    state = {"plan": {"plan": [{"node_type": "control", "nodes": ["c1"]},
+                               {"node_type": "worker", "nodes": ["w1", "w2"]}]},
+             "hooks": {"before_drain": "", "after_verify": ""}}
+    assert rollout_batch(state, ["w1", "w2"]) == {"number": 2, "node_type": "worker", "hooked": False}
+    assert rollout_batch(dict(state, hooks=HOOKS), ["c1"]) == {"number": 1, "node_type": "control", "hooked": True}
+    with pytest.raises(AnsibleFilterError, match=r"the nodes \['w2'\] are no batch of the plan"):
+        rollout_batch(state, ["w2"])
+    with pytest.raises(AnsibleFilterError, match="rollout_batch: rollout="):
+        rollout_batch({"version": 99}, ["c1"])

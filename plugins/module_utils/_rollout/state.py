@@ -170,13 +170,17 @@ class Rollout:
     def batch_count(self) -> int:
         return len(self.plan.get("plan") or [])
 
-    def planned_batch(self, nodes: Sequence[str]) -> tuple[int, Optional[str]]:
-        """The batch's number (from 1) and node type in the plan; past the plan's batches when it is not one."""
+    def batch_in_plan(self, nodes: Sequence[str]) -> Optional[tuple[int, Optional[str]]]:
+        """The batch's number (from 1) and node type in the plan; None when these nodes are no batch of it."""
         wanted = [n.lower() for n in nodes]
         for index, planned in enumerate(self.plan.get("plan") or []):
             if [str(n).lower() for n in planned.get("nodes") or []] == wanted:
                 return index + 1, planned.get("node_type")
-        return len(self.batches) + 1, None
+        return None
+
+    def planned_batch(self, nodes: Sequence[str]) -> tuple[int, Optional[str]]:
+        """The batch's number (from 1) and node type in the plan; past the plan's batches when it is not one."""
+        return self.batch_in_plan(nodes) or (len(self.batches) + 1, None)
 
     def batch_started(self, nodes: Sequence[str], phase: str) -> Optional[float]:
         """When the batch of these nodes started, for a phase after its first (None: it starts now)."""
