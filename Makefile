@@ -10,7 +10,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 KUBE_OLDEST := kubernetes==35.0.0
 VENV_K35 := .venv-k35
 
-.PHONY: all setup demo demo-check test unit sim-test integration lint sanity ansible-lint docs-lint client-ends \
+.PHONY: all setup demo demo-check test unit sim-test integration lint dead-code sanity ansible-lint docs-lint client-ends \
 	matrix test-matrix ee-context etcd-installed shellcheck-installed clean bench bench-smoke molecule molecule-default chaos chaos-smoke chaos-transient
 
 all: test
@@ -92,8 +92,18 @@ lint: setup shellcheck-installed
 	$(BIN)/python tests/ci/sanity.py || rc=1; \
 	echo "$(BIN)/ansible-lint --profile production"; \
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/ansible-lint --profile production || rc=1; \
+	echo "$(BIN)/vulture (dead code)"; $(BIN)/vulture $(VULTURE_ARGS) || rc=1; \
 	$(MAKE) --no-print-directory docs-lint || rc=1; \
 	exit $$rc
+
+# Dead code in the collection, cks-sim, the tests and the benchmarks (a name used only by a test counts as
+# used). Ansible, pytest and cks-sim's @handler call these by name; tests/ci/vulture_allowlist.py says why
+# each other name it lists is in use.
+VULTURE_ARGS := plugins tests bench tests/ci/vulture_allowlist.py --min-confidence 60 --exclude tests/docs/conf.py \
+	--ignore-names 'DOCUMENTATION,EXAMPLES,RETURN,FilterModule,ActionModule,CallbackModule,InventoryModule,ModuleDocFragment,NAME,CALLBACK_*,v2_*,test_*,pytest_*,pytestmark' \
+	--ignore-decorators '@handler,@pytest.fixture'
+dead-code: setup
+	$(BIN)/vulture $(VULTURE_ARGS)
 
 # The module, plugin and role docs and docs/docsite (extra docs, links) as a collection docsite
 # would render them.

@@ -183,11 +183,6 @@ def step_label(steps: dict[str, str]) -> str:
     return min(steps.values(), key=order.index)
 
 
-def lock_left(sim: simctl.SimProcess) -> Optional[dict[str, Any]]:
-    lease = simctl.read_lease(sim.env)
-    return lease if lease and lease["holder"] else None
-
-
 class Trials:
     def __init__(self, opts: Options) -> None:
         self.opts = opts

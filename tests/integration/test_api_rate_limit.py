@@ -38,16 +38,6 @@ def cloudstack_calls(sim: Any) -> list[dict[str, Any]]:
     return [c for c in sim.admin("GET", "/calls") if c.get("api") == "cloudstack"]
 
 
-def cloudstack_retries(report: dict[str, Any]) -> dict[str, Any]:
-    """The CloudStack retry logs of the report's batches, summed."""
-    total = {"retries": 0, "throttled": 0}
-    for batch in report.get("batches") or []:
-        log = ((batch.get("retries") or {}).get("cloudstack")) or {}
-        total["retries"] += int(log.get("retries") or 0)
-        total["throttled"] += int(log.get("throttled") or 0)
-    return total
-
-
 def test_a_four_worker_rollout_at_five_calls_a_second_completes(rollout_sim: Any) -> None:
     sim = limited_sim(rollout_sim, max_calls=5)
     run = sim.rollout(env=as_ops(), **WORKERS)

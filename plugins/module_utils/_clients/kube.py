@@ -143,7 +143,6 @@ class KubeClient(KubeHttp):
 
     def __init__(self, api_client: Any, options: KubeOptions, temp_dir: Optional[str] = None) -> None:
         super().__init__(api_client, options)
-        self._temp_dir = temp_dir
         self._finalizer = weakref.finalize(self, _remove_temp_dir, temp_dir)
         self.watcher = KubeWatcher(self)
         # Cleared by the first watch the server refuses: every later wait polls.

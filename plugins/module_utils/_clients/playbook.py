@@ -74,7 +74,7 @@ class CancelSignals:
         self.received: Optional[str] = None
         self._previous: dict[int, Any] = {}
 
-    def _note(self, signum: int, frame: Optional[FrameType]) -> None:
+    def _note(self, signum: int, _frame: Optional[FrameType]) -> None:
         self.received = signal.Signals(signum).name
 
     def __enter__(self) -> CancelSignals:

@@ -145,13 +145,6 @@ class ClusterLoader:
                                f"no CKS cluster with this id or name is visible to this account{where}")
         return found[0]
 
-    def find_by_id(self, cluster_id: str, project_id: Optional[str] = None) -> dict:
-        scope = {"projectid": project_id} if project_id else {}
-        found = self._by_id(cluster_id, scope)
-        if found is None:
-            raise InvalidInput("cluster", cluster_id, "no CKS cluster with this id is visible to this account")
-        return found
-
     def _by_id(self, cluster_id: str, scope: Mapping[str, Any]) -> Optional[dict]:
         found = self.cloud.list("listKubernetesClusters", id=cluster_id, listall=True, **scope)
         found = [c for c in found if str(c.get("id")) == cluster_id]

@@ -213,13 +213,13 @@ class CloudCks(CloudOfferings, CloudBuild):
     # -- CKS state scanner -------------------------------------------------------------------
 
     def start_scanner(self) -> None:
-        self._scanner_handle = self.sim.scheduler.schedule(self.sim.delay("scanner_period"), self._scan)
+        self.sim.scheduler.schedule(self.sim.delay("scanner_period"), self._scan)
 
     def _scan(self) -> None:
         try:
             self.scan_once()
         finally:
-            self._scanner_handle = self.sim.scheduler.schedule(max(self.sim.delay("scanner_period"), 0.001), self._scan)
+            self.sim.scheduler.schedule(max(self.sim.delay("scanner_period"), 0.001), self._scan)
 
     def expected_ready(self, cluster: Cluster) -> int:
         count = cluster.control_nodes + cluster.workers

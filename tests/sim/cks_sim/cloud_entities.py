@@ -104,7 +104,6 @@ class Volume:
     state: str
     created: str
     storage_id: str
-    busy: bool = False
 
 
 @dataclass

@@ -8,7 +8,6 @@ from __future__ import annotations
 CS_INVALID_PARAMETER = 4350
 CS_CLOUD_RUNTIME = 4250
 CS_PERMISSION_DENIED = 4365
-CS_INSUFFICIENT_CAPACITY = 4335
 CS_SERVER_API = 9999
 
 NOT_STOPPED_HINT = "make sure the virtual machine is stopped"

@@ -10,7 +10,7 @@ Everything runs under ``sim.lock``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from . import placement
 from . import spec as specmod
@@ -90,7 +90,6 @@ class CloudState:
         self.versions: dict[str, dict[str, Any]] = {}
         self._vm_numbers = 10
         self._down: dict[tuple[str, str], set[str]] = {}
-        self._scanner_handle: Optional[int] = None
         self._vm_json_cache: dict[str, tuple[tuple, str]] = {}
 
     def _tick_ms(self, step: int = 1500) -> int:

@@ -268,12 +268,6 @@ class Sim:
         """Real seconds for one of the spec's named timings."""
         return self.clock.real(self.timings[timing])
 
-    def kube_for_vm(self, vm_name: str) -> Optional[Any]:
-        for world in self.kube.values():
-            if world.has_node(vm_name.lower()):
-                return world
-        return None
-
     # Hooks the CloudStack world calls when a node VM's power changes. They run under self.lock.
     def vm_powered_off(self, cluster_id: str, vm_name: str) -> None:
         self.timeline.add(node=vm_name.lower(), event="powered_off")

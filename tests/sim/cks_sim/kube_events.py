@@ -25,7 +25,6 @@ changes it.
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from .kube import ApiError, Resource, _details
@@ -33,7 +32,6 @@ from .kube import ApiError, Resource, _details
 GROUP = "events.k8s.io"
 EVENTS_V1 = Resource("events", "Event", GROUP, "v1", True,
                      ("create", "delete", "get", "list", "patch", "update", "watch"), ("ev",))
-DEFAULT_TTL = 3600.0  # simulated seconds
 
 #: events.k8s.io/v1 field labels -> the stored (core/v1) field they select on.
 V1_FIELDS = {
@@ -48,11 +46,6 @@ _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[
 _MICRO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
 _IMMUTABLE = ("action", "reason", "reportingController", "reportingInstance", "regarding", "related", "type",
               "eventTime")
-
-
-def event_name(involved: str) -> str:
-    """The recorder's name for a new Event: ``<object>.<unix nanoseconds in hex>`` (time-ordered)."""
-    return f"{involved}.{time.time_ns():x}"
 
 
 # ---------------------------------------------------------------------------------------------

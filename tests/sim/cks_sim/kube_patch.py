@@ -10,7 +10,6 @@ from typing import Any
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
 
 # Lists whose items strategic merge patch merges by a key (patchMergeKey in the Go types of
 # the objects this API lets clients write); every other list is replaced whole.

@@ -399,6 +399,3 @@ class SimServer:
 
         threading.Thread(target=stop_soon, name="cks-sim-shutdown", daemon=True).start()
 
-
-def build_and_start(spec: dict[str, Any], state_dir: str, **kwargs: Any) -> SimServer:
-    return SimServer(spec, state_dir, **kwargs).start()
