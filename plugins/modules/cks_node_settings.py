@@ -23,10 +23,7 @@ description:
     does - in this order - refuse before the lock (the etcd checks the plan would need and cannot make, and the
     changes CloudStack would refuse only once a node is stopped; the message then starts with "Refused before the
     lock"), store the settings and take the lock, plan (everything M(cloudstack.cks.cks_node_outdated)
-    returns, judged against the settings just stored), and with O(taint_pending) taint the planned nodes. If
-    planning fails after the lock was taken, the rollout is released (the lock given back, any pending taint taken
-    off) with why as the record's last error. In check mode nothing is stored and the lock is only read; the plan
-    is made, with O(drain_check) what would block each drain.
+    returns, judged against the settings just stored), and with O(taint_pending) taint the planned nodes (see O(plan)).
   - With O(cancel_rollout=true) the cancel flag is set in the record; a running rollout stops between two batches.
   - On first use on a cluster whose node types have no settings of their own, each type first gets the
     cluster's own ones copied - the per-type offering CloudStack reports, else the cluster's service offering;
@@ -131,6 +128,10 @@ options:
     description:
       - With O(rollout=true), also refuse before the lock what a rollout could not do, and after taking the lock
         return the rollout's plan (see the description), in one run. Refused without O(rollout=true).
+      - If planning fails after the lock was taken, the rollout is released (the lock given back, any pending taint
+        taken off) with why as the record's last error.
+      - In check mode nothing is stored and the lock is only read; the plan is made, with O(drain_check) what would
+        block each drain.
       - The etcd options (O(etcd_endpoints), ...) say how etcd is asked, as for M(cloudstack.cks.cks_node_outdated).
     type: bool
     default: false

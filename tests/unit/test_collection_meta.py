@@ -252,3 +252,10 @@ def test_client_ends_target_is_the_range_floor() -> None:
     # ...and it is the oldest: the range's lower bound.
     lower = [Version(spec.version) for spec in allowed if spec.operator == ">="]
     assert lower == [version], f"kubernetes lower bound {lower} vs. KUBE_OLDEST {version}"
+
+
+@pytest.mark.parametrize("module", sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "plugins" / "modules").glob("cks_*.py")))
+def test_a_modules_description_stays_under_3000_characters(module: str) -> None:
+    # What ansible-doc shows first: the detail belongs in the options and the docsite.
+    documentation = yaml.safe_load(import_module(f"ansible_collections.cloudstack.cks.plugins.modules.{module}").DOCUMENTATION)
+    assert sum(len(part) for part in documentation["description"]) < 3000

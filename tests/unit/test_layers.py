@@ -1,6 +1,6 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
-"""The layers of module_utils, checked from the imports (docs/development.md draws them).
+"""The layers of module_utils, checked from the imports (docs/docsite/rst/architecture.rst draws them).
 
 A module may import from its own layer or a lower one, never a higher one; no import cycle
 anywhere; every import of the collection at the top of the file (a lazy import hides a cycle).
@@ -111,15 +111,19 @@ def test_no_import_cycle() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
+#: The longest a module_utils file may be (the architecture page names it).
+MAX_LINES = 560
+
+
 def test_every_module_utils_file_is_in_a_layer_and_small() -> None:
     too_long = {}
     for path in MODULE_UTILS.rglob("*.py"):
         name = ".".join(path.relative_to(ROOT / "plugins").with_suffix("").parts)
         layer_of(name.removesuffix(".__init__"))
         lines = len(path.read_text().splitlines())
-        if lines > 560:
+        if lines > MAX_LINES:
             too_long[name] = lines
-    assert not too_long, f"module_utils files over ~500 lines (split them by what they are for): {too_long}"
+    assert not too_long, f"module_utils files over {MAX_LINES} lines (split them by what they are for): {too_long}"
 
 
 def test_the_layer_check_catches_an_upward_import(tmp_path: Path) -> None:
