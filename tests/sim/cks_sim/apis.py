@@ -95,10 +95,14 @@ EXTRA_COMMANDS["listClusters"] = _list_command(
      ("showcapacities", "boolean"), ("arch", "string")],
     ["id", "name", "zoneid", "zonename", "podid", "podname", "hypervisortype", "clustertype", "allocationstate",
      "managedstate", "cpuovercommitratio", "memoryovercommitratio", "arch"])
-EXTRA_COMMANDS["listDedicatedHosts"] = _list_command(
-    "listDedicatedHosts", "ListDedicatedHostsCmd", "dedicatedhost",
-    [("hostid", "uuid"), ("domainid", "uuid"), ("account", "string"), ("affinitygroupid", "uuid")],
-    ["id", "hostid", "hostname", "domainid", "domainname", "accountid", "accountname", "affinitygroupid"])
+# ListDedicated{Hosts,Clusters,Pods,Zones}Cmd (plugins/dedicated-resources): the resource's ID, domainid,
+# account (with domainid) and affinitygroupid; Dedicate{Host,Cluster,Pod,Zone}Response.
+for _kind in ("Host", "Cluster", "Pod", "Zone"):
+    _key = _kind.lower()
+    EXTRA_COMMANDS[f"listDedicated{_kind}s"] = _list_command(
+        f"listDedicated{_kind}s", f"ListDedicated{_kind}sCmd", f"dedicated{_key}",
+        [(f"{_key}id", "uuid"), ("domainid", "uuid"), ("account", "string"), ("affinitygroupid", "uuid")],
+        ["id", f"{_key}id", f"{_key}name", "domainid", "domainname", "accountid", "accountname", "affinitygroupid"])
 
 
 # The rate-limit plugin's commands (GetApiLimitCmd, a user command; ResetApiLimitCmd, an admin one):
@@ -118,7 +122,8 @@ EXTRA_COMMANDS["resetApiLimit"] = {
     "response_fields": ["displaytext", "success"], "response_field_types": {"success": "boolean"},
 }
 
-ADMIN_ONLY_COMMANDS = {"listHosts", "listClusters", "listDedicatedHosts", "resetApiLimit"}
+ADMIN_ONLY_COMMANDS = {"listHosts", "listClusters", "listDedicatedHosts", "listDedicatedClusters", "listDedicatedPods",
+                       "listDedicatedZones", "resetApiLimit"}
 
 
 @lru_cache(maxsize=1)

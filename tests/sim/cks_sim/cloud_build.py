@@ -56,9 +56,13 @@ class CloudBuild(CloudLookups):
                 group.domain_level_id = self.directory.domain_named(g["domain"]).id
             else:
                 group.owner_id = self.directory.owner_id(g)
+            cluster_by_name = {c.name: c.id for c in self.host_clusters.values()}
+            group.dedicated_cluster_ids = [cluster_by_name[n] for n in g.get("clusters", [])]
+            group.dedicated_pod_ids = [self.zone_by_name[n] for n in g.get("pods", [])]
+            group.dedicated_zone_ids = [self.zone_by_name[n] for n in g.get("zones", [])]
             self.affinity_groups[group.id] = group
-            for host_id in group.dedicated_host_ids:
-                self.dedication_ids[(group.id, host_id)] = self.side_ids.uuid()
+            for _kind, resource_id in group.dedicated():
+                self.dedication_ids[(group.id, resource_id)] = self.side_ids.uuid()
         for index, c in enumerate(spec["clusters"]):
             self._build_cluster(c, index)
 

@@ -86,6 +86,16 @@ class AffinityGroup:
     dedicated_host_ids: list[str]
     owner_id: str = ""
     domain_level_id: Optional[str] = None  # a domain-level group (ACLType.Domain) of that domain
+    # dedicateCluster / dedicatePod / dedicateZone: what else is dedicated to the group (a pod's ID
+    # is its zone's: the sim has one pod per zone).
+    dedicated_cluster_ids: list[str] = field(default_factory=list)
+    dedicated_pod_ids: list[str] = field(default_factory=list)
+    dedicated_zone_ids: list[str] = field(default_factory=list)
+
+    def dedicated(self) -> list[tuple[str, str]]:
+        """(resource type, ID) of each dedication to the group, as dedicatedresources names them."""
+        return ([("Zone", z) for z in self.dedicated_zone_ids] + [("Pod", p) for p in self.dedicated_pod_ids]
+                + [("Cluster", c) for c in self.dedicated_cluster_ids] + [("Host", h) for h in self.dedicated_host_ids])
 
     def ref(self, number: int) -> str:
         # AffinityGroupVO.toString(), as permission texts quote it.

@@ -181,7 +181,8 @@ class CloudViews(CloudLookups):
             view["description"] = group.description
         if group.type == "ExplicitDedication":
             view["dedicatedresources"] = [
-                {"resourceid": h, "resourcename": self.hosts[h].name, "resourcetype": "Host"} for h in group.dedicated_host_ids
+                {"resourceid": rid, "resourcename": placement.resource_name(self.world, kind, rid), "resourcetype": kind}
+                for kind, rid in group.dedicated()
             ]
         return view
 

@@ -161,12 +161,13 @@ def list_clusters(call: Call) -> dict[str, Any]:
     return call.listing(out)
 
 
-@handler("listDedicatedHosts")
-def list_dedicated_hosts(call: Call) -> dict[str, Any]:
-    """ListDedicatedHostsCmd (root admin): DedicatedResourceManagerImpl.listDedicatedHosts."""
+def _dedicated(call: Call, kind: str) -> dict[str, Any]:
+    """DedicatedResourceManagerImpl.listDedicated{Hosts,Clusters,Pods,Zones} (root admin): by the
+    resource, the domain, the account (with domainid) or the dedication group."""
+    key = f"{kind.lower()}id"
     out = []
-    for entry in placement.dedicated_host_views(call.cloud):
-        if call.get("hostid") and entry["hostid"] != call.get("hostid"):
+    for entry in placement.dedicated_views(call.cloud, kind):
+        if call.get(key) and entry[key] != call.get(key):
             continue
         if call.get("domainid") and entry["domainid"] != call.get("domainid"):
             continue
@@ -176,6 +177,26 @@ def list_dedicated_hosts(call: Call) -> dict[str, Any]:
             continue
         out.append(entry)
     return call.listing(out)
+
+
+@handler("listDedicatedHosts")
+def list_dedicated_hosts(call: Call) -> dict[str, Any]:
+    return _dedicated(call, "Host")
+
+
+@handler("listDedicatedClusters")
+def list_dedicated_clusters(call: Call) -> dict[str, Any]:
+    return _dedicated(call, "Cluster")
+
+
+@handler("listDedicatedPods")
+def list_dedicated_pods(call: Call) -> dict[str, Any]:
+    return _dedicated(call, "Pod")
+
+
+@handler("listDedicatedZones")
+def list_dedicated_zones(call: Call) -> dict[str, Any]:
+    return _dedicated(call, "Zone")
 
 
 @handler("listZones")

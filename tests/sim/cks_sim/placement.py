@@ -3,8 +3,10 @@
 Read in apache/cloudstack (4.19-4.22):
 
 - ``DeploymentPlanningManagerImpl.planDeployment``: disabled hosts avoided (``avoidDisabledHosts``),
-  dedicated hosts avoided by a VM without an ExplicitDedication group
-  (``checkForNonDedicatedResources``), the affinity processors' avoid set, then the last host first
+  ``checkForNonDedicatedResources`` (a zone dedicated to another account, or to a domain the
+  owner is not in, fails the deployment unless the owner is a root admin; a VM without an
+  ExplicitDedication group avoids every dedicated pod, cluster and host, whoever they are
+  dedicated to), the affinity processors' avoid set, then the last host first
   when ``considerlasthost`` is not false, the host is not avoided, Up, and has capacity; otherwise
   the planner's first fit.
 - ``FirstFitAllocator`` (hosts Up and Enabled only) with ``CapacityManagerImpl.checkIfHostHasCapacity``
@@ -14,12 +16,13 @@ Read in apache/cloudstack (4.19-4.22):
   of one stopped less than ``vm.capacity.release.interval`` ago.
 - ``HostAffinityProcessor``: once a member runs, only its host(s).
 - ``NonStrictHostAntiAffinityProcessor`` / ``NonStrictHostAffinityProcessor``: host priorities only.
-- ``ExplicitDedicationProcessor``: only the hosts dedicated to the VM's dedication group.
+- ``ExplicitDedicationProcessor``: only the hosts dedicated to the VM's dedication group (the
+  hosts themselves, or those of its dedicated clusters, pods and zones).
 - ``HostJoinDaoImpl.newHostResponse``: what ``listHosts`` shows (capacities with overprovisioning,
   percentages through ``DecimalFormat("#.##")``).
 
 Not modelled: listHosts' ``events`` (the host state machine's possible events), reserved capacity of stopped VMs (``capacity.skipcounting.hours``), host tags,
-pods and cluster-level dedication, the planners' cluster ordering (one cluster is one list here).
+the planners' cluster ordering (one cluster is one list here).
 """
 
 from __future__ import annotations
@@ -30,8 +33,11 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TYPE_CHECKING, Any, Optional
 
+from .cloud_errors import CS_CLOUD_RUNTIME, CloudError
+
 if TYPE_CHECKING:  # pragma: no cover
     from .cloud import VM, CloudWorld, Host
+    from .cloud_entities import AffinityGroup
 
 MB = 1 << 20
 # Host states the planner deploys on: Status.Up and ResourceState.Enabled.
@@ -108,8 +114,54 @@ def usable(host: Host) -> bool:
     return host.state == USABLE_STATE and host.resourcestate == USABLE_RESOURCE_STATE
 
 
+def group_holds(cloud: CloudWorld, group: AffinityGroup, host: Host) -> bool:
+    """Whether ``host`` is among what is dedicated to ``group`` (itself, its cluster, pod or zone)."""
+    cluster = cloud.host_clusters[host.cluster_id]
+    return (host.id in group.dedicated_host_ids or host.cluster_id in group.dedicated_cluster_ids
+            or cluster.pod_id in group.dedicated_pod_ids or host.zone_id in group.dedicated_zone_ids)
+
+
 def dedicated_hosts(cloud: CloudWorld) -> set[str]:
-    return {h for g in cloud.affinity_groups.values() if g.type == "ExplicitDedication" for h in g.dedicated_host_ids}
+    """The hosts checkForNonDedicatedResources avoids for a VM without a dedication group: those
+    dedicated themselves or through their cluster or pod (a zone's dedication is checked apart)."""
+    out = set()
+    for group in cloud.affinity_groups.values():
+        if group.type != "ExplicitDedication":
+            continue
+        for host in cloud.hosts.values():
+            if (host.id in group.dedicated_host_ids or host.cluster_id in group.dedicated_cluster_ids
+                    or cloud.host_clusters[host.cluster_id].pod_id in group.dedicated_pod_ids):
+                out.add(host.id)
+    return out
+
+
+def check_dedicated_zone(cloud: CloudWorld, vm: VM, zone_id: str) -> None:
+    """checkForNonDedicatedResources' zone rule: a zone dedicated to another account, or to a
+    domain whose group the owner's domain may not use, fails the deployment (CloudRuntimeException,
+    530 from the start job); a root admin's VM is not checked."""
+    owner = cloud.directory.accounts[vm.owner_id]
+    if owner.role == "admin":
+        return
+    for group in cloud.affinity_groups.values():
+        if group.type != "ExplicitDedication" or zone_id not in group.dedicated_zone_ids:
+            continue
+        zone = cloud.zones[zone_id]["name"]
+        if group.domain_level_id is None:
+            if group.owner_id != owner.id:
+                raise CloudError(530, f"Failed to deploy VM, Zone {zone} not available for the user account {owner.ref()}",
+                                 CS_CLOUD_RUNTIME)
+        elif not cloud.directory.in_subtree(owner.domain_id, group.domain_level_id):
+            # isAffinityGroupAvailableInDomain: the group's domain or one above the owner's.
+            raise CloudError(530, f"Failed to deploy VM, Zone {zone} not available for the user domain {owner.ref()}",
+                             CS_CLOUD_RUNTIME)
+
+
+def resource_name(cloud: CloudWorld, kind: str, resource_id: str) -> str:
+    if kind == "Host":
+        return cloud.hosts[resource_id].name
+    if kind == "Cluster":
+        return cloud.host_clusters[resource_id].name
+    return "pod-1" if kind == "Pod" else str(cloud.zones[resource_id]["name"])
 
 
 # -- the planner -----------------------------------------------------------------------------
@@ -122,6 +174,7 @@ def plan(cloud: CloudWorld, vm: VM, considerlasthost: bool, hostid: Optional[str
     in_zone = [h for h in cloud.hosts.values() if h.zone_id == zone_id]
     # avoidDisabledHosts; FirstFitAllocator lists Up and Enabled hosts only.
     avoid = {h.id for h in in_zone if not usable(h)}
+    check_dedicated_zone(cloud, vm, zone_id)
     groups = [cloud.affinity_groups[g] for g in vm.affinity_group_ids]
     dedications = [g for g in groups if g.type == "ExplicitDedication"]
     if not dedications:
@@ -137,8 +190,8 @@ def plan(cloud: CloudWorld, vm: VM, considerlasthost: bool, hostid: Optional[str
     now = time.monotonic()
     for group in groups:
         if group.type == "ExplicitDedication":
-            if group.dedicated_host_ids:
-                avoid |= {h.id for h in in_zone if h.id not in group.dedicated_host_ids}
+            if group.dedicated():
+                avoid |= {h.id for h in in_zone if not group_holds(cloud, group, h)}
             continue
         peers = [p for p in cloud.vms.values() if p.id != vm.id and group.id in p.affinity_group_ids]
         peer_hosts = {p.host_id for p in peers if p.host_id}
@@ -246,15 +299,20 @@ def java_ratio(value: float) -> str:
     return text
 
 
-def dedicated_host_views(cloud: CloudWorld) -> list[dict[str, Any]]:
-    """DedicatedResourceManagerImpl.createDedicateHostResponse for each host dedication."""
+def dedicated_views(cloud: CloudWorld, kind: str) -> list[dict[str, Any]]:
+    """DedicatedResourceManagerImpl.createDedicate{Host,Cluster,Pod,Zone}Response for each dedication
+    of ``kind`` (Host, Cluster, Pod, Zone): the resource, its owner (domain, and account unless
+    dedicated to a domain) and the group."""
+    key = kind.lower()
     out = []
     for group in cloud.affinity_groups.values():
         if group.type != "ExplicitDedication":
             continue
-        for host_id in group.dedicated_host_ids:
-            entry: dict[str, Any] = {"id": cloud.dedication_ids[(group.id, host_id)], "hostid": host_id,
-                                     "hostname": cloud.hosts[host_id].name, "affinitygroupid": group.id}
+        for found, resource_id in group.dedicated():
+            if found != kind:
+                continue
+            entry: dict[str, Any] = {"id": cloud.dedication_ids[(group.id, resource_id)], f"{key}id": resource_id,
+                                     f"{key}name": resource_name(cloud, kind, resource_id), "affinitygroupid": group.id}
             if group.domain_level_id:
                 domain = cloud.directory.domains[group.domain_level_id]
                 entry.update(domainid=domain.id, domainname=domain.name)

@@ -524,25 +524,37 @@ def _service_offerings(raw: Any, disk_offerings: list[dict[str, Any]]) -> list[d
 
 def _affinity_groups(raw: Any, hosts: list[dict[str, Any]], spec: dict[str, Any]) -> list[dict[str, Any]]:
     host_names = {h["name"] for h in hosts}
+    zone_names = {z["name"] for z in spec["zones"]}
+    cluster_names = {c["name"] for c in spec["host_clusters"]} | {h["cluster"] for h in hosts}
+    # DedicatedResourceManagerImpl refuses a second dedication of one resource.
+    taken: dict[str, dict[str, str]] = {"hosts": {}, "clusters": {}, "pods": {}, "zones": {}}
     out = []
     for i, entry in enumerate(_list(raw, "affinity_groups")):
         where = f"affinity_groups[{i}]"
         entry = _mapping(entry, where)
-        _unknown(entry, ("name", "type", "description", "hosts", "account", "project", "domain"), where)
+        _unknown(entry, ("name", "type", "description", "hosts", "clusters", "pods", "zones", "account", "project",
+                         "domain"), where)
         kind = entry.get("type")
         if kind not in AFFINITY_TYPES:
             raise SpecError(f"{where}.type must be one of {', '.join(AFFINITY_TYPES)}; got {kind!r}")
-        dedicated = [str(h) for h in _list(entry.get("hosts"), f"{where}.hosts")]
-        for name in dedicated:
-            if name not in host_names:
-                raise SpecError(f"{where}.hosts: no host named {name!r}")
-        if dedicated and kind != "ExplicitDedication":
-            raise SpecError(f"{where}.hosts: only ExplicitDedication groups have dedicated hosts")
+        # dedicateHost / dedicateCluster / dedicatePod / dedicateZone to the group's owner (its
+        # account, or its domain for a domain-level group); a pod is named by its zone (one pod each).
+        dedicated: dict[str, list[str]] = {}
+        for key, known in (("hosts", host_names), ("clusters", cluster_names), ("pods", zone_names), ("zones", zone_names)):
+            dedicated[key] = [str(n) for n in _list(entry.get(key), f"{where}.{key}")]
+            for name in dedicated[key]:
+                if name not in known:
+                    raise SpecError(f"{where}.{key}: no {key[:-1]} named {name!r}")
+                if name in taken[key]:
+                    raise SpecError(f"{where}.{key}: {name!r} is dedicated already (to {taken[key][name]})")
+                taken[key][name] = str(entry.get("name"))
+            if dedicated[key] and kind != "ExplicitDedication":
+                raise SpecError(f"{where}.{key}: only ExplicitDedication groups have dedicated {key}")
         out.append({
             "name": _str(entry.get("name"), f"{where}.name"),
             "type": kind,
             "description": entry.get("description"),
-            "hosts": dedicated,
+            **dedicated,
             **_owner_ref(entry, where, spec, allow_domain=True),
         })
     _unique([g["name"] for g in out], "affinity_groups")
