@@ -183,3 +183,33 @@ def test_a_batch_whose_host_went_into_maintenance_since_the_plan_stops_before_it
     assert last.results == [] and changes_sent(sim, since) == []
     node = sim.view().node(workers[3])
     assert node.running and not node.unschedulable and not node.annotated
+
+
+def test_a_host_dedicated_to_another_account_is_no_room_and_is_named_before_the_lock(rollout_sim: Any) -> None:
+    """Three hosts, kvm-3 dedicated (dedicateHost) to the account ``other``: the planner avoids it for
+    ops' nodes (DeploymentPlanningManagerImpl.checkForNonDedicatedResources), so three workers in a
+    strict host anti-affinity group have two hosts; the root admin key lists the dedication and the
+    rollout is refused before the lock, naming the host and its owner, with no node stopped."""
+    raw = spec()
+    raw["accounts"] = raw["accounts"] + [{"name": "other", "domain": "ROOT", "role": "user"}]
+    raw["affinity_groups"] = raw["affinity_groups"] + [
+        {"name": "dedicated-other", "type": "ExplicitDedication", "account": "other", "hosts": ["kvm-3"]}]
+    raw["clusters"] = [dict(raw["clusters"][0], workers=3)]
+    sim = rollout_sim(raw)
+    since = time.time()
+    assert all(vm["host"] != "kvm-3" for vm in vms(sim).values()), vms(sim)
+
+    run = sim.rollout(rollout_node_affinity_groups=SPREAD)
+
+    assert run.rc != 0, run.output
+    out = run.stdout
+    assert "Refused before the lock (nothing changed)" in out, run.output
+    assert "affinity group ops-spread" in out and "3 members" in out and "only 2 Up and Enabled hosts" in out, out
+    assert "host kvm-3 (dedicated to account other of domain ROOT)" in out, out
+    assert "release the dedication of host kvm-3" in out, out
+    assert changes_sent(sim, since) == []
+    assert all(vm["state"] == "Running" for vm in vms(sim).values())
+    calls = {c["command"] for c in sim.calls() if c.get("api") == "cloudstack" and c.get("t", since) >= since}
+    assert {"listDedicatedHosts", "listDedicatedClusters", "listDedicatedPods", "listDedicatedZones"} <= calls
+    status = sim.status()
+    assert status["lock_holder"] is None and status["work_left"] == []

@@ -9,15 +9,18 @@ or 432 depending on the version), and the prediction is then a ``not_checked`` n
 With it: the zone's routing hosts (paged as every list), each strict group's VMs now
 (listVirtualMachines ``affinitygroupid``, with their ``hostid``) and, where the nodes carry an
 ExplicitDedication group, what is dedicated to it (listAffinityGroups of a node's VM answers its
-groups with ``dedicatedresources``).
+groups with ``dedicatedresources``), and what is dedicated in the cloud (``_clients.dedication``):
+a host dedicated to another account is no room for the nodes.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.dedication import read_dedicated
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.dedication import closed_zone
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import (
     Dedication,
     HostRoom,
@@ -71,4 +74,10 @@ def read_placement(cloud: CloudStackApi, view: ClusterView, settings: Settings,
         for raw in groups:
             if str(raw.get("id")) == gid:
                 dedications[gid] = Dedication.from_listed(raw)
-    return PlacementReads(tuple(HostRoom.from_listed(h) for h in hosts), members, dedications), notes
+    dedicated, note = read_dedicated(cloud)
+    if note is not None:
+        notes.append(note)
+    _closed, unsure = closed_zone(view.zone_id, dedicated or (), view.account, view.domain_id)
+    if unsure is not None:
+        notes.append(unsure)
+    return PlacementReads(tuple(HostRoom.from_listed(h) for h in hosts), members, dedications, dedicated), notes

@@ -14,7 +14,9 @@ Enabled (``resourcestate``) with room for the VM's offering are tried; nothing l
 - ``host affinity`` (``HostAffinityProcessor``): a member goes only where the placed members
   are, so all members need one host with room for all of them;
 - an ``ExplicitDedication`` group (``ExplicitDedicationProcessor``): only the resources (hosts,
-  clusters, pods, zones) dedicated to it.
+  clusters, pods, zones) dedicated to it;
+- without one, ``checkForNonDedicatedResources`` avoids every dedicated host, cluster and pod, and
+  a zone dedicated to another account takes no VM of the owner (``dedication``).
 
 Room is counted as ``CapacityManagerImpl.checkIfHostHasCapacity`` does: CPU in MHz (cores times
 the offering's speed) against the host's total after the cluster's ``cpu.overprovisioning.factor``
@@ -28,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.dedication import DedicatedResource, closed_zone, covering
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import change_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView, Node
@@ -132,6 +135,8 @@ class PlacementReads:
     hosts: tuple[HostRoom, ...]
     members: Mapping[str, tuple[Member, ...]] = field(default_factory=dict)  # group id -> its VMs now
     dedications: Mapping[str, Dedication] = field(default_factory=dict)  # dedication group id -> its resources
+    #: What listDedicated{Hosts,Clusters,Pods,Zones} answered; None when the key may not list them.
+    dedicated: Optional[tuple[DedicatedResource, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +236,36 @@ def _where(view: ClusterView, dedications: Sequence[Dedication]) -> str:
     return zone + "".join(f" dedicated to {d.name}" for d in dedications if d.resources)
 
 
+def _not_dedicated_elsewhere(hosts: Sequence[HostRoom], dedicated: Sequence[DedicatedResource],
+                             carried: bool) -> tuple[list[HostRoom], list[tuple[HostRoom, DedicatedResource]]]:
+    """The hosts checkForNonDedicatedResources leaves to nodes without a dedication group, and the
+    ones it avoids with the dedication that does it (a node with one is placed by its group)."""
+    if carried:
+        return list(hosts), []
+    kept, avoided = [], []
+    for host in hosts:
+        found = covering(host.id, host.cluster_id, host.pod_id, dedicated)
+        if found is None:
+            kept.append(host)
+        else:
+            avoided.append((host, found))
+    return kept, avoided
+
+
+def _avoided_text(avoided: Sequence[tuple[HostRoom, DedicatedResource]]) -> str:
+    if not avoided:
+        return ""
+    named = ", ".join(f"host {h.name} (dedicated to {d.owner}" + ("" if d.kind == "Host" else f" with its {d.label}") + ")"
+                      for h, d in avoided)
+    return (f"; not counted: {named}, which the planner never uses for a VM without that dedication "
+            "(DeploymentPlanningManagerImpl.checkForNonDedicatedResources)")
+
+
+def _release_text(avoided: Sequence[tuple[HostRoom, DedicatedResource]]) -> str:
+    labels = list(dict.fromkeys(d.label for _h, d in avoided))
+    return f", or release the dedication of {', '.join(labels)}" if labels else ""
+
+
 def placement_refusals(view: ClusterView, settings: Settings, nodes: Sequence[Node],
                        reads: PlacementReads) -> list[PlacementRefusal]:
     """The strict groups whose members the planner could not all place after the change (see the module)."""
@@ -250,8 +285,19 @@ def placement_refusals(view: ClusterView, settings: Settings, nodes: Sequence[No
                 others.append(Member(node.vm_id, node.name, node.vm_state, node.host_id))
         dedications = [reads.dedications[d] for n in moving for d in target_group_ids(n, settings)
                        if d in reads.dedications]
-        eligible = [h for h in reads.hosts if h.usable and (view.zone_id is None or h.zone_id in (None, view.zone_id))
-                    and all(d.holds(h) for d in dedications)]
+        carried = any(g is not None and g.is_dedication for n in moving for g in map(view.group, target_group_ids(n, settings)))
+        in_zone = [h for h in reads.hosts if h.usable and (view.zone_id is None or h.zone_id in (None, view.zone_id))]
+        eligible, avoided = _not_dedicated_elsewhere(in_zone, reads.dedicated or (), carried)
+        eligible = [h for h in eligible if all(d.holds(h) for d in dedications)]
+        closed, _unsure = closed_zone(view.zone_id, reads.dedicated or (), view.account, view.domain_id)
+        if closed is not None:
+            refusals.append(PlacementRefusal(
+                group.name, group.type, tuple(n.name for n in moving), moving[0].node_type, len(moving), 0,
+                f"{closed.label} is dedicated to {closed.owner}, so CloudStack's deployment planner refuses the start "
+                "of every VM of the cluster's owner there once it is stopped "
+                "(DeploymentPlanningManagerImpl.checkForNonDedicatedResources)",
+                f"release the dedication of {closed.label} (releaseDedicatedZone) or dedicate it to the cluster's owner"))
+            continue
         placed = {m.host_id for m in others if m.holds_host}
         node_type = moving[0].node_type
         members = len(others) + len(moving)
@@ -273,10 +319,10 @@ def placement_refusals(view: ClusterView, settings: Settings, nodes: Sequence[No
                 group.name, group.type, tuple(n.name for n in moving), node_type, members, holding,
                 f"a strict host anti-affinity group puts each of its {members} members on a host of its own, and only "
                 f"{holding} Up and Enabled hosts of {where} can hold them ({len(placed)} taken by members already "
-                f"placed, {len(roomy)} more with room for {size}); CloudStack's deployment planner would refuse "
-                f"the start with 533 once the node is stopped (HostAntiAffinityProcessor)",
+                f"placed, {len(roomy)} more with room for {size}){_avoided_text(avoided)}; CloudStack's deployment "
+                f"planner would refuse the start with 533 once the node is stopped (HostAntiAffinityProcessor)",
                 f"add at least {short} Up and Enabled host(s) with room for {size} to {where} (or enable one in "
-                f"Maintenance or Disabled), or give {PARAM_AFFINITY}.{node_type} a non-strict host anti-affinity "
+                f"Maintenance or Disabled{_release_text(avoided)}), or give {PARAM_AFFINITY}.{node_type} a non-strict host anti-affinity "
                 f"group, or choose a smaller {PARAM_OFFERINGS}.{node_type}"))
         elif group.type == AFFINITY:
             candidates = [h for h in eligible if not placed or h.id in placed]
@@ -286,8 +332,8 @@ def placement_refusals(view: ClusterView, settings: Settings, nodes: Sequence[No
             refusals.append(PlacementRefusal(
                 group.name, group.type, tuple(n.name for n in moving), node_type, members, 0,
                 f"a strict host affinity group puts all its {members} members on one host, and {on} has no room "
-                f"for {len(moving)} node(s) on {size}; CloudStack's deployment planner would refuse the start with "
-                "533 once the node is stopped (HostAffinityProcessor)",
+                f"for {len(moving)} node(s) on {size}{_avoided_text(avoided)}; CloudStack's deployment planner would "
+                "refuse the start with 533 once the node is stopped (HostAffinityProcessor)",
                 f"free room on that host, give {PARAM_AFFINITY}.{node_type} a non-strict host affinity group, or "
                 f"choose a smaller {PARAM_OFFERINGS}.{node_type}"))
     return refusals
