@@ -17,6 +17,7 @@ import re
 from functools import lru_cache
 from typing import Any, Optional
 
+from .api_keys import KeyPair
 from .cloud import CloudError, param_error
 
 DATA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cloudstack-apis-4.22.1.json")
@@ -124,6 +125,24 @@ EXTRA_COMMANDS["resetApiLimit"] = {
 
 ADMIN_ONLY_COMMANDS = {"listHosts", "listClusters", "listDedicatedHosts", "listDedicatedClusters", "listDedicatedPods",
                        "listDedicatedZones", "resetApiLimit"}
+
+
+# ListUserKeysCmd (4.10; 4.23 lists key pairs, ApiKeyPairResponse, object "userapikey"): not in the data file.
+EXTRA_COMMANDS["listUserKeys"] = _list_command(
+    "listUserKeys", "ListUserKeysCmd", "userapikey",
+    [("userid", "uuid"), ("keypairid", "uuid"), ("listall", "boolean"), ("domainid", "uuid"), ("account", "string"),
+     ("isrecursive", "boolean")],
+    ["id", "name", "apikey", "secretkey", "userid", "username", "created", "startdate", "enddate", "accountid",
+     "accountname", "accounttype", "roletype", "domainid", "domain", "domainpath", "state", "permissions"],
+    since="4.10.0")
+
+
+def may_call(role: str, key_pair: Optional[KeyPair], name: str) -> bool:
+    """DynamicRoleBasedAPIAccessChecker.checkAccess: the role (root admin commands) and, for a key pair
+    with rules, its rules too (they never exceed the role: findAllPermissionsByKeyPairId)."""
+    if role != "admin" and name in ADMIN_ONLY_COMMANDS:
+        return False
+    return key_pair is None or key_pair.allows(name)
 
 
 @lru_cache(maxsize=1)
@@ -261,11 +280,11 @@ def paginate(items: list[Any], values: dict[str, Any], max_page_size: int) -> li
     return items[start:start + pagesize]
 
 
-def list_apis(name: Optional[str], is_admin: bool) -> list[dict[str, Any]]:
-    """listApis entries (ApiDiscoveryResponse) for the commands the sim answers."""
+def list_apis(name: Optional[str], is_admin: bool, key_pair: Optional[KeyPair] = None) -> list[dict[str, Any]]:
+    """listApis entries (ApiDiscoveryResponse) for the commands the sim answers and the caller may call."""
     from .cloudstack_api import HANDLERS  # the commands actually served
 
-    names = [n for n in sorted(catalogue()) if n in HANDLERS and (is_admin or n not in ADMIN_ONLY_COMMANDS)]
+    names = [n for n in sorted(catalogue()) if n in HANDLERS and may_call("admin" if is_admin else "user", key_pair, n)]
     if name is not None:
         if name not in names:
             raise CloudError(530, "Api Discovery plugin was unable to find an api by that name or process any apis", 9999)

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import placement
 from . import spec as specmod
+from .api_keys import KeyPair
 from .cloud_entities import (
     VM,
     AffinityGroup,
@@ -48,6 +49,8 @@ class CloudState:
         # The account of the request being served (the API layer sets it under sim.lock);
         # the scheduler's work runs as the spec's own account.
         self.caller: Account = self.directory.primary
+        # The key pair (4.23) the call is signed with, when not the account's own key.
+        self.caller_key: Optional[KeyPair] = None
         self.cloud_opts = spec["cloud"]
         self.max_unavailable = spec["invariants"]["max_unavailable"]
         base_ms = specmod.created_ms(spec)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
 from werkzeug.wrappers import Request, Response
@@ -43,7 +44,8 @@ class CloudStackApp:
         self.callers = sim.cloud.directory.by_apikey()
         if sim.api_rate_limit is None:
             sim.api_rate_limit = ApiRateLimit(lambda: sim.cloud.cloud_opts, sim.clock.real)
-        self.secrets = {key: account.secretkey or "" for key, account in self.callers.items()}
+        self.key_pairs = sim.cloud.directory.key_pairs_by_apikey()
+        self.secrets = sim.cloud.directory.secrets()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         request = Request(environ)
@@ -105,9 +107,13 @@ class CloudStackApp:
         definition = apis.command(name) if name in HANDLERS else None
         response_name = definition["response_name"] if definition else "errorresponse"
         try:
-            caller = self.callers[verify(params, self.secrets)]
+            apikey = verify(params, self.secrets)
         except SignatureError:
             return self._error(response_name, 401, UNAUTHORIZED_TEXT, None), 401, {}
+        caller, key_pair = self.callers[apikey], self.key_pairs.get(apikey)
+        if key_pair is not None and not key_pair.valid_at(datetime.now(timezone.utc)):
+            # ApiServer.verifyRequest: ApiKeyPairVO.validateDate's PermissionDeniedException is a failed verification.
+            return self._error(response_name, 401, UNAUTHORIZED_TEXT, None), 401, {"expired_key": key_pair.name}
         if definition is None:
             # verifyRequest refuses a command it does not know before it even checks the signature.
             return self._error("errorresponse", 401, UNAUTHORIZED_TEXT, None), 401, {}
@@ -118,10 +124,10 @@ class CloudStackApp:
             text = ApiRateLimit.text(wait_ms)
             return (self._error(response_name, API_LIMIT_EXCEED, text, CS_SERVER_API), API_LIMIT_EXCEED,
                     {"throttled": True, "account": caller.name, "retry_after_ms": wait_ms})
-        if caller.role != "admin" and name in apis.ADMIN_ONLY_COMMANDS:
-            # DynamicRoleBasedAPIAccessChecker.checkAccess: a role without the API throws
-            # UnavailableCommandException; ApiServer.commandAvailable answers it 432
-            # (UNSUPPORTED_ACTION_ERROR), and getSerializedApiError names it errorresponse.
+        if not apis.may_call(caller.role, key_pair, name):
+            # DynamicRoleBasedAPIAccessChecker.checkAccess: a role without the API, or a key pair whose
+            # rules leave it out, throws UnavailableCommandException; ApiServer.commandAvailable answers
+            # it 432 (UNSUPPORTED_ACTION_ERROR), and getSerializedApiError names it errorresponse.
             text = f"The API [{name}] does not exist or is not available for the account {caller.ref()}."
             return self._error("errorresponse", 432, text, CS_SERVER_API), 432, {}
         fault = self.sim.faults.take("cloudstack_error", command=name)
@@ -132,12 +138,12 @@ class CloudStackApp:
         cloud = self.sim.cloud
         try:
             with self.sim.lock:
-                cloud.caller = caller
+                cloud.caller, cloud.caller_key = caller, key_pair
                 try:
                     values = apis.parse_params(definition, params, cloud.is_admin)
                     body = HANDLERS[name](Call(self.sim, name, definition, values))
                 finally:
-                    cloud.caller = cloud.directory.primary
+                    cloud.caller, cloud.caller_key = cloud.directory.primary, None
         except CloudError as err:
             return self._error(response_name, err.code, err.text, err.cserrorcode), err.code, {}
         if isinstance(body, RawList):

@@ -1,11 +1,12 @@
 """The commands of cks-sim's CloudStack API about the API service itself: async job results and
-lists, the API rate limit (plugins/api/rate-limit), and discovery (listApis, listCapabilities)."""
+lists, the API rate limit (plugins/api/rate-limit), discovery (listApis, listCapabilities) and the
+caller's key pairs (listUserKeys)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import apis
+from . import api_keys, apis
 from .cloud import CS_SERVER_API, CloudError, param_error
 from .cloudstack_call import Call, handler
 from .rate_limit import DISABLED_TEXT, UNSUPPORTED_ACTION_ERROR, ApiRateLimit
@@ -70,7 +71,34 @@ def reset_api_limit(call: Call) -> dict[str, Any]:
 
 @handler("listApis")
 def list_apis(call: Call) -> dict[str, Any]:
-    return call.listing(apis.list_apis(call.get("name"), call.cloud.is_admin))
+    return call.listing(apis.list_apis(call.get("name"), call.cloud.is_admin, call.cloud.caller_key))
+
+
+@handler("listUserKeys")
+def list_user_keys(call: Call) -> dict[str, Any]:
+    """ListUserKeysCmd as 4.23 answers the caller's own key pairs (see api_keys): the account's key
+    and its key pairs in the order made, the last one unless ``listall`` (or ``keypairid``)."""
+    cloud = call.cloud
+    account, key = cloud.caller, cloud.caller_key
+    if call.get("userid") and call.get("userid") != account.user_id:
+        raise CloudError(530, "Listing other users' keys is not simulated", CS_SERVER_API)
+    pairs = list(account.key_pairs)
+    if account.apikey:
+        pairs.insert(0, api_keys.KeyPair(account.user_id, f"{account.user_id} - API Keypair", account.apikey,
+                                         account.secretkey or "", [], cloud.spec["created"]))
+    total = len(pairs)
+    if call.get("keypairid"):
+        pairs = [p for p in pairs if p.id == call.get("keypairid")]
+    elif not call.get("listall"):
+        pairs = pairs[-1:]
+    if key is not None and key.rules:
+        pairs = [p for p in pairs if p is key or p.within(key)]
+    owner = cloud.owner_fields(account.id)
+    role = {"accounttype": {"admin": "ADMIN", "domainadmin": "DOMAIN_ADMIN"}.get(account.role, "USER"),
+            "roletype": {"admin": "Admin", "domainadmin": "DomainAdmin"}.get(account.role, "User")}
+    views = [api_keys.key_view(p, account, owner, role) for p in pairs]
+    # ``count`` is the number of the user's key pairs before the rules' filter (4.23, pull request 13828).
+    return {"count": total, "userapikey": views} if views else {}
 
 
 @handler("listCapabilities")

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from .api_keys import KeyPair, key_pairs
+
 CS_PERMISSION_DENIED = 4365
 CS_RESOURCE_ALLOCATION = 4370
 UNLIMITED = -1
@@ -64,6 +66,7 @@ class Account:
     apikey: Optional[str] = None
     secretkey: Optional[str] = field(default=None, repr=False)
     project_id: Optional[str] = None
+    key_pairs: list[KeyPair] = field(default_factory=list)  # 4.23: its key pairs besides ``apikey``
 
     def ref(self) -> str:
         # AccountVO.toString(), as it shows up in PermissionDeniedException texts.
@@ -113,10 +116,12 @@ class Directory:
                                primary["role"], primary["limits"], primary_user_id, primary["apikey"],
                                primary["secretkey"])
         self.accounts[self.primary.id] = self.primary
+        self.primary.key_pairs = key_pairs(primary.get("keys", []), new_id, spec["created"])
         for entry in spec["accounts"]:
             number += 1
             account = Account(new_id(), number, entry["name"], by_name[entry["domain"]].id, entry["role"],
                               entry["limits"], new_id(), entry["apikey"], entry["secretkey"])
+            account.key_pairs = key_pairs(entry.get("keys", []), new_id, spec["created"])
             self.accounts[account.id] = account
         for entry in spec["projects"]:
             number += 1
@@ -147,13 +152,29 @@ class Directory:
         return self.primary.id
 
     def by_apikey(self) -> dict[str, Account]:
-        return {a.apikey: a for a in self.accounts.values() if a.apikey}
+        """Every key that may sign a call, the account's own and its key pairs (4.23), to the account."""
+        found = {a.apikey: a for a in self.accounts.values() if a.apikey}
+        found.update({k.apikey: a for a in self.accounts.values() for k in a.key_pairs})
+        return found
+
+    def key_pairs_by_apikey(self) -> dict[str, KeyPair]:
+        return {k.apikey: k for a in self.accounts.values() for k in a.key_pairs}
+
+    def secrets(self) -> dict[str, str]:
+        found = {a.apikey: a.secretkey or "" for a in self.accounts.values() if a.apikey}
+        found.update({k.apikey: k.secretkey for a in self.accounts.values() for k in a.key_pairs})
+        return found
 
     def key_listing(self) -> list[dict[str, Any]]:
-        """env.json's ``keys``: every account that can call the API, with its role and domain."""
-        return [{"account": a.name, "domain": self.domains[a.domain_id].name, "domainid": a.domain_id,
-                 "role": a.role, "apikey": a.apikey, "secretkey": a.secretkey}
-                for a in self.accounts.values() if a.apikey]
+        """env.json's ``keys``: every account that can call the API, with its role and domain (a key
+        pair of an account also with its ``keypair`` name)."""
+        listed = []
+        for a in self.accounts.values():
+            base = {"account": a.name, "domain": self.domains[a.domain_id].name, "domainid": a.domain_id, "role": a.role}
+            if a.apikey:
+                listed.append(dict(base, apikey=a.apikey, secretkey=a.secretkey))
+            listed.extend(dict(base, apikey=k.apikey, secretkey=k.secretkey, keypair=k.name) for k in a.key_pairs)
+        return listed
 
     def project_of(self, account: Account) -> Optional[Project]:
         return self.projects.get(account.project_id or "")

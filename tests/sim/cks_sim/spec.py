@@ -17,6 +17,7 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
+from .api_keys import normalize_keys
 from .core import DEFAULT_TIMINGS
 
 AFFINITY_TYPES = (
@@ -167,7 +168,7 @@ def normalize(raw: Any) -> dict[str, Any]:
     _unique([z["name"] for z in out["zones"]], "zones")
 
     account = _mapping(spec.get("account"), "account")
-    _unknown(account, ("name", "domain", "apikey", "secretkey", "role", "limits"), "account")
+    _unknown(account, ("name", "domain", "apikey", "secretkey", "role", "limits", "keys"), "account")
     out["account"] = {
         "name": str(account.get("name", "admin")),
         "domain": str(account.get("domain", "ROOT")),
@@ -175,6 +176,7 @@ def normalize(raw: Any) -> dict[str, Any]:
         "secretkey": _str(account.get("secretkey", "sim-secret-key"), "account.secretkey"),
         "role": str(account.get("role", "admin")),
         "limits": _limits(account.get("limits"), "account.limits"),
+        "keys": normalize_keys(account.get("keys"), "account.keys", SpecError),
     }
     if out["account"]["role"] not in ROLES:
         raise SpecError(f"account.role must be one of {', '.join(ROLES)}")
@@ -209,6 +211,8 @@ def normalize(raw: Any) -> dict[str, Any]:
         "api_throttling_max": _int(cloud.get("api_throttling_max", -1), "cloud.api_throttling_max", -1),
         "api_throttling_interval": _number(cloud.get("api_throttling_interval", 1), "cloud.api_throttling_interval"),
     }
+    if any(a["keys"] for a in [out["account"]] + out["accounts"]) and not _version_at_least(out["cloud"]["version"], (4, 23)):
+        raise SpecError("keys: API key pairs with rules and dates are CloudStack 4.23's; set cloud.version to 4.23.0.0 or later")
     if out["cloud"]["api_throttling_interval"] <= 0:
         raise SpecError("cloud.api_throttling_interval must be more than 0 (simulated seconds)")
     # From 4.21 the Alert recovery adds the etcd node count to kubectl's Ready count, so a
@@ -275,7 +279,7 @@ def _owners(spec: dict[str, Any], out: dict[str, Any]) -> None:
     for i, entry in enumerate(_list(spec.get("accounts"), "accounts")):
         where = f"accounts[{i}]"
         entry = _mapping(entry, where)
-        _unknown(entry, ("name", "domain", "role", "apikey", "secretkey", "limits"), where)
+        _unknown(entry, ("name", "domain", "role", "apikey", "secretkey", "limits", "keys"), where)
         role = str(entry.get("role", "user"))
         if role not in ROLES:
             raise SpecError(f"{where}.role must be one of {', '.join(ROLES)}")
@@ -288,9 +292,11 @@ def _owners(spec: dict[str, Any], out: dict[str, Any]) -> None:
         accounts.append({"name": _str(entry.get("name"), f"{where}.name"), "domain": domain, "role": role,
                          "apikey": None if apikey is None else _str(apikey, f"{where}.apikey"),
                          "secretkey": None if secretkey is None else _str(secretkey, f"{where}.secretkey"),
-                         "limits": _limits(entry.get("limits"), f"{where}.limits")})
+                         "limits": _limits(entry.get("limits"), f"{where}.limits"),
+                         "keys": normalize_keys(entry.get("keys"), f"{where}.keys", SpecError)})
     _unique([out["account"]["name"]] + [a["name"] for a in accounts], "accounts")
-    _unique([k for k in [out["account"]["apikey"]] + [a["apikey"] for a in accounts] if k], "accounts (apikey)")
+    _unique([k for k in [out["account"]["apikey"]] + [a["apikey"] for a in accounts] if k]
+            + [k["apikey"] for a in [out["account"]] + accounts for k in a["keys"]], "accounts (apikey)")
     account_names = {out["account"]["name"]} | {a["name"] for a in accounts}
     projects: list[dict[str, Any]] = []
     for i, entry in enumerate(_list(spec.get("projects"), "projects")):
