@@ -20,10 +20,10 @@ description:
     settings are stored. The rollout itself is the role's. If storing fails after the lock was taken, the lock
     is released again and the failure is kept as the record's last error.
   - With O(plan=true) (and O(rollout=true)) this one run starts the rollout, as the C(cloudstack.cks.rollout) role
-    does - in this order - refuse before the lock (the etcd checks the plan would need and cannot make, and the
-    changes CloudStack would refuse only once a node is stopped; the message then starts with "Refused before the
-    lock"), store the settings and take the lock, plan (everything M(cloudstack.cks.cks_node_outdated)
-    returns, judged against the settings just stored), and with O(taint_pending) taint the planned nodes (see O(plan)).
+    does - in this order - refuse before the lock (the etcd checks the plan would need and cannot make, the
+    changes CloudStack would refuse only once a node is stopped, the commands the API key may not call; the message
+    then starts with "Refused before the lock"), store the settings and take the lock, plan (everything
+    M(cloudstack.cks.cks_node_outdated) returns, judged against the settings just stored), and with O(taint_pending) taint the planned nodes (see O(plan)).
   - With O(cancel_rollout=true) the cancel flag is set in the record; a running rollout stops between two batches.
   - On first use on a cluster whose node types have no settings of their own, each type first gets the
     cluster's own ones copied - the per-type offering CloudStack reports, else the cluster's service offering;
@@ -414,6 +414,32 @@ pending_taint:
   type: dict
   sample: {"key": "cloudstack.apache.org/rollout-pending", "effect": "PreferNoSchedule", "tainted": ["alpha-node-1"],
            "already_tainted": [], "not_kubernetes_nodes": []}
+would_not_be_allowed:
+  description:
+    - With O(plan=true), each command the planned node cycles (and their put-backs - start, the previous offering
+      and groups) send that the API key may not call, as C(listApis) answers for it, with the node types and nodes
+      that need it. CloudStack answers such a command 432 - a role without it, or from 4.23 an API key pair whose
+      own rules leave it out - and once a node is stopped that would leave it down, so a non-empty list refuses the
+      rollout before the lock (RV(api_access_error)).
+    - Empty when C(listApis) could not be read; RV(cloudstack.cks.cks_node_outdated#module:not_checked) then says so.
+  returned: with O(plan=true), when nodes are planned
+  type: list
+  elements: dict
+  sample: [{"command": "updateVMAffinityGroup", "node_types": ["worker"], "nodes": ["alpha-node-1"]}]
+api_access_error:
+  description: With O(plan=true), all of RV(would_not_be_allowed) in one message; null when the key may send them all.
+  returned: with O(plan=true), when nodes are planned
+  type: str
+  sample: null
+api_key_ends:
+  description:
+    - With O(plan=true), the end date of the API key pair the calls are signed with (C(listUserKeys) C(enddate),
+      CloudStack 4.23); null when it has none or it could not be read.
+    - When it falls within the rollout's longest expected time (its batches times O(cloudstack.cks.cks_node_cycle#module:batch_timeout)'s
+      default, 1800 seconds) the run warns, naming the time - from then on every call is answered 401.
+  returned: with O(plan=true), when nodes are planned
+  type: str
+  sample: "2026-12-07T05:00:00+0000"
 node_events_allowed:
   description:
     - With O(plan=true), whether the identity may create and patch Events in C(default) (asked with a

@@ -6,9 +6,11 @@
 In this order, as the rollout role did it in four runs before:
 
 1. refuse before the lock: the settings as a rollout would store them, the etcd checks the plan
-   would need, the changes CloudStack would refuse once a node is stopped and the nodes its deployment
+   would need, the changes CloudStack would refuse once a node is stopped, the nodes its deployment
    planner could not place in their strict affinity groups (``cks_node_outdated``'s
-   ``etcd_check_refusal``, ``refusal_error`` and ``placement_error``); nothing is written;
+   ``etcd_check_refusal``, ``refusal_error`` and ``placement_error``) and the commands the plan
+   sends that the API key may not call (``api_access_error``, with a warning when the key pair
+   ends within the rollout's longest expected time); nothing is written;
 2. store the settings and take the lock (``NodeSettingsService``);
 3. the plan: the one judged in 1., made from the same reads, with what the record and the lock say
    after 2. laid over it (the settings it judged are the ones just stored);
@@ -22,19 +24,24 @@ In check mode nothing is written: the settings are judged, the lock is read, the
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.api_access import read_api_access
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import events_access_warning
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_access import api_access_error, expiry_warning, missing_commands
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import plan_report, record_fields
+from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import plan_report, planned_nodes, planned_settings, record_fields
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import node_release
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.settings import NodeSettingsService
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint import taint_pending
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, Record
 
 REFUSED = "Refused before the lock (nothing changed): "
 #: The settings service's answers kept next to the plan's (the plan's own keys win: they are the same
@@ -44,10 +51,29 @@ SETTINGS_ONLY = ("previous_settings", "first_use", "rollout", "diff")
 
 def refusal(judged: Mapping[str, Any]) -> Optional[str]:
     """Why the planned rollout is refused before the lock, or None: the etcd checks first, as before."""
-    for key in ("etcd_check_refusal", "refusal_error", "placement_error"):
+    for key in ("etcd_check_refusal", "refusal_error", "placement_error", "api_access_error"):
         if judged.get(key):
             return REFUSED + str(judged[key])
     return None
+
+
+def judge_api_access(session: ClusterSession, params: Mapping[str, Any], view: ClusterView, record: Optional[Record],
+                     changes: SettingsRequest, judged: dict[str, Any]) -> None:
+    """Whether the key may send what the plan's node cycles (and their put-backs) send, and whether
+    it ends during the rollout: ``would_not_be_allowed``, ``api_access_error``, ``api_key_ends`` and
+    a warning, laid into ``judged``. Asked only when nodes are planned."""
+    if not judged.get("hosts"):
+        return
+    reads, notes = read_api_access(session.cloud)
+    missing = missing_commands(planned_settings(view, record, changes), planned_nodes(view, judged["hosts"]), reads)
+    judged["would_not_be_allowed"] = [m.to_dict() for m in missing]
+    judged["api_access_error"] = api_access_error(missing, reads.key_name)
+    judged["api_key_ends"] = reads.key_end
+    judged["not_checked"] = list(judged.get("not_checked") or []) + notes
+    batch_timeout = float(params.get("batch_timeout") or default_of("batch_timeout"))
+    warning = expiry_warning(reads, datetime.now(timezone.utc), len(judged.get("plan") or []), batch_timeout)
+    if warning is not None:
+        judged["warnings"] = list(judged.get("warnings") or []) + [warning]
 
 
 def start_rollout(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:
@@ -70,6 +96,7 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
     view = session.view()
     record = session.store.read()
     judged = plan_report(session, params, view, record, lock_before, changes)
+    judge_api_access(session, params, view, record, changes, judged)
     refused = refusal(judged)
     if refused is not None:
         raise CksError(refused)
@@ -99,7 +126,7 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
             warning = events_access_warning(session.kube)
             result["node_events_allowed"] = warning is None
             if warning is not None:
-                result["warnings"] = [warning]
+                result["warnings"] = list(result.get("warnings") or []) + [warning]
         if params.get("taint_pending") and result["hosts"] and not check_mode:
             tainted = taint_pending(session, {"nodes": result["hosts"], "lock_holder": request.lock_holder})
             result["pending_taint"] = tainted["pending_taint"]
