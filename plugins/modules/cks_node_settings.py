@@ -23,7 +23,8 @@ description:
     does - in this order - refuse before the lock (the etcd checks the plan would need and cannot make, the
     changes CloudStack would refuse only once a node is stopped, the commands the API key may not call; the message
     then starts with "Refused before the lock"), store the settings and take the lock, plan (everything
-    M(cloudstack.cks.cks_node_outdated) returns, judged against the settings just stored), and with O(taint_pending) taint the planned nodes (see O(plan)).
+    M(cloudstack.cks.cks_node_outdated) returns, judged against the settings just stored), and with O(taint_pending)
+    taint the planned nodes (see O(plan)).
   - With O(cancel_rollout=true) the cancel flag is set in the record; a running rollout stops between two batches.
   - On first use on a cluster whose node types have no settings of their own, each type first gets the
     cluster's own ones copied - the per-type offering CloudStack reports, else the cluster's service offering;

@@ -6,6 +6,7 @@ listHosts and listAffinityGroups return them."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 import pytest
@@ -182,6 +183,41 @@ def test_a_stopped_member_takes_no_host() -> None:
     other = Member("vm-x", "db-1", "Stopped", None)
     assert placement_refusals(v, spread(), list(v.nodes),
                               reads(host("h1"), host("h2"), members={"g-spread": [other]})) == []
+
+
+NOW = datetime(2026, 12, 7, 3, 0, tzinfo=timezone.utc)
+
+
+def stopped_at(minutes_ago: int) -> Member:
+    when = (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%S+0000")
+    return Member.from_listed({"id": "vm-x", "name": "db-1", "state": "Stopped", "lastupdated": when})
+
+
+def recent_reads(*hosts: dict[str, Any], member: Member, now: Optional[datetime] = NOW) -> PlacementReads:
+    base = reads(*hosts, members={"g-spread": [member]})
+    return PlacementReads(base.hosts, base.members, now=now, release_interval=3600.0)
+
+
+def test_a_member_stopped_within_the_release_interval_keeps_a_host() -> None:
+    v = view(workers=3)
+    found = placement_refusals(v, spread(), list(v.nodes), recent_reads(*THREE, member=stopped_at(10)))
+    assert [(r.members, r.hosts) for r in found] == [(4, 3)]
+    assert "1 of those kept by db-1, stopped less than vm.capacity.release.interval (3600 s) ago" in found[0].why
+    assert "add at least 1 Up and Enabled host" in found[0].change
+    # One more host: room for the three and the host the stopped member keeps.
+    assert placement_refusals(v, spread(), list(v.nodes),
+                              recent_reads(*THREE, host("h4"), member=stopped_at(10))) == []
+
+
+@pytest.mark.parametrize(("member", "now"), [
+    (stopped_at(61), NOW),  # released
+    (stopped_at(10), None),  # no time of reading: not judged
+    (Member("vm-x", "db-1", "Stopped", None, "not a date"), NOW),
+    (Member("vm-x", "db-1", "Stopped", None, None), NOW),
+])
+def test_a_member_stopped_longer_ago_or_of_unknown_time_keeps_none(member: Member, now: Optional[datetime]) -> None:
+    v = view(workers=3)
+    assert placement_refusals(v, spread(), list(v.nodes), recent_reads(*THREE, member=member, now=now)) == []
 
 
 def test_nodes_not_planned_but_in_the_group_count_as_placed_members() -> None:

@@ -15,6 +15,7 @@ a host dedicated to another account is no room for the nodes.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.dedication import read_dedicated
@@ -80,4 +81,5 @@ def read_placement(cloud: CloudStackApi, view: ClusterView, settings: Settings,
     _closed, unsure = closed_zone(view.zone_id, dedicated or (), view.account, view.domain_id)
     if unsure is not None:
         notes.append(unsure)
-    return PlacementReads(tuple(HostRoom.from_listed(h) for h in hosts), members, dedications, dedicated), notes
+    return PlacementReads(tuple(HostRoom.from_listed(h) for h in hosts), members, dedications, dedicated,
+                          now=datetime.now(timezone.utc)), notes

@@ -10,7 +10,8 @@ Enabled (``resourcestate``) with room for the VM's offering are tried; nothing l
 
 - ``host anti-affinity`` (``HostAntiAffinityProcessor``): every other member with a host (or
   stopped within ``vm.capacity.release.interval``, its last host) is avoided, so each member
-  needs a host of its own;
+  needs a host of its own; listVirtualMachines does not name a stopped VM's last host, so a member
+  stopped that recently (its ``lastupdated``) counts as keeping one of the hosts with room;
 - ``host affinity`` (``HostAffinityProcessor``): a member goes only where the placed members
   are, so all members need one host with room for all of them;
 - an ``ExplicitDedication`` group (``ExplicitDedicationProcessor``): only the resources (hosts,
@@ -28,6 +29,7 @@ is freed once it is stopped. Pure: the reads come in as ``PlacementReads``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.dedication import DedicatedResource, closed_zone, covering
@@ -97,15 +99,27 @@ class Member:
     name: str
     state: str
     host_id: Optional[str]
+    updated: Optional[str] = None  # lastupdated: when its state last changed
 
     @classmethod
     def from_listed(cls, raw: Mapping[str, Any]) -> Member:
         return cls(str(raw.get("id")), str(raw.get("name") or raw.get("id")), str(raw.get("state") or ""),
-                   _opt(raw.get("hostid")))
+                   _opt(raw.get("hostid")), _opt(raw.get("lastupdated")))
 
     @property
     def holds_host(self) -> bool:
         return self.host_id is not None and self.state in HOLDING
+
+    def recently_stopped(self, now: Optional[datetime], interval: float) -> bool:
+        """Stopped less than ``interval`` seconds ago (its ``lastupdated``): HostAntiAffinityProcessor
+        still avoids its last host for the other members, as the capacity it keeps there."""
+        if now is None or self.state != "Stopped" or self.updated is None:
+            return False
+        try:
+            stopped = datetime.strptime(self.updated, "%Y-%m-%dT%H:%M:%S%z")
+        except ValueError:
+            return False
+        return (now - stopped).total_seconds() < interval
 
 
 @dataclass(frozen=True)
@@ -137,6 +151,9 @@ class PlacementReads:
     dedications: Mapping[str, Dedication] = field(default_factory=dict)  # dedication group id -> its resources
     #: What listDedicated{Hosts,Clusters,Pods,Zones} answered; None when the key may not list them.
     dedicated: Optional[tuple[DedicatedResource, ...]] = None
+    #: When the members were read, and vm.capacity.release.interval (CloudStack's default, 3600 s).
+    now: Optional[datetime] = None
+    release_interval: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -261,6 +278,15 @@ def _avoided_text(avoided: Sequence[tuple[HostRoom, DedicatedResource]]) -> str:
             "(DeploymentPlanningManagerImpl.checkForNonDedicatedResources)")
 
 
+def _recent_text(recent: Sequence[Member], interval: float) -> str:
+    if not recent:
+        return ""
+    names = ", ".join(m.name for m in recent)
+    return (f"; {len(recent)} of those kept by {names}, stopped less than vm.capacity.release.interval "
+            f"({interval:g} s) ago: the planner still avoids a stopped member's last host, which listVirtualMachines "
+            "does not name")
+
+
 def _release_text(avoided: Sequence[tuple[HostRoom, DedicatedResource]]) -> str:
     labels = list(dict.fromkeys(d.label for _h, d in avoided))
     return f", or release the dedication of {', '.join(labels)}" if labels else ""
@@ -311,15 +337,19 @@ def placement_refusals(view: ClusterView, settings: Settings, nodes: Sequence[No
         if group.type == ANTI_AFFINITY:
             free = [h for h in eligible if h.id not in placed]
             roomy = [h for h in free if any(fits(n, h) for n in moving)]
-            if _match(moving, free, fits) >= len(moving):
+            recent = [m for m in others if m.recently_stopped(reads.now, reads.release_interval)]
+            # Which host a recently stopped member keeps avoided is not listed: count the worst, one
+            # of those with room each.
+            short = max(len(moving) - _match(moving, free, fits), len(moving) + len(recent) - len(roomy))
+            if short <= 0:
                 continue
             holding = len(placed & {h.id for h in eligible}) + len(roomy)
-            short = len(moving) - _match(moving, free, fits)
             refusals.append(PlacementRefusal(
                 group.name, group.type, tuple(n.name for n in moving), node_type, members, holding,
                 f"a strict host anti-affinity group puts each of its {members} members on a host of its own, and only "
                 f"{holding} Up and Enabled hosts of {where} can hold them ({len(placed)} taken by members already "
-                f"placed, {len(roomy)} more with room for {size}){_avoided_text(avoided)}; CloudStack's deployment "
+                f"placed, {len(roomy)} more with room for {size}){_recent_text(recent, reads.release_interval)}"
+                f"{_avoided_text(avoided)}; CloudStack's deployment "
                 f"planner would refuse the start with 533 once the node is stopped (HostAntiAffinityProcessor)",
                 f"add at least {short} Up and Enabled host(s) with room for {size} to {where} (or enable one in "
                 f"Maintenance or Disabled{_release_text(avoided)}), or give {PARAM_AFFINITY}.{node_type} a non-strict host anti-affinity "
