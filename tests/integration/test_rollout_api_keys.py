@@ -85,3 +85,6 @@ def test_without_a_group_change_the_same_key_may_roll_out_and_a_key_ending_soon_
     assert f"API key pair short-lived expires at {end.strftime('%Y-%m-%dT%H:%M:%S+0000')}" in warned.output, warned.output
     assert "within the rollout's longest expected time" in warned.output, warned.output
     assert changes_sent(sim, since) == []
+    # listUserKeys answers with every key pair's secret: none of them goes anywhere.
+    for run in (dry, warned):
+        assert not any(s in run.output for s in ("ops-short-secret", "ops-no-groups-secret", "ops-secret")), run.output
