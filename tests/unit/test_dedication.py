@@ -36,8 +36,8 @@ def test_listed_dedications_name_their_owner() -> None:
     assert dedicated("Host", "h3", "kvm-3").owner == "account other of domain tenants"
     assert dedicated("Pod", "p-1", "pod-1", account=None).owner == "domain tenants"
     found = dedicated("Cluster", "cl-1", "rack-b")
-    assert (found.kind, found.id, found.name, found.group_id, found.label) == ("Cluster", "cl-1", "rack-b", "g-x",
-                                                                                "cluster rack-b")
+    expected = ("Cluster", "cl-1", "rack-b", "g-x", "cluster rack-b")
+    assert (found.kind, found.id, found.name, found.group_id, found.label) == expected
 
 
 @pytest.mark.parametrize(("found", "expected"), [
@@ -48,8 +48,8 @@ def test_listed_dedications_name_their_owner() -> None:
     (dedicated("Cluster", "cl-9", "rack-9"), None),
     (dedicated("Zone", "z-1", "zone-1"), None),  # a zone's dedication is judged apart (closed_zone)
 ])
-def test_a_host_is_covered_by_its_own_its_clusters_or_its_pods_dedication(found: DedicatedResource,
-                                                                            expected: Optional[str]) -> None:
+def test_a_host_is_covered_by_its_own_its_clusters_or_its_pods_dedication(
+        found: DedicatedResource, expected: Optional[str]) -> None:
     hit = covering("h1", "cl-1", "p-1", [found])
     assert (hit.kind if hit else None) == expected
 

@@ -10,7 +10,7 @@ Everything runs under ``sim.lock``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from . import placement
 from . import spec as specmod
