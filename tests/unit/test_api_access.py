@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 import pytest
-from test_placement import GROUPS, OFFERINGS, spread, view
+from placement_factories import GROUPS, OFFERINGS, spread, view
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_access import (
     EVERY_NODE,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import pytest
-from test_placement import THREE, host, reads, spread, view
+from placement_factories import THREE, host, reads, spread, view
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.dedication import (
     DedicatedResource,
