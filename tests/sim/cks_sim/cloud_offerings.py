@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .cloud_entities import VM, Job, ServiceOffering
 from . import cloud_live_scale
+from .cloud_entities import VM, Job, ServiceOffering
 from .cloud_errors import NOT_STOPPED_HINT, CloudError, param_error
 from .cloud_power import CloudPower
 

@@ -374,10 +374,10 @@ class ExecSession:
                                           (STDERR, answer.stderr, self.options.stderr)):
                 if wanted and data:
                     self.ws.send_channel(channel, data)
-            status = success_status() if answer.code == 0 else exit_status(self.options.command, answer.code)
-            self.on_done(status, 101)
+            verdict = success_status() if answer.code == 0 else exit_status(self.options.command, answer.code)
+            self.on_done(verdict, 101)
             if not answer.stream_cut:
-                self.ws.send_channel(STATUS, json.dumps(status, separators=(",", ":")).encode())
+                self.ws.send_channel(STATUS, json.dumps(verdict, separators=(",", ":")).encode())
             self.ws.close()
             return
         argv, env, error = resolve(self.target, self.options.command)

@@ -14,12 +14,11 @@ import time
 from typing import Any
 
 import pytest
+from cks_sim.harness import wait_until
 from cs import CloudStackApiException
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.stream import stream
-
-from cks_sim.harness import wait_until
 from simkit import small_spec
 
 
