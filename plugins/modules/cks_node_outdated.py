@@ -16,7 +16,12 @@ description:
     the type''s size, or its affinity groups differ from the type''s recorded groups. ExplicitDedication groups
     are not compared (CKS adds them; a rollout keeps them). A type with no recorded groups leaves the nodes''
     groups alone.'
-  - 'The plan: the external etcd nodes one at a time, then the control nodes one at a time, then the workers
+  - 'The live_paths:
+  description: With O(live_scale=auto), the planned nodes by path - C(live) and C(restart) (names).
+  returned: when O(live_scale=auto)
+  type: dict
+  sample: {live: [alpha-node-196ecb50ef8], restart: [alpha-control-196ecb50e9c]}
+plan: the external etcd nodes one at a time, then the control nodes one at a time, then the workers
     O(max_unavailable) at a time, clamped to the number of workers minus one and at least 1. Within a type,
     stopped nodes, nodes still carrying the annotation of a rollout that stopped and, with O(etcd_endpoints),
     nodes whose etcd member etcd reports unhealthy go first (while that member is down, the quorum preflight
@@ -77,6 +82,14 @@ options:
       - The canary batch is marked in RV(plan); control and etcd nodes go one at a time anyway.
     type: bool
     default: false
+  live_scale:
+    description:
+      - V(auto) adds each planned node's C(path) to RV(nodes) and lists them in RV(live_paths) - whether a rollout with
+        C(rollout_live_scale=auto) would grow it without a restart (V(live)) or restart it (V(restart)), and why,
+        from the node's VM, its offerings and C(listCapabilities) as they are now. V(never) reads nothing more.
+    type: str
+    choices: [never, auto]
+    default: never
   node_offerings:
     description:
       - Judge the nodes against this service offering per node type (name or id) instead of the stored one, as
@@ -280,6 +293,10 @@ nodes:
         offering or group references (id and name) or sizes in GB; V(message) says it in words.
       type: list
       elements: dict
+    path:
+      description: With O(live_scale=auto), for a planned node - C(path) (V(live) or V(restart)) and C(reason).
+      type: dict
+      returned: when O(live_scale=auto) and the node is planned
   sample:
     - name: alpha-node-196ecb50ef8
       node_type: worker
@@ -641,6 +658,7 @@ def argument_spec() -> dict[str, Any]:
         "max_unavailable": {"type": "int"},
         "select": {"type": "str"},
         "canary": {"type": "bool", "default": False},
+        "live_scale": {"type": "str", "choices": ["never", "auto"], "default": "never"},
         "node_offerings": {"type": "dict", "options": {t: {"type": "str"} for t in _PER_TYPE}},
         "node_root_disk_sizes": {"type": "dict", "options": {t: {"type": "int"} for t in _PER_TYPE}},
         "node_affinity_groups": {"type": "dict",

@@ -125,7 +125,11 @@ options:
         differ already and stopped nodes are accepted.
     type: bool
     default: false
-  plan:
+  live_paths:
+  description: With O(plan=true) and O(live_scale=auto), the planned nodes by path - C(live) and C(restart) (names).
+  returned: when O(plan=true) and O(live_scale=auto)
+  type: dict
+plan:
     description:
       - With O(rollout=true), also refuse before the lock what a rollout could not do, and after taking the lock
         return the rollout's plan (see the description), in one run. Refused without O(rollout=true).
@@ -147,6 +151,13 @@ options:
         O(cloudstack.cks.cks_node_outdated#module:canary).
     type: bool
     default: false
+  live_scale:
+    description:
+      - With O(plan=true), each planned node's path under C(rollout_live_scale=auto), as
+        O(cloudstack.cks.cks_node_outdated#module:live_scale).
+    type: str
+    choices: [never, auto]
+    default: never
   drain_check:
     description:
       - With O(plan=true), also tell what would block the drain of each planned node now
@@ -508,6 +519,7 @@ def argument_spec() -> dict[str, Any]:
         "plan": {"type": "bool", "default": False},
         "select": {"type": "str"},
         "canary": {"type": "bool", "default": False},
+        "live_scale": {"type": "str", "choices": ["never", "auto"], "default": "never"},
         "drain_check": {"type": "bool", "default": False},
         "delete_emptydir_data": {"type": "bool", "default": True},
         "force": {"type": "bool", "default": False},
