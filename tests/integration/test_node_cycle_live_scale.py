@@ -4,6 +4,7 @@ its result, when it cannot or when the guest or the kubelet do not show the new 
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 import pytest
@@ -122,6 +123,7 @@ def test_refused_after_the_decision_falls_back_in_the_same_batch(cycle_sim: Call
     assert path["fell_back_from"] == "live" and "refused the live scale (530)" in path["reason"], path
     steps = [s.name for s in result.results[0].steps]
     assert steps[:2] == ["guest_check", "scale_live"] and "drain" in steps and "change_offering" in steps
+    assert evictions(sim)  # the restart path drained it
     assert node_capacity(sim, node)[0] == "4"
     assert not [p for p in sim.kube.list_all_pods() if p["metadata"]["name"].startswith("cks-live-scale-")]
     assert sim.invariants() == []
@@ -157,14 +159,26 @@ def test_kubelet_that_never_reports_falls_back(cycle_sim: Callable[..., CycleSim
 
 
 def test_rollout_grows_workers_live_and_reports_the_path(rollout_sim: Callable[..., RolloutSim]) -> None:
-    sim = rollout_sim(live_spec())
-    run = sim.rollout(rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2,
-                      rollout_live_scale="auto", rollout_live_scale_timeout=10)
+    raw = live_spec()
+    raw["kube"] = {"event_ttl": 360000}  # the Events outlive a slow run
+    sim = rollout_sim(raw)
+    change = {"rollout_node_offerings": {"worker": "cks-large"}, "rollout_max_unavailable": 2,
+              "rollout_live_scale": "auto", "rollout_live_scale_timeout": 10}
+    dry = sim.rollout(args=("--check",), **change)
+    assert dry.rc == 0, dry.output
+    for node in sim.names("worker"):
+        assert f"{node} path: live (cks-medium -> cks-large on a running KVM VM (CloudStack 4.23.0.0))" in dry.output
+    assert calls(sim, "scaleVirtualMachine") == []
+
+    run = sim.rollout(**change)
     assert run.rc == 0, run.output
-    assert calls(sim, "stopVirtualMachine") == []
+    assert calls(sim, "stopVirtualMachine") == [] and not evictions(sim)
     for node in sim.names("worker"):
         assert node_capacity(sim, node)[0] == "4"
-    paths = {n["name"]: n["changes"]["path"]["path"] for n in run.report["nodes"]}
-    assert set(paths.values()) == {"live"}, paths
-    assert "live" in run.output  # the progress line names the path
+        assert f"{node} done live (4 CPU, 8.0 GiB)" in run.output  # the progress line
+        _status, body = sim.kube.raw_get("/apis/events.k8s.io/v1/namespaces/default/events")
+        notes = [e.get("note") for e in json.loads(body)["items"] if (e.get("regarding") or {}).get("name") == node]
+        assert "scaled to cks-large without a restart; kubelet restarted; capacity now 4 CPU, 8.0 GiB" in notes, notes
+    assert sorted(run.report["paths"]["live"]) == sim.names("worker") and run.report["paths"]["fell_back"] == []
+    assert "Scaled live (no restart): " in run.output
     sim.assert_converged()
