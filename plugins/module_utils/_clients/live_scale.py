@@ -33,6 +33,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_pa
 NAMESPACE = "kube-system"
 POD_PREFIX = "cks-live-scale-"
 LABELS = {"app.kubernetes.io/managed-by": "cloudstack.cks", "app.kubernetes.io/component": "live-scale"}
+GONE_WAIT = 60.0  # seconds for the pod to be gone after its delete
 NSENTER = ("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--")
 #: A transient timer restarts the kubelet after the exec returned: restarting it from inside the
 #: exec would stop the kubelet that carries the exec's own stream before its exit status arrives.
@@ -101,14 +102,15 @@ class NodeShell:
         self.image = image
         self.deadline = deadline
         self.interval = interval
-        self.name = f"{POD_PREFIX}{node[-20:]}-{secrets.token_hex(3)}".lower()
+        self.name = f"{POD_PREFIX}{secrets.token_hex(4)}"
         self.left_behind: Optional[str] = None
         self._exec = PodExec(kube)
 
     def body(self) -> dict[str, Any]:
         return {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": self.name, "namespace": NAMESPACE, "labels": dict(LABELS)},
+            "metadata": {"name": self.name, "namespace": NAMESPACE,
+                         "labels": dict(LABELS, **{"cloudstack.apache.org/node": self.node[:63]})},
             "spec": {
                 "nodeName": self.node, "hostPID": True, "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False,
@@ -136,8 +138,12 @@ class NodeShell:
         self._delete()
 
     def _delete(self) -> None:
+        """Delete the pod and see it gone: a pod left on the node would stop the restart path's drain
+        (it declares no controller). Its kubelet may be restarting: then the kill waits for the new one."""
         try:
             self.kube.delete_pod(NAMESPACE, self.name)
+            self.kube.await_pod(NAMESPACE, self.name, _gone, Deadline(min(GONE_WAIT, max(1.0, self.deadline.remaining()))),
+                                self.interval, f"the live-scale pod {self.name} to be gone")
         except CksError:
             self.left_behind = self.name
 
@@ -157,6 +163,10 @@ class NodeShell:
 
     def restart_kubelet(self) -> str:
         return self.run(*RESTART_KUBELET).strip()
+
+
+def _gone(pod: Optional[dict[str, Any]]) -> Optional[str]:
+    return "gone" if pod is None else None
 
 
 def _running(pod: Optional[dict[str, Any]]) -> Optional[str]:

@@ -121,15 +121,18 @@ class LivePath:
         allocatable = quantity_kib(str(((before_node.get("status") or {}).get("allocatable") or {}).get("memory", "")))
         if allocatable is None or not boot_id:
             raise Fallback("the node's allocatable memory or boot ID could not be read")
-        image = c.options.live_scale_image
+        shell = NodeShell(c.kube, c.node.name, c.options.live_scale_image, c.deadline, c.options.poll_interval)
         try:
-            with NodeShell(c.kube, c.node.name, image, c.deadline, c.options.poll_interval) as shell:
+            with shell:
                 before = self._must("guest_check", lambda: self._guest_room(shell.guest(), new))
                 self._must("scale_live", lambda: self._scale(old, new, offering.to))
                 self._must("guest_sees", lambda: self._guest_grew(shell, before, old, new))
                 self._must("kubelet_restart", lambda: f"kubelet restart queued ({shell.restart_kubelet()})")
         except CksError as exc:
             raise Fallback(f"the pod on the node failed: {exc.msg}") from exc
+        finally:
+            if shell.left_behind:
+                c.result.changes["left_behind"] = f"pod kube-system/{shell.left_behind} could not be seen deleted"
         expected = expected_capacity(new, old.memory_mb, allocatable)
         status = self._must("node_reports", lambda: self._node_reports(expected, boot_id))
         c._event(NodeEvent("ScaledLive", "ScaleLive", event_words(new.name, status)))

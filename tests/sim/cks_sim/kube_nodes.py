@@ -332,6 +332,12 @@ class KubeNodes(KubeConcern):
         self._touch_node(name)
         self._renew_node_lease(name)
         self._event("default", self._kubelet_node_ref(name), "Normal", "Starting", "Starting kubelet.", "kubelet", name)
+        # The new kubelet syncs the pods: the kills deleted pods waited for while it was down complete.
+        for pod in list(self._pods_on(name)):
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if "deletionTimestamp" in pod["metadata"] and key in self._awaiting_kubelet:
+                self._awaiting_kubelet.discard(key)
+                self._remove_pod(key, pod["metadata"]["uid"])
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="kubelet_restarted",
                               cpu=node["status"]["capacity"]["cpu"], memory=node["status"]["capacity"]["memory"])
         self._after_change()

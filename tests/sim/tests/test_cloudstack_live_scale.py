@@ -241,3 +241,21 @@ def test_stale_kubelet_fault_keeps_the_old_capacity(sim_factory):
     wait_until(lambda: any(e["event"] == "kubelet_restarted" for e in sim.timeline(since=started)
                            if e.get("node") == node), what="kubelet restart")
     assert _capacity(core, node)[0] == "2"
+
+
+def test_restart_from_inside_the_exec_cuts_its_stream_and_the_new_kubelet_finishes_deletions(sim_factory):
+    sim = sim_factory(_live_spec())
+    core = _core(sim)
+    node = _node_of(sim.node_vms("worker")[0])
+    pod = _host_pod(core, node)
+    started = time.time()
+    resp = stream(core.connect_get_namespaced_pod_exec, pod, "kube-system",
+                  command=NSENTER + ["systemctl", "restart", "kubelet"],
+                  stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+    resp.run_forever(timeout=30)
+    assert not resp.peek_channel(3)  # no exit status: the kubelet carrying the stream stopped
+    # Deleted while the kubelet is down, the pod stays Terminating until the new kubelet syncs.
+    core.delete_namespaced_pod(pod, "kube-system", grace_period_seconds=0)
+    wait_until(lambda: not [p for p in core.list_namespaced_pod("kube-system").items if p.metadata.name == pod],
+               what="the pod gone after the kubelet restart")
+    assert any(e["event"] == "kubelet_restarted" for e in sim.timeline(since=started) if e.get("node") == node)
