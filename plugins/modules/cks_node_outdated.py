@@ -16,12 +16,7 @@ description:
     the type''s size, or its affinity groups differ from the type''s recorded groups. ExplicitDedication groups
     are not compared (CKS adds them; a rollout keeps them). A type with no recorded groups leaves the nodes''
     groups alone.'
-  - 'The live_paths:
-  description: With O(live_scale=auto), the planned nodes by path - C(live) and C(restart) (names).
-  returned: when O(live_scale=auto)
-  type: dict
-  sample: {live: [alpha-node-196ecb50ef8], restart: [alpha-control-196ecb50e9c]}
-plan: the external etcd nodes one at a time, then the control nodes one at a time, then the workers
+  - 'The plan: the external etcd nodes one at a time, then the control nodes one at a time, then the workers
     O(max_unavailable) at a time, clamped to the number of workers minus one and at least 1. Within a type,
     stopped nodes, nodes still carrying the annotation of a rollout that stopped and, with O(etcd_endpoints),
     nodes whose etcd member etcd reports unhealthy go first (while that member is down, the quorum preflight
@@ -343,6 +338,11 @@ node_types:
   type: dict
   sample: {"control": {"nodes": 1, "out_of_date": 1, "can_lose_a_node": false, "why": "a single control node ...",
                        "not_rolled": "control nodes not restarted: ..."}}
+live_paths:
+  description: With O(live_scale=auto), the planned nodes by path - C(live) and C(restart) (names).
+  returned: when O(live_scale=auto)
+  type: dict
+  sample: {live: [alpha-node-196ecb50ef8], restart: [alpha-control-196ecb50e9c]}
 plan:
   description: The batches in order; each is one node type and the nodes restarted together. V(canary) is true for
     the first worker batch of a plan with O(canary=true).

@@ -125,11 +125,7 @@ options:
         differ already and stopped nodes are accepted.
     type: bool
     default: false
-  live_paths:
-  description: With O(plan=true) and O(live_scale=auto), the planned nodes by path - C(live) and C(restart) (names).
-  returned: when O(plan=true) and O(live_scale=auto)
-  type: dict
-plan:
+  plan:
     description:
       - With O(rollout=true), also refuse before the lock what a rollout could not do, and after taking the lock
         return the rollout's plan (see the description), in one run. Refused without O(rollout=true).
@@ -391,6 +387,10 @@ lock:
   sample: {"holder": "awx-job-42", "held": true, "acquire_time": "2026-12-02T16:40:00.000000Z",
            "renew_time": "2026-12-02T16:40:00.000000Z", "duration_seconds": 600, "expired": false,
            "taken_over_from": null}
+live_paths:
+  description: With O(plan=true) and O(live_scale=auto), the planned nodes by path - C(live) and C(restart) (names).
+  returned: when O(plan=true) and O(live_scale=auto)
+  type: dict
 plan:
   description:
     - With O(plan=true), the batches in order, as M(cloudstack.cks.cks_node_outdated) returns them. Every other key
