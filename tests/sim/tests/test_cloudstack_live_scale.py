@@ -55,7 +55,7 @@ def test_running_vm_scales_up_live_on_423_with_a_fixed_offering(sim_factory):
 
 
 def test_scale_down_of_a_running_vm_is_refused_word_for_word(sim_factory):
-    sim = sim_factory(_live_spec(), )
+    sim = sim_factory(_live_spec())
     vm = sim.node_vms("worker")[0]
     sim.cs().scaleVirtualMachine(id=vm["id"], serviceofferingid=sim.offering("cks-large")["id"], fetch_result=True)
     error = _scale_error(sim, vm, "cks-medium")
@@ -120,27 +120,20 @@ def test_cluster_capacity_setting_caps_the_domain(sim_factory):
     assert "requested vcpus is greater than max allowable vcpus for the live domain: 4 > 2" in error["errortext"]
 
 
-def test_no_host_with_room_fails_after_the_retries(sim_factory):
-    # Hosts of 2 cores: neither the VM's host nor any other can run 4 vCPUs
-    # (checkIfHostHasCpuCapability), so each of the scale.retry (2) tries finds no host to migrate
-    # to; upgradeRunningVirtualMachine returns false and ScaleVMCmd fails "Failed to scale the VM".
+# Hosts of 2 cores: no host can run 4 vCPUs (checkIfHostHasCpuCapability). With 10 hosts the cluster
+# stays under its disable threshold, so each of the scale.retry (2) tries finds no host to migrate to;
+# upgradeRunningVirtualMachine returns false and ScaleVMCmd fails "Failed to scale the VM". With 8 the
+# cluster would cross cluster.cpu.allocated.capacity.disablethreshold (0.85): checkIfClusterCrossesThreshold.
+@pytest.mark.parametrize("hosts, text", [(10, "Failed to scale the VM"), (8, "due to insufficient resources.")],
+                         ids=["no-host-after-the-retries", "over-the-disable-threshold"])
+def test_no_room_for_the_new_size_is_refused(sim_factory, hosts: int, text: str):
     spec = _live_spec()
-    spec["hosts"] = [{"name": f"kvm-{i}", "cpu": 2, "cpuspeed": 2000, "memory": 262144} for i in range(1, 11)]
+    spec["hosts"] = [{"name": f"kvm-{i}", "cpu": 2, "cpuspeed": 2000, "memory": 262144} for i in range(1, hosts + 1)]
     sim = sim_factory(spec)
     vm = sim.node_vms("worker")[0]
     error = _scale_error(sim, vm, "cks-large")
-    assert (error["errorcode"], error["errortext"]) == (530, "Failed to scale the VM")
+    assert error["errorcode"] == 530 and error["errortext"].endswith(text)
     assert sim.cs().listVirtualMachines(id=vm["id"])["virtualmachine"][0]["cpunumber"] == 2
-
-
-def test_cluster_over_its_disable_threshold_is_refused(sim_factory):
-    # checkIfClusterCrossesThreshold (cluster.cpu.allocated.capacity.disablethreshold 0.85).
-    spec = _live_spec()
-    spec["hosts"] = [{"name": f"kvm-{i}", "cpu": 2, "cpuspeed": 2000, "memory": 262144} for i in range(1, 9)]
-    sim = sim_factory(spec)
-    vm = sim.node_vms("worker")[0]
-    error = _scale_error(sim, vm, "cks-large")
-    assert error["errorcode"] == 530 and error["errortext"].endswith("due to insufficient resources.")
 
 
 def test_unsupported_hypervisor_is_refused(sim_factory):
@@ -190,14 +183,20 @@ def _capacity(core: k8s.CoreV1Api, node: str) -> tuple[str, str, str]:
     return found.status.capacity["cpu"], found.status.capacity["memory"], found.status.node_info.boot_id
 
 
-def test_kubelet_shows_a_live_scale_only_after_its_restart(sim_factory):
-    sim = sim_factory(_live_spec())
+def _scaled_with_a_host_pod(sim) -> tuple[k8s.CoreV1Api, str, str, tuple[str, str, str]]:
+    """(client, node, its host pod, its capacity before) after a live scale of the first worker to cks-large."""
     core = _core(sim)
     vm = sim.node_vms("worker")[0]
     node = _node_of(vm)
     before = _capacity(core, node)
     pod = _host_pod(core, node)
     sim.cs().scaleVirtualMachine(id=vm["id"], serviceofferingid=sim.offering("cks-large")["id"], fetch_result=True)
+    return core, node, pod, before
+
+
+def test_kubelet_shows_a_live_scale_only_after_its_restart(sim_factory):
+    sim = sim_factory(_live_spec())
+    core, node, pod, before = _scaled_with_a_host_pod(sim)
     # The guest onlined the hot-added vCPUs and memory at once; the Node still shows the old ones.
     assert _exec(core, pod, NSENTER + ["nproc"]) == ("4\n", 0)
     assert _exec(core, pod, NSENTER + ["grep", "MemTotal", "/proc/meminfo"])[0].split()[1] == str(8192 * 1024)
@@ -214,7 +213,7 @@ def test_kubelet_shows_a_live_scale_only_after_its_restart(sim_factory):
     assert not [e for e in events if e["event"] in ("boot", "pod_deleted")]  # every pod kept running
 
 
-def test_guest_that_does_not_online_and_stale_kubelet(sim_factory):
+def test_guest_that_does_not_online_keeps_its_vcpus_offline(sim_factory):
     sim = sim_factory(_live_spec(guest_onlines_hotplug=False))
     core = _core(sim)
     vm = sim.node_vms("worker")[0]
@@ -230,12 +229,8 @@ def test_guest_that_does_not_online_and_stale_kubelet(sim_factory):
 
 def test_stale_kubelet_fault_keeps_the_old_capacity(sim_factory):
     sim = sim_factory(_live_spec())
-    core = _core(sim)
-    vm = sim.node_vms("worker")[0]
-    node = _node_of(vm)
-    pod = _host_pod(core, node)
-    sim.fault(kind="kubelet_stale_capacity", node=node)
-    sim.cs().scaleVirtualMachine(id=vm["id"], serviceofferingid=sim.offering("cks-large")["id"], fetch_result=True)
+    sim.fault(kind="kubelet_stale_capacity")  # every node's kubelet
+    core, node, pod, _before = _scaled_with_a_host_pod(sim)
     started = time.time()
     _exec(core, pod, NSENTER + ["systemd-run", "--on-active=1", "systemctl", "restart", "kubelet"])
     wait_until(lambda: any(e["event"] == "kubelet_restarted" for e in sim.timeline(since=started)
