@@ -174,13 +174,17 @@ def reports_capacity(status: Mapping[str, Any], expected: ExpectedCapacity) -> t
     return True, f"{cpu} CPU, {memory} KiB allocatable"
 
 
-def event_words(offering: str, status: Mapping[str, Any]) -> str:
-    """The node's Event: "scaled to m-8 without a restart; kubelet restarted; capacity now 8 CPU, 31.2 GiB"."""
+def capacity_words(status: Mapping[str, Any]) -> str:
+    """A Node's capacity as an operator says it: "8 CPU, 31.2 GiB"."""
     capacity = _section(status, "capacity")
-    cpu = capacity.get("cpu", "?")
     memory = quantity_kib(str(capacity.get("memory", "")))
     gib = f"{memory / 1024 ** 2:.1f} GiB" if memory is not None else "? GiB"
-    return f"scaled to {offering} without a restart; kubelet restarted; capacity now {cpu} CPU, {gib}"
+    return f"{capacity.get('cpu', '?')} CPU, {gib}"
+
+
+def event_words(offering: str, status: Mapping[str, Any]) -> str:
+    """The node's Event: "scaled to m-8 without a restart; kubelet restarted; capacity now 8 CPU, 31.2 GiB"."""
+    return f"scaled to {offering} without a restart; kubelet restarted; capacity now {capacity_words(status)}"
 
 
 @dataclass(frozen=True)

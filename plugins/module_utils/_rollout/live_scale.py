@@ -37,11 +37,14 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting imp
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import boot_id_of
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import WARNING, NodeEvent
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_path import (
+    AUTO,
     LIVE,
     NEVER,
     GuestView,
+    LiveFacts,
     OfferingFacts,
     ScalePath,
+    capacity_words,
     event_words,
     expected_capacity,
     guest_sees,
@@ -81,15 +84,15 @@ class LivePath:
         # deadline and result, and its Event writer.
         self.cycle = cycle
         self.scaled = False  # the VM has its new offering: the restart path changes nothing more
+        self.facts: Optional[LiveFacts] = None  # what the decision read
 
     def decide(self) -> ScalePath:
         c = self.cycle
         changes = frozenset(k for k in ("offering", "root_disk", "affinity_groups") if getattr(c.plan, k))
         offering = c.plan.offering
-        facts = None
-        if c.options.live_scale == "auto" and changes == {"offering"} and offering is not None:
-            facts = read_facts(c.cloud, c.node.vm_id, offering.to, c._changes.scope)
-        return scale_path(c.options.live_scale, changes, facts, phased=c.options.phase != PHASE_ALL)
+        if c.options.live_scale == AUTO and changes == {"offering"} and offering is not None:
+            self.facts = read_facts(c.cloud, c.node.vm_id, offering.to, c._changes.scope)
+        return scale_path(c.options.live_scale, changes, self.facts, phased=c.options.phase != PHASE_ALL)
 
     def run(self) -> bool:
         """True when the node grew live and reports it; False: the restart path follows."""
@@ -112,9 +115,9 @@ class LivePath:
         c = self.cycle
         offering = c.plan.offering
         assert offering is not None
-        facts = read_facts(c.cloud, c.node.vm_id, offering.to, c._changes.scope)
+        facts = self.facts
         if facts is None or facts.current is None or facts.target is None:
-            raise Fallback("the VM or its offerings could not be read again")
+            raise Fallback("the VM or its offerings were not read")
         old, new = facts.current, facts.target
         before_node = c._last_read or c.kube.read_node(c.node.name)
         boot_id = boot_id_of(before_node)
@@ -136,7 +139,7 @@ class LivePath:
         expected = expected_capacity(new, old.memory_mb, allocatable)
         status = self._must("node_reports", lambda: self._node_reports(expected, boot_id))
         c._event(NodeEvent("ScaledLive", "ScaleLive", event_words(new.name, status)))
-        return event_words(new.name, status).split("capacity now ", 1)[-1]
+        return capacity_words(status)
 
     # -- the steps -----------------------------------------------------------------------------------
 
