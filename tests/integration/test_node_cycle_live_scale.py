@@ -73,8 +73,8 @@ def test_workers_grow_live_without_stop_or_eviction(cycle_sim: Callable[..., Cyc
     (dict(dynamically_scalable=False), "cks-large", {}, "not dynamically scalable"),
     ({}, "cks-large", {"root_gb": 30}, "root disk"),
 ], ids=["before-4.23-fixed-offering", "zone-without-dynamic-scaling", "vm-not-dynamically-scalable", "root-disk-too"])
-def test_what_cloudstack_cannot_scale_live_restarts(cycle_sim: Callable[..., CycleSim], spec: dict[str, Any],
-                                                     offering: str, settings_extra: dict[str, Any], words: str) -> None:
+def test_what_cloudstack_cannot_scale_live_restarts(cycle_sim: Callable[..., CycleSim], spec: dict[str, Any], offering: str,
+                                                    settings_extra: dict[str, Any], words: str) -> None:
     sim = cycle_sim(live_spec(**spec))
     node = sim.names("worker")[0]
     result = sim.cycle([node], workers(sim, offering, **settings_extra), options=LIVE)
