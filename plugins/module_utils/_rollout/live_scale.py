@@ -114,9 +114,8 @@ class LivePath:
     def _live(self) -> str:
         c = self.cycle
         offering = c.plan.offering
-        assert offering is not None
         facts = self.facts
-        if facts is None or facts.current is None or facts.target is None:
+        if offering is None or facts is None or facts.current is None or facts.target is None:
             raise Fallback("the VM or its offerings were not read")
         old, new = facts.current, facts.target
         before_node = c._last_read or c.kube.read_node(c.node.name)
