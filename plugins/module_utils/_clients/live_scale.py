@@ -61,7 +61,7 @@ def read_facts(cloud: CloudStackApi, vm_id: str, target_offering_id: str, scope:
             return None
         vm = found[0]
         offerings = {}
-        for offering_id in {str(vm.get("serviceofferingid")), target_offering_id}:
+        for offering_id in sorted({str(vm.get("serviceofferingid")), target_offering_id}):
             listed = cloud.list("listServiceOfferings", id=offering_id, listall=True)
             if not listed:
                 return None
