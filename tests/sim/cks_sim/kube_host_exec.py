@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-NSENTER_BINARIES = {"nsenter", "/usr/bin/nsenter", "/bin/nsenter"}
 _TARGET_FLAGS = {"-t", "--target"}
 _NS_FLAGS = {"-m", "--mount", "-u", "--uts", "-i", "--ipc", "-n", "--net", "-p", "--pid"}
 
