@@ -37,8 +37,8 @@ GONE_WAIT = 60.0  # seconds for the pod to be gone after its delete
 NSENTER = ("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--")
 #: A transient timer restarts the kubelet after the exec returned: restarting it from inside the
 #: exec would stop the kubelet that carries the exec's own stream before its exit status arrives.
-RESTART_KUBELET = ("systemd-run", "--on-active=1", "--unit=cks-live-scale-kubelet-restart",
-                   "systemctl", "restart", "kubelet")
+#: The unit is named after the pod, so a second run on the node never meets a unit of the first.
+RESTART_KUBELET = ("systemd-run", "--on-active=1", "--unit={pod}", "systemctl", "restart", "kubelet")
 
 
 def _offering(raw: dict[str, Any], vm: Optional[dict[str, Any]] = None) -> OfferingFacts:
@@ -162,7 +162,7 @@ class NodeShell:
                          memory_kib=memtotal_kib(self.run("grep", "MemTotal", "/proc/meminfo")))
 
     def restart_kubelet(self) -> str:
-        return self.run(*RESTART_KUBELET).strip()
+        return self.run(*(part.format(pod=self.name) for part in RESTART_KUBELET)).strip()
 
 
 def _gone(pod: Optional[dict[str, Any]]) -> Optional[str]:
