@@ -28,6 +28,7 @@ if HERE not in sys.path:
 import analysis  # noqa: E402
 import fleet as fleet_bench  # noqa: E402
 import inventory as inventory_bench  # noqa: E402
+import live_scale as live_bench  # noqa: E402
 import timeline as timeline_svg  # noqa: E402
 from planning import planning_scale  # noqa: E402
 from rollout import RolloutRun, run_rollout  # noqa: E402
@@ -54,13 +55,14 @@ class Config:
     plan_sizes: tuple[int, ...]
     plan_repeats: int
     control_nodes: int = 3
+    live_workers: int = 5  # the live path beside the restart path (bench/live_scale.py); 0: not run
 
 
 # Batches of 1, 5 and 10 at forks 5 come from the rollouts above (maxunavailable 1, 5, 10); the
 # dedicated one-batch rollouts add forks 1 for each size and the batch of 20 at forks 5.
 FULL = Config(DEFAULT_TIME_SCALE, 10, (1, 5), 100, 10, ((1, 1), (5, 1), (10, 1), (20, 1), (20, 5)), (100, 1000, 3000), 3)
 # One rollout of 1 control + 3 workers, 2 at a time (batches of 2 and 1), and planning 20 nodes.
-SMOKE = Config(0.01, 3, (2,), 0, 0, (), (20,), 1, control_nodes=1)
+SMOKE = Config(0.01, 3, (2,), 0, 0, (), (20,), 1, control_nodes=1, live_workers=0)
 
 
 def log(message: str) -> None:
@@ -366,7 +368,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--time-scale", type=float, default=None, help=f"default {DEFAULT_TIME_SCALE}")
     parser.add_argument("--out", default=os.path.join(HERE, "results"), help="where latest.json/.md and the SVG go")
     parser.add_argument("--render", metavar="JSON", help="only recompute the verdicts and the table of a result JSON")
-    parser.add_argument("--skip", action="append", default=[], choices=["rollout", "concurrency", "planning"])
+    parser.add_argument("--skip", action="append", default=[], choices=["rollout", "concurrency", "planning", "live"])
     args = parser.parse_args(argv)
     if args.render:
         return render_only(args.render, args.out)
@@ -398,6 +400,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if "planning" not in args.skip:
         log("planning scale")
         result["planning"] = planning_scale(cfg.plan_sizes, cfg.time_scale, cfg.plan_repeats, log=log)
+    if "live" not in args.skip and cfg.live_workers:
+        result["live_scale"] = live_bench.live_vs_restart(cfg.live_workers, cfg.time_scale, work, log)
     result["verdicts"] = verdicts(result)
     result["elapsed"] = round(time.monotonic() - begun, 1)
     result["machine"]["load_at_end"] = os.getloadavg()[0]
@@ -416,7 +420,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     with open(os.path.join(args.out, "latest.json"), "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
         fh.write("\n")
-    table = markdown(result)
+    table = markdown(result) + live_bench.markdown(result.get("live_scale") or {})
     with open(os.path.join(args.out, "latest.md"), "w", encoding="utf-8") as fh:
         fh.write(table)
     print(table)

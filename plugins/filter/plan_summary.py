@@ -22,7 +22,8 @@ description:
     one that stopped without release, a line naming that rollout and when it took and last renewed its lock.
   - Then the cluster and the counts (batches, nodes to restart, nodes to uncordon without a restart), the out-of-date
     counts per node type and the workers' batch size, each batch with each of its nodes and what changes on it (from ->
-    to) or V(no change), and, from a dry run's drain check, what would block the node's drain now.
+    to) or V(no change), with rollout_live_scale V(auto) its path (V(live) or V(restart), and why), and, from a dry
+    run's drain check, what would block the node's drain now.
   - Last the node types not rolled and why, the nodes a selection left out, the nodes uncordoned without a restart,
     what the key could not check (C(not_checked), one V(Not checked) line each),
     the per-node hooks, the pause between batches, and that nothing is in the way of the drains when the drain check
@@ -113,6 +114,8 @@ def _batches(plan: Mapping[str, Any]) -> list[str]:
     why = {work.get("name"): work.get("why") for work in plan.get("work") or []}
     blockers: Sequence[Mapping[str, Any]] = plan.get("drain_blockers") or []
     batches: Sequence[Mapping[str, Any]] = plan.get("plan") or []
+    # rollout_live_scale auto: each node's path (cks_node_outdated's nodes[].path).
+    paths = {n.get("name"): n.get("path") for n in plan.get("nodes") or [] if isinstance(n, Mapping) and n.get("path")}
     lines = []
     for number, batch in enumerate(batches, start=1):
         canary = " (canary)" if batch.get("canary", False) else ""
@@ -120,6 +123,9 @@ def _batches(plan: Mapping[str, Any]) -> list[str]:
         lines.append(f"Batch {number}/{len(batches)} {batch.get('node_type')}{canary}: {', '.join(nodes)}")
         for node in nodes:
             lines.append(f"  {node}: {why.get(node) or 'no change'}")
+            if node in paths:
+                path: Mapping[str, Any] = paths[node] or {}
+                lines.append(f"  {node} path: {path.get('path')} ({path.get('reason')})")
             lines.extend(f"  {node} drain: {message}" for found in blockers
                          if found.get("batch") == number and found.get("node") == node
                          for message in found.get("messages") or [])

@@ -56,7 +56,8 @@ RETURN = r"""
 _value:
   description:
     - 'The lines, for example C(Rollout rollout-20261203T120000-42 of demo: done; cluster health: Running) and
-      C(Nodes restarted: w1, w2).'
+      C(Nodes restarted: w1, w2); with rollout_live_scale V(auto) also C(Scaled live (no restart): w1) and
+      C(Live scale fell back to a restart: w2 (reason)).'
   type: list
   elements: str
 """
@@ -86,6 +87,15 @@ def _ended(report: Mapping[str, Any]) -> str:
     return str(result)
 
 
+def _path_lines(paths: Mapping[str, Any]) -> list[str]:
+    """rollout_live_scale auto: which nodes grew without a restart, which fell back and why."""
+    if not paths.get("live") and not paths.get("fell_back"):
+        return []
+    fell = "; ".join(f"{entry.get('node')} ({entry.get('reason')})" for entry in paths.get("fell_back") or [])
+    return [f"Scaled live (no restart): {', '.join(paths.get('live') or []) or '-'}",
+            f"Live scale fell back to a restart: {fell or '-'}"]
+
+
 def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str, Any],
                     report_path: str = "") -> list[str]:
     """The closing lines of a rollout, from its report and what the release found still out of date."""
@@ -99,6 +109,7 @@ def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str,
         f"Rollout {_shown(report.get('run_id'))} of {_shown(cluster)}: {_ended(report)}; "
         f"cluster health: {_shown(report.get('outcome'))}",
         f"Nodes restarted: {_names(restarted, 'name')}",
+        *_path_lines(report.get("paths") or {}),
         f"Not reached: {', '.join(report.get('nodes_not_reached') or []) or '-'}",
         f"Uncordoned: {_names(report.get('uncordoned') or [])}",
         f"Left cordoned: {_names(report.get('left_cordoned') or [])}",

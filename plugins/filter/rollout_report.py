@@ -97,7 +97,8 @@ _value:
       C(nodes_not_reached), C(uncordoned), C(left_cordoned), C(cordoned_by_others), C(pending_taint_removed),
       C(lb_exclusion_removed), C(lb_exclusion_kept), C(out_of_date_before), C(out_of_date_after), C(still_out_of_date),
       C(work_left) (the nodes whose VM is not Running or that the rollout left cordoned or annotated, each with why),
-      C(not_rolled), C(capacity) and C(problems).
+      C(not_rolled), C(capacity), C(problems) and C(paths) (with rollout_live_scale V(auto) - C(live), the nodes
+      grown without a restart, and C(fell_back), each C(node) the live path handed to the restart path with its C(reason)).
   type: dict
 """
 

@@ -199,6 +199,38 @@ options:
         each once the one before is Running, never at the same moment.
     type: bool
     default: true
+  live_scale:
+    description:
+      - V(never) (the default) restarts every node (cordon, drain, stop, change, start).
+      - V(auto) grows a node without a restart when its only change is a service offering CloudStack can apply
+        to the running VM (read before anything changes; what cannot be read restarts) - a scale up, on a
+        hypervisor that scales running VMs, both offerings with the same dynamic scaling flag, the VM
+        dynamically scalable, C(enable.dynamic.scale.vm) true, and before CloudStack 4.23 a custom current
+        offering on KVM. Root disk and affinity group changes always restart; so does a batch run in phases.
+      - The live path, with no cordon and no drain - C(scaleVirtualMachine) of the running VM; through a short-lived
+        privileged pod pinned to the node (O(live_scale_image), C(hostPID), C(nsenter) into PID 1, in
+        C(kube-system), deleted afterwards) a check that the guest has the new vCPUs and memory online, then a
+        kubelet restart; then a wait of at most O(live_scale_timeout) seconds until the node reports the new CPU
+        count and at least the offering's memory less what the kubelet and kernel kept before, Ready, with the
+        same boot ID.
+      - A live scale CloudStack refuses, a domain started without room for the new vCPUs, a guest that does not
+        online them, or a node that does not report them takes the restart path in the same batch, with the
+        reason in the node's C(changes.path).
+    type: str
+    choices: [never, auto]
+    default: never
+  live_scale_image:
+    description:
+      - The image of the live path's pod. It needs C(nsenter) and C(sleep) (busybox has both); on a cluster without
+        a registry, an image the nodes hold.
+    type: str
+    default: busybox:1.36.1
+  live_scale_timeout:
+    description:
+      - Seconds the live path waits for the node to report its new size after the kubelet restart, before the node
+        takes the restart path.
+    type: float
+    default: 120
   max_unavailable:
     description:
       - With O(mode=cycle), the most workers one batch may take down, clamped as a rollout's plan clamps it,
@@ -414,12 +446,17 @@ nodes:
         - C(exclude_from_lb) and C(lb_wait) appear only with O(exclude_from_load_balancers); C(unmark) only for a
           node cordoned by someone else that carries the rollout's marks; C(recheck) only with O(phase=uncordon).
         - Each phase returns its own steps (O(phase)).
+        - With O(live_scale=auto), a node on the live path has C(guest_check), C(scale_live), C(guest_sees),
+          C(kubelet_restart) and C(node_reports) instead; one that fell back has those up to the failed one, then
+          the restart path's.
       type: list
       elements: dict
     changes:
       description:
         - What changed (or would change), C(from) and C(to) - C(offering) (names, with C(from_id), C(to_id)),
           C(root_disk_gb), C(affinity_groups) (names, with ids); and C(drain) (the pods evicted).
+        - With O(live_scale=auto), C(path) - C(path) (V(live) or V(restart)) and C(reason); a node that fell back
+          from the live path has C(fell_back_from=live), one that grew live C(capacity) (what its node reports).
       type: dict
       sample: {offering: {from: cks-medium, to: cks-large}, root_disk_gb: {from: 20, to: 30}}
     cordoned_by_others:
@@ -648,7 +685,7 @@ SERVICES = {"cycle": node_cycle, "release": node_release, "taint_pending": taint
 BATCH_OPTIONS_SPEC = argument_specs(
     "batch_timeout", "job_timeout", "delete_emptydir_data", "force", "grace_period", "eviction_retry_interval",
     "poll_interval", "validate_count", "validate_interval", "validate_timeout", "exclude_from_load_balancers",
-    "exclude_delay", "put_back_on_refusal", "max_unavailable")
+    "exclude_delay", "put_back_on_refusal", "max_unavailable", "live_scale", "live_scale_image", "live_scale_timeout")
 
 
 def argument_spec() -> dict[str, dict[str, Any]]:

@@ -77,6 +77,14 @@ options:
       - The canary batch is marked in RV(plan); control and etcd nodes go one at a time anyway.
     type: bool
     default: false
+  live_scale:
+    description:
+      - V(auto) adds each planned node's C(path) to RV(nodes) and lists them in RV(live_paths) - whether a rollout with
+        C(rollout_live_scale=auto) would grow it without a restart (V(live)) or restart it (V(restart)), and why,
+        from the node's VM, its offerings and C(listCapabilities) as they are now. V(never) reads nothing more.
+    type: str
+    choices: [never, auto]
+    default: never
   node_offerings:
     description:
       - Judge the nodes against this service offering per node type (name or id) instead of the stored one, as
@@ -280,6 +288,10 @@ nodes:
         offering or group references (id and name) or sizes in GB; V(message) says it in words.
       type: list
       elements: dict
+    path:
+      description: With O(live_scale=auto), for a planned node - C(path) (V(live) or V(restart)) and C(reason).
+      type: dict
+      returned: when O(live_scale=auto) and the node is planned
   sample:
     - name: alpha-node-196ecb50ef8
       node_type: worker
@@ -326,6 +338,11 @@ node_types:
   type: dict
   sample: {"control": {"nodes": 1, "out_of_date": 1, "can_lose_a_node": false, "why": "a single control node ...",
                        "not_rolled": "control nodes not restarted: ..."}}
+live_paths:
+  description: With O(live_scale=auto), the planned nodes by path - C(live) and C(restart) (names).
+  returned: when O(live_scale=auto)
+  type: dict
+  sample: {live: [alpha-node-196ecb50ef8], restart: [alpha-control-196ecb50e9c]}
 plan:
   description: The batches in order; each is one node type and the nodes restarted together. V(canary) is true for
     the first worker batch of a plan with O(canary=true).
@@ -641,6 +658,7 @@ def argument_spec() -> dict[str, Any]:
         "max_unavailable": {"type": "int"},
         "select": {"type": "str"},
         "canary": {"type": "bool", "default": False},
+        "live_scale": {"type": "str", "choices": ["never", "auto"], "default": "never"},
         "node_offerings": {"type": "dict", "options": {t: {"type": "str"} for t in _PER_TYPE}},
         "node_root_disk_sizes": {"type": "dict", "options": {t: {"type": "int"} for t in _PER_TYPE}},
         "node_affinity_groups": {"type": "dict",

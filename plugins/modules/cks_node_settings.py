@@ -147,6 +147,13 @@ options:
         O(cloudstack.cks.cks_node_outdated#module:canary).
     type: bool
     default: false
+  live_scale:
+    description:
+      - With O(plan=true), each planned node's path under C(rollout_live_scale=auto), as
+        O(cloudstack.cks.cks_node_outdated#module:live_scale).
+    type: str
+    choices: [never, auto]
+    default: never
   drain_check:
     description:
       - With O(plan=true), also tell what would block the drain of each planned node now
@@ -380,6 +387,10 @@ lock:
   sample: {"holder": "awx-job-42", "held": true, "acquire_time": "2026-12-02T16:40:00.000000Z",
            "renew_time": "2026-12-02T16:40:00.000000Z", "duration_seconds": 600, "expired": false,
            "taken_over_from": null}
+live_paths:
+  description: With O(plan=true) and O(live_scale=auto), the planned nodes by path - C(live) and C(restart) (names).
+  returned: when O(plan=true) and O(live_scale=auto)
+  type: dict
 plan:
   description:
     - With O(plan=true), the batches in order, as M(cloudstack.cks.cks_node_outdated) returns them. Every other key
@@ -508,6 +519,7 @@ def argument_spec() -> dict[str, Any]:
         "plan": {"type": "bool", "default": False},
         "select": {"type": "str"},
         "canary": {"type": "bool", "default": False},
+        "live_scale": {"type": "str", "choices": ["never", "auto"], "default": "never"},
         "drain_check": {"type": "bool", "default": False},
         "delete_emptydir_data": {"type": "bool", "default": True},
         "force": {"type": "bool", "default": False},

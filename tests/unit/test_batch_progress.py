@@ -129,3 +129,13 @@ def test_a_plan_without_work_skips_nothing() -> None:
     plan = {"hosts": ["w1"], "plan": [{"node_type": "worker", "nodes": ["w1"]}]}
     assert batch_progress({}, plan=plan, batch_number="1", batch_count=1, node_type="worker",
                           batch_nodes=["w1"]) == "Batch 1/1 worker [w1] done | nodes done 0, skipped 0, left 1"
+
+
+def test_the_line_names_each_nodes_path_under_live_scale() -> None:
+    live = dict(node("w2", "done", step("scale_live", 100.0, 101.0)),
+                changes={"path": {"path": "live", "capacity": "4 CPU, 8.0 GiB"}})
+    fell = dict(node("w3", "done", step("scale_live", 100.0, 101.0, "failed"), step("stop", 102.0, 103.0)),
+                changes={"path": {"path": "restart", "reason": "the guest has 2 vCPUs online", "fell_back_from": "live"}})
+    text = line({"started": 100.0, "ended": 110.0, "nodes": [live, fell]})
+    assert "w2 done live (4 CPU, 8.0 GiB): scale_live 1.0s" in text
+    assert "w3 done restarted after the live path failed (the guest has 2 vCPUs online): scale_live 1.0s FAILED" in text

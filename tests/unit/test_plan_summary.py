@@ -164,3 +164,13 @@ def test_what_the_key_could_not_check_is_named() -> None:
     note = "this key cannot list the zone's hosts (not available for user): ... was not checked"
     assert f"Not checked: {note}" in plan_summary({"not_checked": [note]})
     assert not [line for line in plan_summary({}) if line.startswith("Not checked")]
+
+
+def test_live_scale_auto_shows_each_nodes_path_and_why() -> None:
+    nodes = [{"name": "c1", "path": {"path": "live", "reason": "small -> large on a running KVM VM"}},
+             {"name": "w1", "path": {"path": "restart", "reason": "the root disk changes"}},
+             {"name": "w2"}]
+    lines = plan_summary(plan(nodes=nodes))
+    assert lines[lines.index("  c1: offering small -> large") + 1] == "  c1 path: live (small -> large on a running KVM VM)"
+    assert lines[lines.index("  w1: root disk 8 -> 16 GB") + 1] == "  w1 path: restart (the root disk changes)"
+    assert not [line for line in lines if line.startswith("  w2 path")]

@@ -84,3 +84,19 @@ def test_work_left_stands_beside_counts_of_nothing_out_of_date() -> None:
     lines = rollout_outcome(report(result="failed at batch 4 of 4"), cluster="demo", after=after)
     assert lines[5:7] == ["Out of date now: control 0, worker 0, etcd 0",
                           "Work left: w4 (VM Stopped, cordoned by the rollout)"]
+
+
+def test_live_scale_lines_name_the_live_nodes_and_the_fallbacks() -> None:
+    from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import node_paths
+
+    nodes = [{"name": "w1", "outcome": "done", "changes": {"path": {"path": "live", "capacity": "4 CPU, 8.0 GiB"}}},
+             {"name": "w2", "outcome": "done",
+              "changes": {"path": {"path": "restart", "reason": "CloudStack refused (530)", "fell_back_from": "live"}}},
+             {"name": "w3", "outcome": "done", "changes": {"path": {"path": "restart", "reason": "root disk"}}}]
+    paths = node_paths(nodes)
+    assert paths == {"live": ["w1"], "fell_back": [{"node": "w2", "reason": "CloudStack refused (530)"}]}
+    lines = rollout_outcome(report(nodes=nodes, paths=paths), cluster="demo", after=AFTER)
+    assert "Scaled live (no restart): w1" in lines
+    assert "Live scale fell back to a restart: w2 (CloudStack refused (530))" in lines
+    # Without the live path (rollout_live_scale never) the lines are as before.
+    assert not [line for line in rollout_outcome(report(nodes=nodes[2:]), cluster="demo", after=AFTER) if "live" in line]

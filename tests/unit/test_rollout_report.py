@@ -155,7 +155,7 @@ def test_every_key_and_nothing_but_json() -> None:
     assert list(shown) == [
         "cluster", "run_id", "started", "ended", "outcome", "result", "cancelled", "last_error", "previous_rollout_stopped",
         "settings", "previous_settings", "max_unavailable", "worker_batch_size", "canary", "pause_seconds", "hooks",
-        "selected", "not_selected", "batches_planned", "batches", "nodes", "nodes_not_reached", "uncordoned",
+        "selected", "not_selected", "batches_planned", "batches", "nodes", "nodes_not_reached", "paths", "uncordoned",
         "left_cordoned", "cordoned_by_others", "pending_taint_removed", "lb_exclusion_removed", "lb_exclusion_kept",
         "out_of_date_before", "out_of_date_after", "still_out_of_date", "work_left", "not_rolled", "capacity", "problems"]
     assert json.loads(json.dumps(shown)) == shown

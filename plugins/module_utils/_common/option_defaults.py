@@ -31,6 +31,9 @@ BATCH_OPTIONS: dict[str, dict[str, Any]] = {
     # to take the node out of the load balancers; this covers a drain that was over at once.
     "exclude_delay": {"type": "float", "default": 10.0},
     "put_back_on_refusal": {"type": "bool", "default": True},
+    "live_scale": {"type": "str", "choices": ["never", "auto"], "default": "never"},
+    "live_scale_image": {"type": "str", "default": "busybox:1.36.1"},
+    "live_scale_timeout": {"type": "float", "default": 120.0},
     "max_unavailable": {"type": "int"},
 }
 

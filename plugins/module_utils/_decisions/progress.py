@@ -48,9 +48,19 @@ def _step_part(step: Mapping[str, Any]) -> str:
     return f"{step.get('name')} {_seconds(step['started'], ended)}s{shown}"
 
 
+def _path_part(node: Mapping[str, Any]) -> str:
+    """With rollout_live_scale auto: how the node went (live, or restarted and why)."""
+    path = (node.get("changes") or {}).get("path") or {}
+    if path.get("path") == "live":
+        return f" live ({path.get('capacity', '')})"
+    if path.get("fell_back_from"):
+        return f" restarted after the live path failed ({path.get('reason', '')})"
+    return ""
+
+
 def _node_part(node: Mapping[str, Any]) -> str:
     steps = [_step_part(step) for step in node.get("steps") or [] if step.get("outcome") != "skipped"]
-    return f"{node.get('name')} {node.get('outcome')}: {', '.join(steps) or 'no steps'}"
+    return f"{node.get('name')} {node.get('outcome')}{_path_part(node)}: {', '.join(steps) or 'no steps'}"
 
 
 def _validation_part(checked: Mapping[str, Any]) -> str:

@@ -81,6 +81,18 @@ def _not_reached(plan: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) ->
     return [host for host in plan.get("hosts") or [] if host not in reached]
 
 
+def node_paths(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """With rollout_live_scale auto: the nodes that grew live, and those the live path handed to a restart."""
+    live, fell_back = [], []
+    for node in nodes:
+        path = (node.get("changes") or {}).get("path") or {}
+        if path.get("path") == "live":
+            live.append(node.get("name"))
+        elif path.get("fell_back_from"):
+            fell_back.append({"node": node.get("name"), "reason": path.get("reason")})
+    return {"live": live, "fell_back": fell_back}
+
+
 def rollout_report(plan: Mapping[str, Any], release: Mapping[str, Any], after: Mapping[str, Any], run_id: str,
                    ended: str, started: Optional[str] = None, results: Optional[Iterable[Mapping[str, Any]]] = None,
                    batches: Optional[Sequence[Mapping[str, Any]]] = None, stored: Optional[Mapping[str, Any]] = None,
@@ -114,6 +126,7 @@ def rollout_report(plan: Mapping[str, Any], release: Mapping[str, Any], after: M
         "batches": batches,
         "nodes": nodes,
         "nodes_not_reached": _not_reached(plan, nodes),
+        "paths": node_paths(nodes),
         "uncordoned": _uncordoned(batches, release),
         "left_cordoned": release.get("left_cordoned"),
         "cordoned_by_others": release.get("cordoned_by_others"),

@@ -55,6 +55,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
     Node,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer import Drainer
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.live_scale import grew_live
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import return_to_service
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_back import wait_for_etcd, wait_for_load_balancers, wait_until_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import BatchContext
@@ -185,6 +186,9 @@ class NodeCycle:
         try:
             if self._k8s and phase != PHASE_UNCORDON:
                 self._observe(self._first_look())
+            if self._k8s and grew_live(self):  # rollout_live_scale: auto (_rollout/live_scale.py)
+                self.result.ended = time.time()
+                return
             for step, again in steps_for(phase, self._k8s, self.options):
                 action = ACTIONS[step.name]
                 why = action.skip(self, again)

@@ -42,6 +42,11 @@ class CycleOptions:
     max_unavailable: Optional[int] = None
     #: A change CloudStack refuses after the stop starts the node again on what it has (off: left Stopped).
     put_back_on_refusal: bool = True
+    #: never: every node restarts; auto: a node whose only change CloudStack applies to the running VM
+    #: grows live (``_rollout/live_scale.py``), else restarts.
+    live_scale: str = "never"
+    live_scale_image: str = "busybox:1.36.1"
+    live_scale_timeout: float = 120.0  # seconds for the node to report its new size after the kubelet restart
 
 
 class NodeEventSink(Protocol):

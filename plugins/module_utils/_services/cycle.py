@@ -17,6 +17,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defa
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import needs_root_volume
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_path import LIVE_SCALE_CHOICES
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
@@ -100,7 +101,17 @@ def cycle_options(params: Mapping[str, Any], check_mode: bool, max_unavailable: 
         batch_started=batch_started,
         max_unavailable=max_unavailable,
         put_back_on_refusal=params.get("put_back_on_refusal") is not False,
+        live_scale=_live_scale(params),
+        live_scale_image=str(params.get("live_scale_image") or default_of("live_scale_image")),
+        live_scale_timeout=_number(params, "live_scale_timeout", default_of("live_scale_timeout"), minimum=1.0),
     )
+
+
+def _live_scale(params: Mapping[str, Any]) -> str:
+    mode = str(params.get("live_scale") or default_of("live_scale"))
+    if mode not in LIVE_SCALE_CHOICES:
+        raise InvalidInput("live_scale", mode, f"must be one of {', '.join(LIVE_SCALE_CHOICES)}")
+    return mode
 
 
 def phase_of(params: Mapping[str, Any]) -> str:

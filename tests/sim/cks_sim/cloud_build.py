@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from . import placement
+from . import cloud_live_scale, placement
 from . import spec as specmod
 from .cloud_entities import GB, VM, AffinityGroup, Cluster, DiskOffering, Host, Network, PortForwardingRule, PublicIp, ServiceOffering, Volume, iso
 from .cloud_lookups import CloudLookups
@@ -21,7 +21,8 @@ class CloudBuild(CloudLookups):
         for c in spec.get("host_clusters", []):
             zone_id = self.zone_by_name[c["zone"]]
             cluster = placement.HostCluster(self.side_ids.uuid(), c["name"], zone_id, zone_id,
-                                            c["cpu_overcommit_ratio"], c["memory_overcommit_ratio"])
+                                            c["cpu_overcommit_ratio"], c["memory_overcommit_ratio"], c["hypervisor"],
+                                            c["kvm_cpu_dynamic_scaling_capacity"], c["kvm_memory_dynamic_scaling_capacity"])
             self.host_clusters[cluster.id] = cluster
         for h in spec["hosts"]:
             self.add_host(h, host_id=self.ids.uuid(), created=self._stamp())
@@ -149,6 +150,10 @@ class CloudBuild(CloudLookups):
                               override.get("root_disk_size", c["root_disk_size"]), c["root_disk_offering"],
                               pool_id=next(p.id for p in self.storage_pools.values() if p.name == c["storage_pool"]))
             vm.etcd_member_name = override.get("etcd_member_name")
+            # UserVmManagerImpl.checkIfDynamicScalingCanBeEnabled: CKS asks for it; the template, the
+            # offering and the zone must all allow it.
+            vm.dynamically_scalable = (c["dynamically_scalable"] and offering.dynamicscalingenabled
+                                       and self.zones[cluster.zone_id]["dynamic_scale"])
             cluster.cpunumber += offering.cpu
             cluster.memory += offering.memory
             state = override.get("state", "Running")
@@ -160,6 +165,7 @@ class CloudBuild(CloudLookups):
                         " (e.g. scale.hosts)")
                 vm.host_id = vm.last_host_id = host.id
                 vm.state = "Running"
+                cloud_live_scale.record_domain(self, vm, host, c["started_on_version"])
             else:
                 vm.state = "Stopped" if state != "Error" else "Error"
                 vm.stopped_at = time.monotonic() - 10 * 365 * 86400

@@ -143,6 +143,11 @@ class VM:
     details: dict[str, str] = field(default_factory=dict)
     custom_cpu: Optional[int] = None
     custom_memory: Optional[int] = None
+    # VMInstanceVO.isDynamicallyScalable, and the vCPUs / MiB the running domain may grow to (the
+    # <vcpu> and <maxMemory> KVMGuru wrote when it was last started; 0 while it is not running).
+    dynamically_scalable: bool = True
+    domain_max_cpu: int = 0
+    domain_max_memory: int = 0
     keypair: Optional[str] = None
     owner_id: str = ""
     queue: deque = field(default_factory=deque)

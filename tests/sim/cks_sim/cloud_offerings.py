@@ -1,14 +1,15 @@
 """Offering changes of cks-sim's CloudStack world: changeServiceForVirtualMachine (synchronous,
 Stopped VMs) and scaleVirtualMachine (a job), with the checks UserVmManagerImpl and
 VirtualMachineManagerImpl make (same offering, inactive, storage scope and tags, disk offering
-strictness, custom values, resource limits). A mixin over ``cloud_state.CloudState``: methods only."""
+strictness, custom values, resource limits); a Running VM's scale follows cloud_live_scale.py. A mixin over ``cloud_state.CloudState``: methods only."""
 
 from __future__ import annotations
 
 from typing import Callable
 
+from . import cloud_live_scale
 from .cloud_entities import VM, Job, ServiceOffering
-from .cloud_errors import NOT_STOPPED_HINT, param_error
+from .cloud_errors import NOT_STOPPED_HINT, CloudError, param_error
 from .cloud_power import CloudPower
 
 
@@ -89,15 +90,23 @@ class CloudOfferings(CloudPower):
                 self._check_offering_limits(vm, new, details)
                 apply = True
             elif vm.state == "Running":
-                current = self.service_offerings[vm.service_offering_id]
-                self._check_offering_change(vm, new, details)
-                if not self.vm_zone(vm)["dynamic_scale"]:
-                    raise param_error("Dynamic scaling is not enabled for the zone (enable.dynamic.scale.vm); stop the VM to change its offering")
-                if not current.iscustomized:
-                    raise param_error(f"Unable to scale {self.vm_ref(vm)}: on KVM only a VM with a custom (dynamic) offering can be scaled while Running")
-                if current.dynamicscalingenabled != new.dynamicscalingenabled:
-                    raise param_error("Unable to Scale VM: dynamic scaling flags of the old and new offerings differ")
-                apply = True
+                size = cloud_live_scale.check_before_job(self, vm, new, details)
+
+                def live() -> None:
+                    try:
+                        if fault is None:
+                            cloud_live_scale.scale_running(self, vm, new, details, size)
+                    except CloudError as err:
+                        self._fail(job, err.code, err.text)
+                        return done()
+                    if fault is not None:
+                        self._fail_from_fault(job, fault)
+                    else:
+                        self._complete(job, {"virtualmachine": self.vm_view(vm)})
+                    done()
+
+                self.sim.scheduler.schedule(self.sim.delay("live_scale"), live)
+                return
             else:
                 raise param_error(f"Unable to scale {self.vm_ref(vm)} in state {vm.state}")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Optional
 
-from . import placement
+from . import cloud_live_scale, placement
 from .cloud_entities import VM, Job, iso
 from .cloud_errors import CS_CLOUD_RUNTIME, CloudError, param_error
 from .cloud_jobs import CloudJobs
@@ -99,6 +99,7 @@ class CloudPower(CloudJobs, CloudViews):
                     self._timeline(vm, "start_ended", job=job.id, ok=False, errorcode=int(fault.get("code", 530)))
                 else:
                     vm.host_id = vm.last_host_id = host.id
+                    cloud_live_scale.record_domain(self, vm, host, self.cloud_opts["version"])
                     self._set_state(vm, "Running")
                     self._timeline(vm, "started", host=host.name)
                     self._timeline(vm, "start_ended", job=job.id, ok=True, host=host.name)
@@ -139,6 +140,7 @@ class CloudPower(CloudJobs, CloudViews):
             if host is None:
                 raise ValueError(f"no host can take {vm.name}")
             vm.host_id = vm.last_host_id = host.id
+            cloud_live_scale.record_domain(self, vm, host, self.cloud_opts["version"])
             self._set_state(vm, "Running")
             self._powered_on(vm)
         elif state in ("Stopped", "Error") and vm.state != state:

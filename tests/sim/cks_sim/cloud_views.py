@@ -9,7 +9,7 @@ import json
 import time
 from typing import Any, Optional
 
-from . import placement
+from . import cloud_live_scale, placement
 from .cloud_entities import GB, VM, AffinityGroup, Cluster, DiskOffering, Host, Job, ServiceOffering, Volume, iso
 from .cloud_lookups import CloudLookups
 
@@ -43,7 +43,8 @@ class CloudViews(CloudLookups):
             "userid": self.directory.accounts[vm.owner_id].user_id,
             "username": self.directory.accounts[vm.owner_id].name, "created": vm.created,
             "lastupdated": vm.lastupdated, "state": vm.state, "haenable": False, "zoneid": self.vm_zone(vm)["id"],
-            "zonename": self.vm_zone(vm)["name"], "hypervisor": "KVM", "isdynamicallyscalable": True, "arch": "x86_64",
+            "zonename": self.vm_zone(vm)["name"], "hypervisor": cloud_live_scale.hypervisor_of(self, vm),
+            "isdynamicallyscalable": vm.dynamically_scalable, "arch": "x86_64",
             "passwordenabled": False, "rootdeviceid": 0, "rootdevicetype": "ROOT", "ostypeid": self.template_id,
             "osdisplayname": "Ubuntu 22.04 LTS", "vmtype": "cksnode" if vm.cluster_id else "User",
             "deleteprotection": False, "displayvm": True,

@@ -104,6 +104,8 @@ FAULT_KINDS = {
     "watch_expired": "the next `count` watches of `resource` (+ `selector`) answer an ERROR event 410 Expired "
                      "'too old resource version', whatever version they ask for",
     "foreign_cordon": "someone else cordons node `node` now (applied when the fault is added)",
+    "kubelet_stale_capacity": "the kubelet of node `node` (or any) keeps posting the capacity it saw at its "
+                              "first start after a restart (it never reports hot-added vCPUs or memory)",
     # etcd
     "etcd_kill": "the etcd member of VM `vm` is killed now (its VM stays Running)",
     # both APIs
@@ -292,6 +294,13 @@ class Sim:
         if self.etcd is not None:
             self.etcd.vm_powered_on(vm_name)
 
+    def vm_scaled_live(self, cluster_id: str, vm_name: str, cpu: int, memory_mb: int) -> None:
+        """A running node VM got more vCPUs / memory (hotplug): its guest may online them."""
+        self.timeline.add(node=vm_name.lower(), event="scaled_live", cpu=cpu, memory=memory_mb)
+        world = self.kube.get(cluster_id)
+        if world is not None and world.has_node(vm_name.lower()):
+            world.node_scaled_live(vm_name.lower(), cpu, memory_mb)
+
     def stop(self) -> None:
         for world in self.kube.values():
             cache = getattr(world, "watch_cache", None)
@@ -314,5 +323,7 @@ DEFAULT_TIMINGS: dict[str, float] = {
     "pod_start": 3.0,  # replacement pod -> Running and Ready
     "resize": 2.0,  # resizeVolume job
     "affinity": 1.0,  # updateVMAffinityGroup job
+    "live_scale": 2.0,  # scaleVirtualMachine of a Running VM (memory and vCPU hotplug)
+    "kubelet_restart": 2.0,  # systemctl restart kubelet -> the new kubelet posts its status
     "scanner_period": 30.0,  # CKS state scanner
 }

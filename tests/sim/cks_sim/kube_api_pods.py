@@ -71,6 +71,8 @@ class KubeApiPods(KubeConcern):
                                             started=True, state={"running": {"startedAt": stamp}})
                                        for c in containers]
         self._store("pods", pod)
+        if all(kube_run.keeps_running(c) for c in containers):
+            return  # `sleep`: running until the pod is deleted
         key, uid = (pod["metadata"]["namespace"], pod["metadata"]["name"]), pod["metadata"]["uid"]
         self.runs.start(uid, containers, lambda results: self._runs_finished(key, uid, stamp, results), now_time)
 

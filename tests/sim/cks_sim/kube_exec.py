@@ -119,6 +119,8 @@ class ExecTarget:
     image: str
     node_ip: str
     etcd: Optional[EtcdMemberFiles]
+    #: Runs a command in the node's namespaces (kube_host_exec.py): set for ``nsenter`` commands.
+    host: Optional[Callable[[tuple[str, ...]], Any]] = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,6 +368,18 @@ class ExecSession:
         for channel, wanted in ((STDOUT, self.options.stdout), (STDERR, self.options.stderr)):
             if wanted:
                 self.ws.send_channel(channel, b"")
+        if self.target.host is not None and self.options.command[0].rsplit("/", 1)[-1] == "nsenter":
+            answer = self.target.host(self.options.command)
+            for channel, data, wanted in ((STDOUT, answer.stdout, self.options.stdout),
+                                          (STDERR, answer.stderr, self.options.stderr)):
+                if wanted and data:
+                    self.ws.send_channel(channel, data)
+            verdict = success_status() if answer.code == 0 else exit_status(self.options.command, answer.code)
+            self.on_done(verdict, 101)
+            if not answer.stream_cut:
+                self.ws.send_channel(STATUS, json.dumps(verdict, separators=(",", ":")).encode())
+            self.ws.close()
+            return
         argv, env, error = resolve(self.target, self.options.command)
         status: dict[str, Any]
         if argv is None:

@@ -297,6 +297,51 @@ class KubeNodes(KubeConcern):
             self.sim.timeline.add(cluster=self.cluster_id, node=name, event="ready")
         self._after_change()
 
+    def node_scaled_live(self, name: str, cpu: int, memory_mb: int) -> None:
+        """vCPUs and memory hot-added to the running VM. The guest onlines them itself (udev rules)
+        unless the cluster's spec says it does not; the Node keeps what its kubelet saw at its start."""
+        state = self.nodes[name]
+        if self.cluster_spec.get("guest_onlines_hotplug", True):
+            state.cpu, state.memory_mb = max(state.cpu, int(cpu)), max(state.memory_mb, int(memory_mb))
+        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="guest_resources",
+                              cpu=state.cpu, memory=state.memory_mb)
+
+    def restart_kubelet(self, name: str) -> None:
+        """`systemctl restart kubelet` on the node: the kubelet stops posting, and the new one reads
+        the machine again (cAdvisor) and posts it; same boot, every pod keeps running."""
+        state = self.nodes[name]
+        if not state.vm_running:
+            return
+        state.kubelet_posting = False
+        self.sim.scheduler.cancel(state.kubelet_restart_timer)
+        state.kubelet_restart_timer = self.sim.scheduler.schedule(
+            self.sim.delay("kubelet_restart"), self._kubelet_restarted, name)
+        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="kubelet_stopped")
+
+    def _kubelet_restarted(self, name: str) -> None:
+        state = self.nodes[name]
+        state.kubelet_restart_timer = None
+        if not state.vm_running or state.boot_timer is not None:
+            return  # the VM went down meanwhile: its next boot starts the kubelet
+        state.kubelet_posting = True
+        node = self._node_object(name)
+        stale = self.sim.faults.peek("kubelet_stale_capacity", node=name, cluster=self.cluster_id) is not None
+        if not stale:
+            self._set_capacity(node, state.cpu, state.memory_mb)
+        self._kubelet_conditions(node["status"]["conditions"], ready=True)
+        self._touch_node(name)
+        self._renew_node_lease(name)
+        self._event("default", self._kubelet_node_ref(name), "Normal", "Starting", "Starting kubelet.", "kubelet", name)
+        # The new kubelet syncs the pods: the kills deleted pods waited for while it was down complete.
+        for pod in list(self._pods_on(name)):
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if "deletionTimestamp" in pod["metadata"] and key in self._awaiting_kubelet:
+                self._awaiting_kubelet.discard(key)
+                self._remove_pod(key, pod["metadata"]["uid"])
+        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="kubelet_restarted",
+                              cpu=node["status"]["capacity"]["cpu"], memory=node["status"]["capacity"]["memory"])
+        self._after_change()
+
     def _renew_node_lease(self, name: str) -> None:
         lease = self._raw("leases", NODE_LEASE_NS, name)
         if lease is not None:

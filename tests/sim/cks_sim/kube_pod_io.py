@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import kube_exec
+from . import kube_exec, kube_host_exec
 from .kube import KubeWorld
 from .kube_http import text_response
 from .kube_resources import ApiError
@@ -85,11 +85,21 @@ def exec_target(sim: Any, world: KubeWorld, namespace: str, name: str,
         labels = pod["metadata"].get("labels") or {}
         is_etcd = namespace == "kube-system" and labels.get("component") == "etcd"
         peer_nodes = {n: world.node_address(n) for n, s in world.nodes.items() if s.node_type == "control"}
+        host_pod = kube_host_exec.is_host_pod(pod, container)
     etcd_files = member_files_of(sim, node, peer_nodes) if is_etcd else None
     if is_etcd and etcd_files is not None and not etcd_files[1]:
         return kube_exec.container_not_running(container)
+
+    def host(command: tuple[str, ...]) -> kube_host_exec.HostAnswer:
+        def restart(delay: float) -> None:
+            sim.scheduler.schedule(delay, lambda: world.restart_kubelet(node))
+
+        with sim.lock:
+            return kube_host_exec.run(sim, world, node, host_pod, command, restart)
+
     return kube_exec.ExecTarget(pod=name, container=container, image=image, node_ip=node_ip,
-                                etcd=etcd_files[0] if etcd_files else None)
+                                etcd=etcd_files[0] if etcd_files else None,
+                                host=None if is_etcd else host)
 
 
 def member_files_of(sim: Any, node: str, peer_nodes: dict[str, str]) -> Optional[tuple[kube_exec.EtcdMemberFiles, bool]]:

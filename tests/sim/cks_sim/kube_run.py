@@ -20,7 +20,8 @@ What the kubelet then does (``pkg/kubelet``):
   the node does not hold is ErrImageNeverPull, "Container image \\"X\\" is not present with pull
   policy of Never"; the container waits and the pod stays Pending. Other policies pull (the sim
   has every image a registry would).
-- Containers of an etcd image run the REAL ``etcdctl`` (Debian's etcd-client) with the
+- A container whose command is `sleep` (in any image but the distroless etcd one) runs until its
+  pod is deleted. Containers of an etcd image run the REAL ``etcdctl`` (Debian's etcd-client) with the
   container's command and args, against the real members; anything else is the runtime's
   StartError (exit 128), as in the distroless etcd image. Each container ends terminated with its
   exit code; the pod Succeeded when every one exited 0, Failed otherwise (restartPolicy Never).
@@ -167,6 +168,13 @@ def _argv(container: dict[str, Any]) -> tuple[Optional[list[str]], str]:
     return None, (f"failed to create containerd task: failed to create shim task: OCI runtime create failed: "
                   f"runc create failed: unable to start container process: exec: \"{binary}\": "
                   f"executable file not found in $PATH: unknown")
+
+
+def keeps_running(container: dict[str, Any]) -> bool:
+    """A ``sleep`` in an image that has one (not the distroless etcd image): the sim lets it run until
+    its pod is deleted, whatever the duration it was given."""
+    command = list(container.get("command") or []) + list(container.get("args") or [])
+    return bool(command) and command[0].rsplit("/", 1)[-1] == "sleep" and not is_etcd_image(str(container.get("image")))
 
 
 def run_container(container: dict[str, Any]) -> tuple[int, str, str]:

@@ -42,6 +42,9 @@ class NodeState:
     grace_timer: Optional[int] = None
     boot_timer: Optional[int] = None
     lease_renewed_at: float = 0.0  # real monotonic-ish wall time of the last lease renewal
+    # cpu / memory_mb are what the guest has online; the Node shows what its kubelet saw when it
+    # started (a boot, or a `systemctl restart kubelet`), so a live scale shows only after a restart.
+    kubelet_restart_timer: Optional[int] = None
 
 
 @dataclass

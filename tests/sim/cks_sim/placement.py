@@ -55,6 +55,11 @@ class HostCluster:
     pod_id: str
     cpu_ratio: float = 1.0
     memory_ratio: float = 1.0
+    hypervisor: str = "KVM"
+    # kvm.cpu.dynamic.scaling.capacity / kvm.memory.dynamic.scaling.capacity (cluster scope, 4.23):
+    # 0 or less is the host's own.
+    kvm_cpu_capacity: int = 0
+    kvm_memory_capacity: int = 0
 
 
 def f32(value: float) -> float:

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
+from . import spec_live
 from .api_keys import normalize_keys
 from .core import DEFAULT_TIMINGS
 
@@ -377,7 +378,7 @@ def _host_clusters(raw: Any, zones: list[str]) -> list[dict[str, Any]]:
     for i, entry in enumerate(_list(raw, "host_clusters")):
         where = f"host_clusters[{i}]"
         entry = _mapping(entry, where)
-        _unknown(entry, ("name", "zone", "cpu_overcommit_ratio", "memory_overcommit_ratio"), where)
+        _unknown(entry, ("name", "zone", "cpu_overcommit_ratio", "memory_overcommit_ratio", *spec_live.HOST_CLUSTER_KEYS), where)
         zone = str(entry.get("zone", zones[0]))
         if zone not in zones:
             raise SpecError(f"{where}.zone: no zone named {zone!r}; add it to zones")
@@ -387,6 +388,7 @@ def _host_clusters(raw: Any, zones: list[str]) -> list[dict[str, Any]]:
             # cluster details cpuOvercommitRatio / memoryOvercommitRatio (default 1).
             "cpu_overcommit_ratio": _ratio(entry.get("cpu_overcommit_ratio", 1.0), f"{where}.cpu_overcommit_ratio"),
             "memory_overcommit_ratio": _ratio(entry.get("memory_overcommit_ratio", 1.0), f"{where}.memory_overcommit_ratio"),
+            **_live(spec_live.host_cluster_keys, entry, where),
         })
     _unique([c["name"] for c in out], "host_clusters")
     return out
@@ -571,7 +573,7 @@ CLUSTER_FIELDS = (
     "name", "description", "state", "kubernetes_version", "control_nodes", "workers", "etcd_nodes",
     "external_nodes", "offering", "node_offerings", "root_disk_size", "root_disk_offering",
     "dedication_group", "affinity_groups", "keypair", "clustertype", "nodes", "id", "workloads", "pdbs",
-    "api_endpoint", "account", "project", "storage_pool", "zone", "guest_cidr",
+    "api_endpoint", "account", "project", "storage_pool", "zone", "guest_cidr", *spec_live.CLUSTER_KEYS,
 )
 # Where the kubeconfig's server points: CKS's load balancer (or port forward) in front of every
 # control node, or the first control node itself (a shared network without one).
@@ -648,7 +650,15 @@ def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]
     if out["api_endpoint"] not in API_ENDPOINTS:
         raise SpecError(f"{where}.api_endpoint must be one of {', '.join(API_ENDPOINTS)}")
     out["guest_cidr"] = _guest_cidr(entry.get("guest_cidr", f"10.1.{index}.0/24"), f"{where}.guest_cidr")
+    out.update(_live(spec_live.cluster_keys, entry, where, spec["cloud"]["version"]))
     return out
+
+
+def _live(parse: Any, *args: Any) -> dict[str, Any]:
+    try:
+        return dict(parse(*args))
+    except spec_live.LiveSpecError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def _guest_cidr(value: Any, where: str) -> str:

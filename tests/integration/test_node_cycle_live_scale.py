@@ -1,0 +1,184 @@
+"""The live path (``live_scale: auto``) of the node cycle against cks-sim: a worker grows without a
+restart when CloudStack can scale its running VM, and takes the restart path, with the reason in
+its result, when it cannot or when the guest or the kubelet do not show the new size."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import pytest
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
+from in_process_sims import CycleSim, RolloutSim, load_raw_spec
+
+LIVE = {"live_scale": "auto", "live_scale_timeout": 5.0}
+
+
+def live_spec(version: str = "4.23.0.0", dynamic_scale: bool = True, **cluster: Any) -> dict[str, Any]:
+    raw = load_raw_spec("small.yml")
+    raw["cloud"] = {"version": version}
+    raw["zone"] = dict(raw["zone"], dynamic_scale=dynamic_scale)
+    raw["clusters"][0].update(cluster)
+    return raw
+
+
+def workers(sim: CycleSim, offering: str = "cks-large", root_gb: Any = None, groups: Any = None) -> Settings:
+    return Settings(worker=TypeSettings(sim.offering_id(offering), root_gb, groups))
+
+
+def calls(sim: CycleSim, command: str) -> list[dict[str, Any]]:
+    return [c for c in sim.calls() if c.get("command") == command]
+
+
+def evictions(sim: CycleSim) -> list[dict[str, Any]]:
+    return [e for e in sim.timeline() if e.get("event") in ("evicted", "eviction")]
+
+
+def node_capacity(sim: CycleSim, node: str) -> tuple[str, str, str]:
+    raw = sim.kube.read_node(node)
+    return raw["status"]["capacity"]["cpu"], raw["status"]["capacity"]["memory"], raw["status"]["nodeInfo"]["bootID"]
+
+
+def path_of(result: Any, node: str) -> dict[str, Any]:
+    return next(r for r in result.results if r.name == node).changes["path"]
+
+
+def test_workers_grow_live_without_stop_or_eviction(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim(live_spec())
+    nodes = sim.names("worker")[:2]
+    boots = {n: node_capacity(sim, n)[2] for n in nodes}
+    result = sim.cycle(nodes, workers(sim), options=LIVE)
+    assert result.error is None, result.error
+    for node in nodes:
+        path = path_of(result, node)
+        assert path["path"] == "live", path
+        assert path["capacity"] == "4 CPU, 8.0 GiB"
+        assert node_capacity(sim, node) == ("4", f"{8192 * 1024}Ki", boots[node])  # same boot
+        steps = [s.name for s in next(r for r in result.results if r.name == node).steps]
+        assert steps == ["guest_check", "scale_live", "guest_sees", "kubelet_restart", "node_reports"]
+        assert sim.view().node(node).offering_name == "cks-large"
+    assert calls(sim, "stopVirtualMachine") == [] and calls(sim, "startVirtualMachine") == []
+    assert not [e for e in sim.timeline() if e.get("event") in ("stopped", "boot", "cordoned")]
+    assert not [c for c in sim.calls() if "eviction" in str(c.get("path", ""))]
+    # The pods were deleted however the path ended; nothing is left cordoned or marked.
+    assert not [p for p in sim.kube.list_all_pods() if p["metadata"]["name"].startswith("cks-live-scale-")]
+    assert all(not sim.view().node(n).unschedulable for n in nodes)
+    assert sim.invariants() == []
+
+
+@pytest.mark.parametrize("spec, offering, settings_extra, words", [
+    (dict(version="4.22.1.0"), "cks-large", {}, "custom offering"),
+    (dict(dynamic_scale=False), "cks-large", {}, "enable.dynamic.scale.vm is false"),
+    (dict(dynamically_scalable=False), "cks-large", {}, "not dynamically scalable"),
+    ({}, "cks-large", {"root_gb": 30}, "root disk"),
+], ids=["before-4.23-fixed-offering", "zone-without-dynamic-scaling", "vm-not-dynamically-scalable", "root-disk-too"])
+def test_what_cloudstack_cannot_scale_live_restarts(cycle_sim: Callable[..., CycleSim], spec: dict[str, Any], offering: str,
+                                                    settings_extra: dict[str, Any], words: str) -> None:
+    sim = cycle_sim(live_spec(**spec))
+    node = sim.names("worker")[0]
+    result = sim.cycle([node], workers(sim, offering, **settings_extra), options=LIVE)
+    assert result.error is None, result.error
+    path = path_of(result, node)
+    assert path["path"] == "restart" and words in path["reason"], path
+    assert "fell_back_from" not in path
+    assert calls(sim, "scaleVirtualMachine") == [] and len(calls(sim, "stopVirtualMachine")) == 1
+    assert node_capacity(sim, node)[0] == "4"
+    assert sim.invariants() == []
+
+
+def test_scale_down_restarts(cycle_sim: Callable[..., CycleSim]) -> None:
+    raw = live_spec()
+    raw["service_offerings"].append({"name": "cks-tiny", "cpu": 1, "memory": 2048})
+    sim = cycle_sim(raw)
+    node = sim.names("worker")[0]
+    result = sim.cycle([node], workers(sim, "cks-tiny"), options=LIVE)
+    path = path_of(result, node)
+    assert path["path"] == "restart" and "no scale up" in path["reason"], path
+    assert result.error is None and node_capacity(sim, node)[0] == "1"
+
+
+def test_domain_started_without_headroom_restarts_before_any_scale(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim(live_spec(started_on_version="4.22.1.0"))
+    node = sim.names("worker")[0]
+    result = sim.cycle([node], workers(sim), options=LIVE)
+    assert result.error is None, result.error
+    path = path_of(result, node)
+    assert path["path"] == "restart" and path["fell_back_from"] == "live"
+    assert "started with room for 2 vCPUs, not 4" in path["reason"]
+    assert calls(sim, "scaleVirtualMachine") == []
+    assert node_capacity(sim, node)[0] == "4"
+    assert sim.invariants() == []
+
+
+def test_refused_after_the_decision_falls_back_in_the_same_batch(cycle_sim: Callable[..., CycleSim]) -> None:
+    # The host fills up between the decision and the scale: CloudStack refuses (530) and the node
+    # takes the restart path, whose start places it where there is room.
+    sim = cycle_sim(live_spec())
+    node = sim.names("worker")[0]
+    sim.fault(kind="job_failure", command="scaleVirtualMachine", code=530, errortext="Failed to scale the VM", count=1)
+    result = sim.cycle([node], workers(sim), options=LIVE)
+    assert result.error is None, result.error
+    path = path_of(result, node)
+    assert path["fell_back_from"] == "live" and "refused the live scale (530)" in path["reason"], path
+    steps = [s.name for s in result.results[0].steps]
+    assert steps[:2] == ["guest_check", "scale_live"] and "drain" in steps and "change_offering" in steps
+    assert evictions(sim)  # the restart path drained it
+    assert node_capacity(sim, node)[0] == "4"
+    assert not [p for p in sim.kube.list_all_pods() if p["metadata"]["name"].startswith("cks-live-scale-")]
+    assert sim.invariants() == []
+
+
+def test_guest_that_does_not_online_falls_back(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim(live_spec(guest_onlines_hotplug=False))
+    node = sim.names("worker")[0]
+    result = sim.cycle([node], workers(sim), options=LIVE, batch_timeout=200)
+    assert result.error is None, result.error
+    path = path_of(result, node)
+    assert path["fell_back_from"] == "live" and "left offline" in path["reason"], path
+    steps = {s.name: s.outcome for s in result.results[0].steps}
+    # The VM has its offering already: the restart path only restarts it.
+    assert steps["scale_live"] == "ok" and steps["change_offering"] == "skipped" and steps["start"] == "ok"
+    assert node_capacity(sim, node)[0] == "4"
+    assert sim.invariants() == []
+
+
+def test_kubelet_that_never_reports_falls_back(cycle_sim: Callable[..., CycleSim]) -> None:
+    sim = cycle_sim(live_spec())
+    node = sim.names("worker")[0]
+    sim.fault(kind="kubelet_stale_capacity", node=node)
+    result = sim.cycle([node], workers(sim), options=LIVE, batch_timeout=200)
+    sim.clear_faults()
+    assert result.error is None, result.error
+    path = path_of(result, node)
+    assert path["fell_back_from"] == "live" and "did not report its new size" in path["reason"], path
+    assert "reports 2 CPU, not 4" in path["reason"]
+    # After the restart path's reboot the kubelet reports what the VM has.
+    assert node_capacity(sim, node)[0] == "4"
+    assert sim.invariants() == []
+
+
+def test_rollout_grows_workers_live_and_reports_the_path(rollout_sim: Callable[..., RolloutSim]) -> None:
+    raw = live_spec()
+    raw["kube"] = {"event_ttl": 360000}  # the Events outlive a slow run
+    sim = rollout_sim(raw)
+    change = {"rollout_node_offerings": {"worker": "cks-large"}, "rollout_max_unavailable": 2,
+              "rollout_live_scale": "auto", "rollout_live_scale_timeout": 10}
+    dry = sim.rollout(args=("--check",), **change)
+    assert dry.rc == 0, dry.output
+    for node in sim.names("worker"):
+        assert f"{node} path: live (cks-medium -> cks-large on a running KVM VM (CloudStack 4.23.0.0))" in dry.output
+    assert calls(sim, "scaleVirtualMachine") == []
+
+    run = sim.rollout(**change)
+    assert run.rc == 0, run.output
+    assert calls(sim, "stopVirtualMachine") == [] and not evictions(sim)
+    for node in sim.names("worker"):
+        assert node_capacity(sim, node)[0] == "4"
+        assert f"{node} done live (4 CPU, 8.0 GiB)" in run.output  # the progress line
+        _status, body = sim.kube.raw_get("/apis/events.k8s.io/v1/namespaces/default/events")
+        notes = [e.get("note") for e in json.loads(body)["items"] if (e.get("regarding") or {}).get("name") == node]
+        assert "scaled to cks-large without a restart; kubelet restarted; capacity now 4 CPU, 8.0 GiB" in notes, notes
+    assert sorted(run.report["paths"]["live"]) == sim.names("worker") and run.report["paths"]["fell_back"] == []
+    assert "Scaled live (no restart): " in run.output
+    sim.assert_converged()
