@@ -86,7 +86,10 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
                       project_id=params.get("project_id"), check_mode=check_mode)
     events = release.node_events = NodeEvents(kube, run=holder)
     rollout_result, last_error = rollout.ending()
-    result = release.run(last_error=last_error, skipped=rollout.skipped, rollout_result=rollout_result)
+    try:
+        result = release.run(last_error=last_error, skipped=rollout.skipped, rollout_result=rollout_result)
+    finally:
+        events.flush()  # what the release queued, before the module returns (bounded)
     record = release.record if release.record is not None or release.view is None else session.store.read()
     answer = with_report({"release": result.to_dict(), "changed": result.changed,
                           "after": after_counts(release.view, record)}, rollout, params, check_mode)
