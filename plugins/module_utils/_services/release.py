@@ -9,11 +9,12 @@ import time
 from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import NodeEvents
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json, write_private_text
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import RFC3339
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.timeline_picture import picture_path, timeline_svg
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.state import Rollout
@@ -96,7 +97,7 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
     if events.written or events.failed:
         answer["node_events"] = events.report()
     if events.warnings():
-        answer["warnings"] = events.warnings()
+        answer["warnings"] = answer.get("warnings", []) + events.warnings()
     return answer
 
 
@@ -120,6 +121,15 @@ def with_report(answer: dict[str, Any], rollout: Rollout, params: Mapping[str, A
             answer["report_path"] = path
         except OSError as exc:
             answer["report_error"] = f"the rollout report could not be written to {path}: {exc.strerror or exc}"
+            return answer
+        # Its picture beside it, drawn from the report alone; one that cannot be written is a warning.
+        picture = picture_path(path)
+        try:
+            write_private_text(picture, timeline_svg(report))
+            answer["timeline_path"] = picture
+        except OSError as exc:
+            answer["warnings"] = [f"the rollout's timeline picture could not be written to {picture}: "
+                                  f"{exc.strerror or exc}"]
     return answer
 
 
