@@ -190,6 +190,13 @@ EXAMPLES = r"""
     max_unavailable: 3
     select: "[?node_type=='worker']"
 
+- name: The plan of a rolling restart of every worker with no setting changed (as kured does it), 2 at a time
+  cloudstack.cks.cks_node_outdated:
+    cluster: prod-k8s
+    restart: all
+    select: "[?node_type=='worker']"
+    max_unavailable: 2
+
 - name: Dry run - the plan for new worker settings, a canary first, and what would block the drains
   cloudstack.cks.cks_node_outdated:
     cluster: prod-k8s

@@ -15,18 +15,14 @@ import html
 import json
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 from typing import Any, Callable
 
 import pytest
+from headless_chromium import dump_dom
 from in_process_sims import load_raw_spec
 
 pytestmark = pytest.mark.timeout(900)
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # What the page's script finds drawn: each <text> with a box of some size, and each wait marker.
 LIST_DRAWN = """
 <script>
@@ -44,17 +40,8 @@ document.getElementById('drawn').textContent = JSON.stringify(lines);
 """
 
 
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail("no chromium on PATH: `make chromium-installed` installs Debian's chromium")
-    return found
-
-
-def dump_dom(page: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="timeline-chromium-") as profile:
-        run = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
-                              "file://" + page], capture_output=True, text=True, timeout=120, check=False)
+def dump(page: str) -> str:
+    run = dump_dom("file://" + page)
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout
 
@@ -66,7 +53,7 @@ def drawn(svg_path: str, work: str) -> list[str]:
     page = os.path.join(work, "timeline.html")
     with open(page, "w", encoding="utf-8") as fh:
         fh.write(f"<!DOCTYPE html><html><body>{svg}<pre id='drawn'></pre>{LIST_DRAWN}</body></html>")
-    found = re.search(r"<pre id=\"drawn\">(.*?)</pre>", dump_dom(page), re.S)
+    found = re.search(r"<pre id=\"drawn\">(.*?)</pre>", dump(page), re.S)
     assert found, "the page's script did not run"
     return json.loads(html.unescape(found.group(1)))
 
@@ -86,7 +73,7 @@ def test_the_report_has_its_timeline_picture_beside_it(rollout_sim: Callable[...
     assert os.path.isfile(picture) and oct(os.stat(picture).st_mode & 0o777) == "0o600"
 
     # The picture alone, as a browser opens the file: an SVG document, no XML error.
-    standalone = dump_dom(picture)
+    standalone = dump(picture)
     assert "<svg" in standalone and "parsererror" not in standalone and "error on line" not in standalone
 
     lines = drawn(picture, str(tmp_path))
