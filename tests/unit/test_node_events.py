@@ -188,12 +188,14 @@ def test_recording_never_waits_for_the_api_and_repeats_queued_together_are_one_p
     gate.set()
     events.flush()
     methods = [(m, (b or {}).get("reason"), (b or {}).get("count")) for m, _p, b in api.sent]
-    # The cordon may have been taken alone before the rest was queued; the four refusals were queued
-    # while it waited, so they are one Event and one patch of its count, not four requests.
-    assert methods[-2:] == [("POST", "EvictionBlocked", 1), ("PATCH", None, 4)], methods
-    assert methods[0] == ("POST", "CordonedForRollout", 1)
-    patch = api.sent[-1][2]
-    assert patch["series"]["count"] == 4 and patch["lastTimestamp"] >= api.sent[-2][2]["firstTimestamp"]
+    # The four refusals were queued while the API server kept the writer waiting: one Event and one
+    # patch of its count, not four requests (the cordon's Event is another, sent beside them).
+    assert sorted(methods, key=str) == sorted([("POST", "CordonedForRollout", 1), ("POST", "EvictionBlocked", 1),
+                                               ("PATCH", None, 4)], key=str), methods
+    assert methods.index(("POST", "EvictionBlocked", 1)) < methods.index(("PATCH", None, 4))
+    created = next(b for m, _p, b in api.sent if m == "POST" and b["reason"] == "EvictionBlocked")
+    patch = next(b for m, _p, b in api.sent if m == "PATCH")
+    assert patch["series"]["count"] == 4 and patch["lastTimestamp"] >= created["firstTimestamp"]
     assert events.report() == {"written": 2, "repeats": 3, "failed": 0}
 
 
@@ -210,13 +212,15 @@ def test_each_event_keeps_the_time_it_happened_not_the_time_it_was_sent() -> Non
     sent = time.time()
     gate.set()
     events.flush()
-    assert [b["reason"] for _m, _p, b in api.sent] == ["CordonedForRollout", "VMStopped", "VMStarted"]
+    # Sent side by side, in any order: each carries the time it happened, and its name sorts by it.
+    by_reason = {b["reason"]: b for _m, _p, b in api.sent}
+    story = [by_reason[r] for r in ("CordonedForRollout", "VMStopped", "VMStarted")]
     times = [datetime.strptime(b["eventTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
-             for _m, _p, b in api.sent]
+             for b in story]
     assert all(happened - 0.001 <= at < sent for at in times) and times == sorted(times), (happened, times, sent)
-    names = [b["metadata"]["name"] for _m, _p, b in api.sent]
+    names = [b["metadata"]["name"] for b in story]
     assert [int(n.split(".")[-1], 16) for n in names] == sorted(int(n.split(".")[-1], 16) for n in names)
-    assert len(set(names)) == 3
+    assert len(set(names)) == 3 and sorted(names) == names
 
 
 def test_a_dead_api_server_holds_the_module_no_longer_than_the_flush_bound() -> None:

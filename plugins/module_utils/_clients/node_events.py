@@ -52,6 +52,9 @@ MAX_QUEUED = 1000
 #: that near, ``FLUSH_FLOOR`` (the last Events, a failure's among them, are worth a second).
 FLUSH_SECONDS = 5.0
 FLUSH_FLOOR = 1.0
+#: Requests the writer has in flight at once: the Events a batch's nodes tell together (each node
+#: back, each uncordoned) at its end are what the module waits for before it returns.
+SENDERS = 4
 
 
 def _times(at: float) -> tuple[str, str]:
@@ -148,8 +151,32 @@ class NodeEvents:
                 if self._closed:
                     return
                 queued, self._queue = self._queue, []
-            for key, what in self._grouped(queued).items():
+            self._send_round(list(self._grouped(queued).items()))
+
+    def _send_round(self, groups: list[tuple[tuple[Any, ...], _Occurrences]]) -> None:
+        """Send one round's Events, ``SENDERS`` at a time: each is a different Event (the repeats of one
+        are one item), so their order does not matter (each carries the time it happened, and its name
+        sorts by it); a later round's patch of one of them follows its create."""
+        if len(groups) == 1:
+            self._send(*groups[0])
+            return
+        left = list(reversed(groups))
+
+        def sender() -> None:
+            while True:
+                with self._changed:
+                    if not left:
+                        return
+                    key, what = left.pop()
                 self._send(key, what)
+
+        # Daemon threads, not an executor: one stuck on a dead API server must not hold the process's exit.
+        senders = [threading.Thread(target=sender, name="node-events-send", daemon=True)
+                   for _ in range(min(SENDERS, len(groups)))]
+        for thread in senders:
+            thread.start()
+        for thread in senders:
+            thread.join()
 
     def _grouped(self, queued: list[tuple[str, Optional[str], NodeEvent, float]]) -> dict[tuple[Any, ...], _Occurrences]:
         """The queued occurrences correlated, the repeats of one Event queued together made one."""
@@ -195,8 +222,9 @@ class NodeEvents:
 
     def _create(self, what: _Occurrences) -> str:
         # As the recorders name theirs: time-ordered per object (and distinct within this run).
-        self._last_name = max(int(what.first * 1e9), self._last_name + 1)
-        name = f"{what.node}.{self._last_name:x}"
+        with self._changed:
+            self._last_name = max(int(what.first * 1e9), self._last_name + 1)
+            name = f"{what.node}.{self._last_name:x}"
         regarding = {"apiVersion": "v1", "kind": "Node", "name": what.node}
         if what.uid:
             regarding["uid"] = what.uid
