@@ -172,7 +172,7 @@ class NodeEvents:
 
         # Daemon threads, not an executor: one stuck on a dead API server must not hold the process's exit.
         senders = [threading.Thread(target=sender, name="node-events-send", daemon=True)
-                   for _ in range(min(SENDERS, len(groups)))]
+                   for _sender in range(min(SENDERS, len(groups)))]
         for thread in senders:
             thread.start()
         for thread in senders:

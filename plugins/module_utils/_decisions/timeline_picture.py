@@ -153,7 +153,7 @@ def timeline_svg(report: Mapping[str, Any]) -> str:
            f'<text x="10" y="20" font-size="14" font-weight="bold">Rollout{run} of '
            f'cluster {escape(str(name or "?"))}: {escape(str(report.get("outcome") or "?"))}</text>',
            f'<text x="10" y="38">{escape(str(report.get("started") or "?"))} to {escape(str(report.get("ended") or "?"))}, '
-           f'{span:.0f} s; {sum(1 for kind, _ in rows if kind == "node")} nodes in {len(batches)} batches'
+           f'{span:.0f} s; {sum(1 for kind, _item in rows if kind == "node")} nodes in {len(batches)} batches'
            + (f"; last error: {escape(str(report['last_error'])[:160])}" if report.get("last_error") else "") + "</text>"]
     tick, t = _ticks(span), 0.0
     while t <= span + 1e-9:
