@@ -16,3 +16,5 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)
 sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+# The tests' own helpers shared across their folders (headless_chromium.py).
+sys.path.append(os.path.join(ROOT, "tests"))

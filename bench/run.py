@@ -5,6 +5,7 @@ the simulator's critical path, batch concurrency, polling cost and planning at s
 
     .venv/bin/python bench/run.py                # everything (under 10 minutes on 2 cores)
     .venv/bin/python bench/run.py --smoke        # a tiny run of the same machinery (the smoke test)
+    .venv/bin/python bench/run.py --rollout c3-w10-mu10   # one rollout: bench/results/rollout-c3-w10-mu10.json
 
 Writes bench/results/latest.json, latest.md and timeline.svg (the 3 control + 10 worker rollout,
 maxunavailable 5) and prints the table.
@@ -149,6 +150,29 @@ def rollout_runs(cfg: Config, out: str, raw: dict[str, Any], pictures: dict[str,
                 if run.rc != 0:
                     log(f"  {name} failed; see {run.log_path}")
     return results
+
+
+def one_rollout(name: str, cfg: Config, out: str) -> int:
+    """The rollout ``c<control>-w<workers>-mu<max unavailable>`` alone, as the full run rolls it: its row
+    (own time per batch, calls) in ``rollout-<name>.json``, so a change is measured without the whole bench."""
+    parts = {p.rstrip("0123456789"): int(p.lstrip("cmuw")) for p in name.split("-")}
+    control, workers, limit = parts["c"], parts["w"], parts["mu"]
+    spec = bench_spec(workers, control_nodes=control, time_scale=cfg.time_scale, max_unavailable=limit)
+    with BenchSim.from_spec(spec, etcd=True) as sim:
+        types = ("control", "worker") if control >= 3 else ("worker",)
+        run = run_rollout(sim, name, os.path.join(out, "runs"), forks=5, rollout_max_unavailable=limit,
+                          rollout_node_offerings={t: "cks-large" for t in types},
+                          rollout_node_root_disk_sizes={t: 21 for t in types})
+    row = dict(analyse(run), when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               load_at_start=os.getloadavg()[0], time_scale=cfg.time_scale)
+    with open(os.path.join(out, f"rollout-{name}.json"), "w", encoding="utf-8") as fh:
+        json.dump(row, fh, indent=2)
+        fh.write("\n")
+    o = row["overhead"]
+    log(f"{name}: rc {run.rc}, {o['batches']} batches, wall {o['wall']:.1f}s, ideal {o['ideal']:.1f}s, "
+        f"own time per batch {o['overhead_per_batch']:.2f}s (before {o['before_batches']:.2f}s, "
+        f"{o['in_batches_per_batch']:.2f}s in each batch's pass, after {o['after_batches']:.2f}s)")
+    return run.rc
 
 
 def concurrency_runs(cfg: Config, out: str) -> list[dict[str, Any]]:
@@ -368,6 +392,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--time-scale", type=float, default=None, help=f"default {DEFAULT_TIME_SCALE}")
     parser.add_argument("--out", default=os.path.join(HERE, "results"), help="where latest.json/.md and the SVG go")
     parser.add_argument("--render", metavar="JSON", help="only recompute the verdicts and the table of a result JSON")
+    parser.add_argument("--rollout", metavar="NAME", help="only the rollout NAME (c3-w10-mu10: 3 control nodes, "
+                        "10 workers, max unavailable 10)")
     parser.add_argument("--skip", action="append", default=[], choices=["rollout", "concurrency", "planning", "live"])
     args = parser.parse_args(argv)
     if args.render:
@@ -378,6 +404,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     # Absolute: the report path handed to ansible-playbook must not depend on its working directory.
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
+    if args.rollout:
+        return one_rollout(args.rollout, cfg, args.out)
     work = os.path.join(args.out, "runs")
     begun = time.monotonic()
     result: dict[str, Any] = {

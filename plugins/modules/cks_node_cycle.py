@@ -267,6 +267,9 @@ options:
       - With O(mode=release) and a O(rollout) that planned, the file the report is written to as JSON (mode 0600, written whole
         or not at all - to a file beside it, then renamed), on the controller. Not written in check mode.
       - A report that cannot be written does not fail the release; RV(report_error) says why.
+      - Beside it, with C(.svg) for its extension, the rollout's timeline as a picture drawn from the report alone
+        (RV(timeline_path)) - per batch its nodes, each node's path and steps on a time axis, each wait named (a
+        PodDisruptionBudget, the deployment planner, the API limit). One that cannot be written is a warning.
     type: path
 notes:
   - A batch of a control node with stacked etcd or of an external etcd node checks etcd (the quorum preflight and
@@ -662,6 +665,11 @@ report_path:
   returned: mode=release, when the report was written
   type: str
   sample: /var/lib/awx/reports/prod-k8s.json
+timeline_path:
+  description: Where the timeline picture (SVG) of the report was written, beside O(report_path).
+  returned: mode=release, when the report and its picture were written
+  type: str
+  sample: /var/lib/awx/reports/prod-k8s.svg
 report_error:
   description: Why the report could not be written to O(report_path) (the release itself was done).
   returned: mode=release, when the report could not be written

@@ -70,6 +70,17 @@ options:
       - The order, the clamp (the whole cluster's workers minus one) and the quorum rules still apply to the nodes
         picked. The nodes left out that have work left are in RV(not_selected), and still counted as out of date.
     type: str
+  restart:
+    description:
+      - Which nodes the plan restarts. V(outdated) - the nodes with work left (out of date, down, or still
+        cordoned by a rollout that stopped). V(selected) - those and the nodes O(select) picks, with no change
+        when they have none (needs O(select)). V(all) - every node, with no setting changed (a rolling restart, as
+        kured does it).
+      - Such a node is in RV(work) with C(restart=true) and the why C(restart asked, no change); it is not counted
+        as out of date. The order, the clamp and the quorum rules are the same.
+    type: str
+    choices: [outdated, selected, all]
+    default: outdated
   canary:
     description:
       - Restart the first worker of the plan alone, before the workers go O(max_unavailable) (clamped) at a time.
@@ -186,6 +197,13 @@ EXAMPLES = r"""
     cluster: prod-k8s
     max_unavailable: 3
     select: "[?node_type=='worker']"
+
+- name: The plan of a rolling restart of every worker with no setting changed (as kured does it), 2 at a time
+  cloudstack.cks.cks_node_outdated:
+    cluster: prod-k8s
+    restart: all
+    select: "[?node_type=='worker']"
+    max_unavailable: 2
 
 - name: Dry run - the plan for new worker settings, a canary first, and what would block the drains
   cloudstack.cks.cks_node_outdated:
@@ -406,12 +424,14 @@ hosts:
   sample: ["alpha-control-1", "alpha-node-1", "alpha-node-2"]
 work:
   description: Every node with work left (out of date, VM not running, or still annotated and not back), skipped
-    ones included, in plan order, with why (C(etcd_down) when its etcd member is not healthy).
+    ones included, in plan order, with why (C(etcd_down) when its etcd member is not healthy; C(restart) when
+    O(restart) restarts it with nothing else to do).
   returned: always
   type: list
   elements: dict
   sample: [{"name": "alpha-node-1", "node_type": "worker", "vm_state": "Stopped", "annotated": false, "back": false,
-            "etcd_down": false, "out_of_date": true, "reasons": [], "why": "offering cks-medium -> cks-large; VM is Stopped"}]
+            "etcd_down": false, "restart": false, "out_of_date": true, "reasons": [],
+            "why": "offering cks-medium -> cks-large; VM is Stopped"}]
 etcd:
   description:
     - What etcd said of its members when the plan was made - C(asked), C(down) (the members it reports unhealthy,
@@ -556,6 +576,11 @@ max_unavailable:
   returned: always
   type: int
   sample: 10
+restart:
+  description: The O(restart) the plan was made with.
+  returned: always
+  type: str
+  sample: outdated
 selected:
   description: The nodes O(select) picked; null without O(select).
   returned: always
@@ -648,6 +673,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import plan_argument_specs
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import node_outdated
 
 _PER_TYPE = ("control", "worker", "etcd")
@@ -657,6 +683,7 @@ def argument_spec() -> dict[str, Any]:
     spec: dict[str, Any] = {
         "max_unavailable": {"type": "int"},
         "select": {"type": "str"},
+        **plan_argument_specs(),
         "canary": {"type": "bool", "default": False},
         "live_scale": {"type": "str", "choices": ["never", "auto"], "default": "never"},
         "node_offerings": {"type": "dict", "options": {t: {"type": "str"} for t in _PER_TYPE}},

@@ -141,6 +141,13 @@ options:
       - With O(plan=true), a JMESPath expression limiting the batches, as
         O(cloudstack.cks.cks_node_outdated#module:select).
     type: str
+  restart:
+    description:
+      - With O(plan=true), which nodes the plan restarts (V(selected) and V(all) also restart nodes with no
+        change), as O(cloudstack.cks.cks_node_outdated#module:restart).
+    type: str
+    choices: [outdated, selected, all]
+    default: outdated
   canary:
     description:
       - With O(plan=true), restart the first worker of the plan alone first, as
@@ -499,6 +506,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import plan_argument_specs
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.settings import node_settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.start import start_rollout
 
@@ -518,6 +526,7 @@ def argument_spec() -> dict[str, Any]:
         "lock_duration": {"type": "int"},
         "plan": {"type": "bool", "default": False},
         "select": {"type": "str"},
+        **plan_argument_specs(),
         "canary": {"type": "bool", "default": False},
         "live_scale": {"type": "str", "choices": ["never", "auto"], "default": "never"},
         "drain_check": {"type": "bool", "default": False},

@@ -9,24 +9,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import pytest
 import yaml
+from headless_chromium import dump_dom
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCSITE = ROOT / "out" / "docs"
 COLLECTION = "cloudstack.cks"
-
-# Chromium in a closed network: without these it waits on the sandbox, the GPU, QUIC and the
-# background services (component updates, sync) it would fetch, and a used profile brings state.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 class OptionTable(HTMLParser):
@@ -65,20 +59,11 @@ class OptionTable(HTMLParser):
             self._in_title, self._anchors = False, []
 
 
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail("no chromium on PATH: `make docs` installs Debian's chromium")
-    return found
-
-
 def rendered(page: Path) -> OptionTable:
     """The DOM Chromium built for ``page`` (after its scripts ran), parsed."""
     if not page.is_file():
         pytest.fail(f"{page} does not exist: `make docs` renders the docsite first")
-    with tempfile.TemporaryDirectory(prefix="docsite-chromium-") as profile:
-        run = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
-                             capture_output=True, text=True, timeout=120, check=False)
+    run = dump_dom(page.as_uri())
     assert run.returncode == 0 and "</html>" in run.stdout, f"chromium could not show {page}: {run.stderr[-2000:]}"
     table = OptionTable()
     table.feed(run.stdout)

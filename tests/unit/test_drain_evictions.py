@@ -39,6 +39,15 @@ def test_429_is_retried_until_allowed() -> None:
     assert kube.evictions == ["a", "a", "a"]
 
 
+def test_the_report_says_how_long_each_budget_held_a_pod_back() -> None:
+    kube = FakeKube(pods=[rs_pod("a"), rs_pod("b")], eviction_answers={"a": [BLOCKED, BLOCKED]})
+    report = Drainer(kube, FAST).drain("n1", Deadline(5))
+    # b went at once: no wait; a was refused twice, then let through (two retry intervals at least).
+    (wait,) = report.budget_waits
+    assert wait["pod"] == "default/a" and wait["pdb"] == "default/web"
+    assert wait["seconds"] >= 2 * FAST.eviction_retry_interval and 0 <= wait["after"] <= report.ended - report.started
+
+
 def test_429_until_the_deadline_names_the_pdb() -> None:
     # b terminated while a was refused: the one look at the node's pods after the evictions (at
     # the deadline here) finds it gone.

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from datetime import datetime, timezone
 from typing import Any, Optional
 
 import pytest
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import NodeEvents, events_access_warning
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import (
+    FLUSH_FLOOR,
+    NodeEvents,
+    events_access_warning,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import (
+    AGGREGATE_WINDOW,
+    COMBINED,
     NOTE_LIMIT,
     STARTED,
     WARNING,
+    Correlator,
     NodeEvent,
     eviction_blocked,
     left_cordoned,
@@ -106,16 +116,20 @@ def test_a_long_note_is_cut_to_the_apis_limit() -> None:
 
 
 class FakeApi:
-    """What the writer sends; answers as the API server would (201, 200 for a patch, 404, 403)."""
+    """What the writer sends; answers as the API server would (201, 200 for a patch, 404, 403). With
+    ``gate``, each request waits until the gate opens (an API server that is slow, or gone)."""
 
-    def __init__(self, refuse: Optional[int] = None, allowed: bool = True) -> None:
+    def __init__(self, refuse: Optional[int] = None, allowed: bool = True, gate: Optional[threading.Event] = None) -> None:
         self.sent: list[tuple[str, str, Any]] = []
         self.refuse = refuse
         self.allowed = allowed
         self.gone: set[str] = set()
+        self.gate = gate
 
     def _json(self, action: str, method: str, path: str, body: Any = None, content_type: str = "",
               missing_is_none: bool = False) -> Any:
+        if self.gate is not None:
+            self.gate.wait()
         self.sent.append((method, path, body))
         if self.refuse:
             raise KubernetesError(action, "forbidden", status=self.refuse)
@@ -128,12 +142,17 @@ class FakeApi:
         return {"status": {"allowed": self.allowed}}
 
 
+def written(events: NodeEvents) -> None:
+    assert events.wait(30), "the writer did not send what was queued"
+
+
 def test_a_repeat_grows_the_series_instead_of_a_new_event() -> None:
     api = FakeApi()
     events = NodeEvents(api, run=RUN, instance="ctl")
     pod = {"metadata": {"namespace": "default", "name": "web-1", "uid": "u1"}}
     for _retry in range(3):
         events.record("w1", "uid-w1", eviction_blocked(pod, "web"))
+        written(events)
     assert [m for m, _p, _b in api.sent] == ["POST", "PATCH", "PATCH"]
     method, path, created = api.sent[0]
     assert path == "/api/v1/namespaces/default/events"
@@ -149,7 +168,77 @@ def test_a_repeat_grows_the_series_instead_of_a_new_event() -> None:
     # Past the API's TTL the Event is gone: the next occurrence is a new one.
     api.gone.add(created["metadata"]["name"])
     events.record("w1", "uid-w1", eviction_blocked(pod, "web"))
+    events.flush()
     assert [m for m, _p, _b in api.sent[-2:]] == ["PATCH", "POST"]
+    assert events.report() == {"written": 2, "repeats": 2, "failed": 0}
+
+
+def test_recording_never_waits_for_the_api_and_repeats_queued_together_are_one_patch() -> None:
+    gate = threading.Event()
+    api = FakeApi(gate=gate)
+    events = NodeEvents(api, run=RUN)
+    cordoned = step_event("cordon", "ok", "", RUN)
+    assert cordoned is not None
+    pod = {"metadata": {"namespace": "default", "name": "web-1", "uid": "u1"}}
+    # The API server answers nothing until the gate opens: every step goes on at once all the same.
+    events.record("w1", None, cordoned)
+    for _retry in range(4):
+        events.record("w1", None, eviction_blocked(pod, "web"))
+    assert api.sent == [] and not events.wait(0)
+    gate.set()
+    events.flush()
+    methods = [(m, (b or {}).get("reason"), (b or {}).get("count")) for m, _p, b in api.sent]
+    # The four refusals were queued while the API server kept the writer waiting: one Event and one
+    # patch of its count, not four requests (the cordon's Event is another, sent beside them).
+    assert sorted(methods, key=str) == sorted([("POST", "CordonedForRollout", 1), ("POST", "EvictionBlocked", 1),
+                                               ("PATCH", None, 4)], key=str), methods
+    assert methods.index(("POST", "EvictionBlocked", 1)) < methods.index(("PATCH", None, 4))
+    created = next(b for m, _p, b in api.sent if m == "POST" and b["reason"] == "EvictionBlocked")
+    patch = next(b for m, _p, b in api.sent if m == "PATCH")
+    assert patch["series"]["count"] == 4 and patch["lastTimestamp"] >= created["firstTimestamp"]
+    assert events.report() == {"written": 2, "repeats": 3, "failed": 0}
+
+
+def test_each_event_keeps_the_time_it_happened_not_the_time_it_was_sent() -> None:
+    gate = threading.Event()
+    api = FakeApi(gate=gate)
+    events = NodeEvents(api, run=RUN)
+    happened = time.time()
+    for step in ("cordon", "stop", "start"):
+        event = step_event(step, "ok", "", RUN)
+        assert event is not None
+        events.record("w1", None, event)
+    time.sleep(0.2)
+    sent = time.time()
+    gate.set()
+    events.flush()
+    # Sent side by side, in any order: each carries the time it happened, and its name sorts by it.
+    by_reason = {b["reason"]: b for _m, _p, b in api.sent}
+    story = [by_reason[r] for r in ("CordonedForRollout", "VMStopped", "VMStarted")]
+    times = [datetime.strptime(b["eventTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+             for b in story]
+    assert all(happened - 0.001 <= at < sent for at in times) and times == sorted(times), (happened, times, sent)
+    names = [b["metadata"]["name"] for b in story]
+    assert [int(n.split(".")[-1], 16) for n in names] == sorted(int(n.split(".")[-1], 16) for n in names)
+    assert len(set(names)) == 3 and sorted(names) == names
+
+
+def test_a_dead_api_server_holds_the_module_no_longer_than_the_flush_bound() -> None:
+    gate = threading.Event()  # never opened: the API server never answers
+    events = NodeEvents(FakeApi(gate=gate), run=RUN)
+    for step in ("cordon", "stop", "start"):
+        event = step_event(step, "ok", "", RUN)
+        assert event is not None
+        events.record("w1", None, event)
+    # The batch's deadline has passed: the flush gives them FLUSH_FLOOR, then counts them as not written.
+    events.flush(deadline_left=0)
+    assert events.report()["failed"] == 3 and events.report()["written"] == 0
+    (warning,) = events.warnings()
+    assert f"did not take them within {FLUSH_FLOOR:g}s" in warning and "the rollout went on without them" in warning
+    # Nothing is taken after the module returned, and the writer's late answer changes no count.
+    events.record("w1", None, step_event("cordon", "ok", "", RUN))  # type: ignore[arg-type]
+    gate.set()
+    assert events.report()["failed"] == 4 and events.report()["written"] == 0
 
 
 def test_events_that_cannot_be_written_are_counted_and_warned_never_raised() -> None:
@@ -159,10 +248,30 @@ def test_events_that_cannot_be_written_are_counted_and_warned_never_raised() -> 
         event = step_event(step, "ok", "", RUN)
         assert event is not None
         events.record("w1", None, event)
+        written(events)
     assert len(api.sent) == 1  # after a 403 nothing more is sent
+    events.flush()
     assert events.report()["failed"] == 3
     (warning,) = events.warnings()
     assert warning.startswith("3 Kubernetes Event(s) about the nodes could not be written (grant create and patch")
+
+
+def test_a_tenth_different_note_of_one_reason_on_a_node_is_combined() -> None:
+    correlator = Correlator()
+    pods = [{"metadata": {"namespace": "default", "name": f"web-{i}", "uid": f"u{i}"}} for i in range(12)]
+    keys = [correlator.correlate("w1", eviction_blocked(pod, "web"), 100.0 + i) for i, pod in enumerate(pods)]
+    # Nine pods: nine Events, each its own (its repeats grow its series).
+    assert len({key for key, _e in keys[:9]}) == 9 and all(e.related for _k, e in keys[:9])
+    # From the tenth on: one combined Event of the reason on that node, whose count grows.
+    combined = {key for key, _e in keys[9:]}
+    assert combined == {("combined", "w1", WARNING, "EvictionBlocked")}
+    event = keys[-1][1]
+    assert event.note.startswith(COMBINED + "Eviction of pod default/web-11") and event.related is None
+    # A repeat of one of the first nine is still its own Event; another node or reason is not combined.
+    assert correlator.correlate("w1", eviction_blocked(pods[0], "web"), 120.0)[0] == keys[0][0]
+    assert correlator.correlate("w2", eviction_blocked(pods[11], "web"), 120.0)[1].related
+    # Ten minutes without one of them: the count of different notes starts again.
+    assert correlator.correlate("w1", eviction_blocked(pods[10], "web"), 121.0 + AGGREGATE_WINDOW)[1].related
 
 
 def test_the_access_check_warns_and_never_refuses() -> None:

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import BATCH_OPTIONS
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import BATCH_OPTIONS, PLAN_OPTIONS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
-from ansible_collections.cloudstack.cks.plugins.modules import cks_node_cycle
+from ansible_collections.cloudstack.cks.plugins.modules import cks_node_cycle, cks_node_outdated, cks_node_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, "roles", "rollout")
@@ -49,6 +49,26 @@ def test_the_role_defaults_to_the_tables_default(name: str) -> None:
         option = spec["options"].get(variable)
         if option is not None:
             assert option.get("default") == expected, (entry, variable)
+
+
+@pytest.mark.parametrize("module", [cks_node_outdated, cks_node_settings], ids=lambda m: m.__name__.rsplit(".", 1)[1])
+@pytest.mark.parametrize("name", sorted(PLAN_OPTIONS))
+def test_the_planning_modules_take_each_plan_option_from_the_table(module: Any, name: str) -> None:
+    table = PLAN_OPTIONS[name]
+    assert module.argument_spec()[name] == table
+    doc = yaml.safe_load(module.DOCUMENTATION)["options"][name]
+    assert (doc["type"], doc.get("default"), doc.get("choices")) == (table["type"], table["default"], table["choices"])
+
+
+@pytest.mark.parametrize("name", sorted(PLAN_OPTIONS))
+def test_the_role_offers_each_plan_option_with_the_tables_default_and_choices(name: str) -> None:
+    variable = f"rollout_{name}"
+    assert ROLE_DEFAULTS[variable] == PLAN_OPTIONS[name]["default"]
+    offered = [spec["options"][variable] for spec in ROLE_SPECS.values() if variable in spec["options"]]
+    assert offered, f"no entry point of the role takes {variable}"
+    for option in offered:
+        assert (option["type"], option.get("default"), option.get("choices")) == (
+            PLAN_OPTIONS[name]["type"], PLAN_OPTIONS[name]["default"], PLAN_OPTIONS[name]["choices"])
 
 
 def test_the_option_classes_default_to_the_table() -> None:

@@ -410,3 +410,45 @@ def test_selection_properties(case: tuple[ClusterFactory, Settings, int], data: 
         assert len(worker_batches[0].nodes) == 1 and worker_batches[0].canary
     assert all(len(b.nodes) <= size for b in rest) and all(len(b.nodes) == size for b in rest[:-1])
     assert all(len(b.nodes) == 1 for b in p.batches if b.node_type != "worker")
+
+
+def test_restart_all_restarts_every_node_of_an_up_to_date_cluster_in_the_same_order() -> None:
+    f = ClusterFactory(control=3, workers=4)
+    p = plan(f.view(), initial_settings(f.view()), 2, restart="all")
+    assert batches(p) == [("control", [f.c(1)]), ("control", [f.c(2)]), ("control", [f.c(3)]),
+                          ("worker", [f.w(1), f.w(2)]), ("worker", [f.w(3), f.w(4)])]
+    # Nothing is out of date: each node says why it is restarted all the same.
+    assert dict(p.out_of_date) == {"etcd": 0, "control": 0, "worker": 0}
+    assert {n.why for n in p.nodes} == {"restart asked, no change"} and all(n.restart for n in p.nodes)
+    assert p.to_dict()["nodes"][0]["restart"] is True
+
+
+def test_restart_all_keeps_the_reasons_and_the_order_of_nodes_with_work_left() -> None:
+    f = ClusterFactory(control=3, workers=3)
+    f.stop(f.w(3))
+    p = plan(f.view(), initial_settings(f.view()).with_changes(offerings={"worker": so("large")}), 1, restart="all")
+    assert batches(p)[0] == ("worker", [f.w(3)])
+    assert [b[1] for b in batches(p)[1:]] == [[f.c(1)], [f.c(2)], [f.c(3)], [f.w(1)], [f.w(2)]]
+    why = {n.name: n.why for n in p.nodes}
+    assert why[f.w(1)] == "offering cks-medium -> cks-large" and why[f.c(1)] == "restart asked, no change"
+    assert dict(p.out_of_date)["worker"] == 3 and dict(p.out_of_date)["control"] == 0
+
+
+def test_restart_selected_restarts_the_selected_nodes_with_no_change() -> None:
+    f = ClusterFactory(control=3, workers=4)
+    up_to_date = initial_settings(f.view())
+    p = plan(f.view(), up_to_date, 5, selected=[f.w(2), f.w(4)], restart="selected")
+    assert batches(p) == [("worker", [f.w(2), f.w(4)])] and p.not_selected == ()
+    # Only the nodes with work left without it, as before.
+    assert plan(f.view(), up_to_date, 5, selected=[f.w(2)]).batches == ()
+    with pytest.raises(InvalidInput, match="give select too"):
+        plan(f.view(), up_to_date, 1, restart="selected")
+    with pytest.raises(InvalidInput, match="must be outdated, selected or all"):
+        plan(f.view(), up_to_date, 1, restart="everything")
+
+
+def test_restart_all_still_keeps_a_type_that_cannot_lose_a_node() -> None:
+    f = ClusterFactory(control=1, workers=2)
+    p = plan(f.view(), initial_settings(f.view()), 1, restart="all")
+    assert batches(p) == [("worker", [f.w(1)]), ("worker", [f.w(2)])]
+    assert "control nodes not restarted" in p.skipped["control"] and "restart asked, no change" in p.skipped["control"]

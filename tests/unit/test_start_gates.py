@@ -45,3 +45,23 @@ def test_gates_are_taken_in_one_order_and_a_node_without_groups_takes_none() -> 
         assert held == ()
     with gates.held("unknown") as held:
         assert held == ()
+
+
+def test_the_wait_for_the_planners_turn_is_noted_per_node() -> None:
+    gates = StartGates({"a": ["g"], "b": ["g"]})
+    held = threading.Event()
+    release = threading.Event()
+
+    def first() -> None:
+        with gates.held("a"):
+            held.set()
+            release.wait(5)
+
+    one = threading.Thread(target=first)
+    one.start()
+    held.wait(5)
+    threading.Timer(0.2, release.set).start()
+    with gates.held("b"):
+        pass  # b's start could go only once a's had ended
+    one.join(5)
+    assert gates.waited["a"] < gates.waited["b"] and gates.waited["b"] >= 0.1

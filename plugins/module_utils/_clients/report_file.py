@@ -13,7 +13,12 @@ from typing import Any, Optional
 
 
 def write_private_json(path: str, data: Any, indent: Optional[int] = 4, sort_keys: bool = True) -> None:
-    """Write ``data`` as JSON to ``path``, mode 0600, atomically.
+    """Write ``data`` as JSON to ``path``, mode 0600, atomically (as ``write_private_text``)."""
+    write_private_text(path, json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
+
+
+def write_private_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path``, mode 0600, atomically.
 
     A reader (a fleet, AWX, a tail) sees the old file or the new one, never half of one: the text
     goes to a file beside it first (same file system, so the rename is atomic), created 0600 so the
@@ -24,7 +29,7 @@ def write_private_json(path: str, data: Any, indent: Optional[int] = 4, sort_key
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             os.fchmod(fh.fileno(), 0o600)
-            fh.write(json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(partial, path)

@@ -1,7 +1,7 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""The type and default of each option of a batch, written once.
+"""The type and default of each option of a batch (and of the plan), written once.
 
 ``cks_node_cycle``'s argument spec is made from this table; the batch's option classes
 (``CycleOptions``, ``ValidationOptions``) and the service that reads the module's parameters take
@@ -36,6 +36,22 @@ BATCH_OPTIONS: dict[str, dict[str, Any]] = {
     "live_scale_timeout": {"type": "float", "default": 120.0},
     "max_unavailable": {"type": "int"},
 }
+
+
+#: Which nodes a rollout restarts: the ones with work left (out of date, down, left cordoned), those
+#: and the ones ``select`` names, or every node (a restart with no change, as kured does it).
+RESTART_OUTDATED, RESTART_SELECTED, RESTART_ALL = "outdated", "selected", "all"
+
+#: The plan's options (cks_node_outdated, and cks_node_settings with plan=true), as BATCH_OPTIONS.
+PLAN_OPTIONS: dict[str, dict[str, Any]] = {
+    "restart": {"type": "str", "default": RESTART_OUTDATED,
+                "choices": [RESTART_OUTDATED, RESTART_SELECTED, RESTART_ALL]},
+}
+
+
+def plan_argument_specs() -> dict[str, dict[str, Any]]:
+    """The AnsibleModule specs of the plan's options (copies)."""
+    return {name: dict(spec, choices=list(spec["choices"])) for name, spec in PLAN_OPTIONS.items()}
 
 
 def default_of(name: str) -> Any:

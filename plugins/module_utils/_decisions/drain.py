@@ -63,6 +63,8 @@ class DrainReport:
     warnings: list[str] = field(default_factory=list)
     started: float = 0.0
     ended: float = 0.0
+    #: Pods whose eviction a PodDisruptionBudget held back: pod, pdb, after (s into the drain), seconds.
+    budget_waits: list[dict[str, Any]] = field(default_factory=list)
 
 
 def field_of(obj: Optional[dict[str, Any]], *names: str) -> Any:

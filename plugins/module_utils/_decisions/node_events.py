@@ -131,3 +131,36 @@ def released_event(uncordoned: bool, why: str, run: Optional[str] = None) -> Nod
 
 def _camel(step: str) -> str:
     return "".join(part.capitalize() for part in step.split("_")) or "Cycle"
+
+
+#: client-go's EventAggregator: the tenth Event of one reason on one node with a note unlike the nine
+#: before it within ten minutes (a budget refusing ten different pods) is written as one combined Event
+#: whose count grows, not as a tenth.
+AGGREGATE_AFTER = 10
+AGGREGATE_WINDOW = 600.0
+COMBINED = "(combined from similar events): "
+
+
+class Correlator:
+    """Which Event an occurrence is (pure; the writer keeps one per module run): its own, whose
+    series grows when it repeats, or the node's combined one of its reason once it has had too many
+    different notes. client-go's spam filter (25 Events an object, then one every five minutes) is
+    left out on purpose: a node's cycle tells a bounded story of about ten Events, the combined
+    Event bounds the repeats, and the filter would drop its end (Back, Uncordoned) after a long drain.
+    """
+
+    def __init__(self) -> None:
+        self._similar: dict[tuple[str, str, str], tuple[set[tuple[str, str, str, str]], float]] = {}
+
+    def correlate(self, node: str, event: NodeEvent, at: float) -> tuple[tuple[Any, ...], NodeEvent]:
+        """The key the Event is written and counted under, and the Event to write (at Unix time ``at``)."""
+        group = (node, event.type, event.reason)
+        notes, last = self._similar.get(group, (set(), at))
+        if at - last > AGGREGATE_WINDOW:
+            notes = set()
+        if event.key not in notes and len(notes) >= AGGREGATE_AFTER - 1:
+            self._similar[group] = (notes, at)
+            return ("combined", *group), NodeEvent(event.reason, event.action, _note(COMBINED + event.note), event.type)
+        notes.add(event.key)
+        self._similar[group] = (notes, at)
+        return (node, *event.key), event

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import (
+    RESTART_ALL,
+    RESTART_OUTDATED,
+    RESTART_SELECTED,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import can_lose_a_node
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS, Reason, outdated_reasons
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_MAX_UNAVAILABLE, Settings
@@ -31,6 +36,8 @@ class PlannedNode:
     annotated: bool  # carries the annotation of a rollout that stopped
     back: bool = False  # ... and is Ready with a new boot ID
     etcd_down: bool = False  # its etcd member is not healthy although its VM runs
+    #: Restarted because ``restart`` asks for it (rollout_restart: selected or all), with nothing else to do.
+    restart: bool = False
 
     @property
     def out_of_date(self) -> bool:
@@ -52,11 +59,13 @@ class PlannedNode:
             parts.append("still cordoned by a rollout that stopped")
         if self.etcd_down:
             parts.append("its etcd member is not healthy")
+        if self.restart and not parts:
+            parts.append("restart asked, no change")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "node_type": self.node_type, "vm_state": self.vm_state,
-                "annotated": self.annotated, "back": self.back, "etcd_down": self.etcd_down,
+                "annotated": self.annotated, "back": self.back, "etcd_down": self.etcd_down, "restart": self.restart,
                 "out_of_date": self.out_of_date, "reasons": [r.to_dict() for r in self.reasons], "why": self.why}
 
 
@@ -118,7 +127,7 @@ def _order_key(planned: PlannedNode) -> tuple[int, str]:
 
 def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
          selected: Optional[Iterable[str]] = None, canary: bool = False,
-         etcd_down: Iterable[str] = ()) -> Plan:
+         etcd_down: Iterable[str] = (), restart: str = RESTART_OUTDATED) -> Plan:
     """The nodes to restart, in batches: external etcd nodes one at a time, then control nodes
     one at a time, then workers ``worker_batch_size`` at a time (with ``canary``, the first
     worker alone first, then the others ``worker_batch_size`` at a time).
@@ -132,9 +141,16 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
     more is lost). ``selected`` restricts the batches (not the counts) to these nodes.
     ``etcd_down``: the nodes whose etcd member etcd reports unhealthy; those with work left go
     first within their type (they add no work of their own).
+    ``restart``: ``selected`` also restarts the nodes ``selected`` names, ``all`` every node, when they
+    have nothing to change (the same cycle, the same order and rules).
     """
     if max_unavailable < 1:
         raise InvalidInput(PARAM_MAX_UNAVAILABLE, max_unavailable, "must be at least 1")
+    if restart not in (RESTART_OUTDATED, RESTART_SELECTED, RESTART_ALL):
+        raise InvalidInput("restart", restart, f"must be {RESTART_OUTDATED}, {RESTART_SELECTED} or {RESTART_ALL}")
+    if restart == RESTART_SELECTED and selected is None:
+        raise InvalidInput("restart", restart, "restarts the nodes select names: give select too "
+                           "(rollout_select), or restart all")
     chosen: Optional[set[str]] = None
     if selected is not None:
         chosen = {s.lower() for s in selected}
@@ -164,9 +180,10 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
         for node in view.nodes_of(t):
             reasons = tuple(outdated_reasons(node, settings[t], view))
             stuck = node.annotated and not node.back
-            if reasons or not node.running or stuck:
+            asked = restart == RESTART_ALL or (restart == RESTART_SELECTED and chosen is not None and node.name in chosen)
+            if reasons or not node.running or stuck or asked:
                 planned.append(PlannedNode(node.name, t, node.vm_state, reasons, node.annotated, node.back,
-                                           etcd_down=node.running and node.name in members_down))
+                                           etcd_down=node.running and node.name in members_down, restart=asked))
             elif node.annotated:
                 to_release.append(node.name)
         planned.sort(key=_order_key)

@@ -46,6 +46,8 @@ class _PodState:
     last_answer: str = ""
     blocked_by: str = ""
     error: str = ""
+    first_refused: Optional[float] = None  # when a budget first refused its eviction
+    let_through: Optional[float] = None  # when its eviction was accepted after refusals (or it went)
 
 
 class DaemonSets:
@@ -122,6 +124,8 @@ class Drainer:
                 result = self.kube.evict(namespace, name, self.options.grace_period)
                 kind = _eviction_kind(result)
                 message = str(result.message or "")
+                if kind in ("gone", "evicted") and state.first_refused is not None:
+                    state.let_through = time.time()
                 if kind == "gone":
                     state.outcome = "gone"
                     return
@@ -133,6 +137,7 @@ class Drainer:
                 state.last_answer = message or f"HTTP {result.status}"
                 if kind == "blocked":
                     state.blocked_by = result.pdb or _pdb_from_message(message) or state.blocked_by
+                    state.first_refused = state.first_refused or time.time()
                     if self.on_blocked is not None:
                         self.on_blocked(state.pod, state.blocked_by, message)
                     if deadline.remaining() <= 0:
@@ -141,7 +146,7 @@ class Drainer:
                     if stop.wait(min(self.options.eviction_retry_interval, max(0.0, deadline.remaining()))):
                         return
                     if self._gone(state):
-                        state.outcome = "gone"
+                        state.outcome, state.let_through = "gone", time.time()
                         return
                     continue
                 # 500 (several PDBs select the pod) and anything else: retrying will not help.
@@ -175,6 +180,8 @@ class Drainer:
             self._await_gone(node, [s for s in states if s.outcome == "terminating"], deadline, node_down, listed)
         report.ended = time.time()
         report.evicted = [s.key for s in states if s.outcome == "gone"]
+        report.budget_waits = [budget_wait(s, report.started) for s in states
+                               if s.first_refused is not None and s.let_through is not None]
         left = [s for s in states if s.outcome != "gone"]
         if left:
             raise self._failure(node, left, report)
@@ -227,6 +234,15 @@ class Drainer:
             parts.append(f"{state.key}{by}: {state.error or state.last_answer or 'not evicted'}")
         return StepFailed(node, "drain", f"pods still on the node: {'; '.join(parts)}",
                           pods_left=pending, evicted=report.evicted)
+
+
+def budget_wait(state: _PodState, drain_started: float) -> dict[str, Any]:
+    """How long a budget held a pod's eviction back: for the report and its timeline picture."""
+    namespace = (field_of(state.pod, "metadata") or {}).get("namespace")
+    pdb = state.blocked_by if not state.blocked_by or "/" in state.blocked_by else f"{namespace}/{state.blocked_by}"
+    first, through = float(state.first_refused or 0.0), float(state.let_through or 0.0)
+    return {"pod": state.key, "pdb": pdb, "after": round(max(0.0, first - drain_started), 3),
+            "seconds": round(max(0.0, through - first), 3)}
 
 
 def _pdb_from_message(message: str) -> str:

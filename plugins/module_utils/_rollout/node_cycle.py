@@ -369,6 +369,7 @@ class NodeCycle:
         # one before already on its host.
         with gates.held(self.node.name):
             how = self._changes.start(self._job_deadline())
+        self.result.changes["start"] = {"waited_for_planner": gates.waited.get(self.node.name, 0.0)}
         return settled("Running", how) + " (one at a time in its strict affinity groups)"
 
     def _run_verify(self) -> str:
@@ -442,6 +443,8 @@ class NodeCycle:
         self.result.changes["drain"] = {"evicted": report.evicted, "skipped": len(report.skipped)}
         if report.warnings:
             self.result.changes["drain"]["warnings"] = report.warnings
+        if report.budget_waits:
+            self.result.changes["drain"]["waited_for"] = report.budget_waits
         return f"{len(report.evicted)} pods evicted, {len(report.skipped)} left (DaemonSet and mirror pods)"
 
     def _job_deadline(self) -> Deadline:

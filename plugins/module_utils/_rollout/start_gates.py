@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Iterator, Mapping, Sequence
 
 
@@ -23,6 +24,8 @@ class StartGates:
     def __init__(self, groups: Mapping[str, Sequence[str]] | None = None) -> None:
         self._groups = {name: tuple(sorted(ids)) for name, ids in (groups or {}).items()}
         self._locks = {gid: threading.Lock() for ids in self._groups.values() for gid in ids}
+        #: Seconds each node's start waited for the nodes of its groups before it (the planner's turn).
+        self.waited: dict[str, float] = {}
 
     def groups_of(self, node: str) -> tuple[str, ...]:
         return self._groups.get(node, ())
@@ -30,7 +33,9 @@ class StartGates:
     @contextlib.contextmanager
     def held(self, node: str) -> Iterator[tuple[str, ...]]:
         ids = self.groups_of(node)
+        asked = time.monotonic()
         with contextlib.ExitStack() as stack:
             for gid in ids:
                 stack.enter_context(self._locks[gid])
+            self.waited[node] = round(time.monotonic() - asked, 3)
             yield ids

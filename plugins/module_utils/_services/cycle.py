@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
@@ -16,7 +17,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import needs_root_volume
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import needs_root_volume, seconds_left
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_path import LIVE_SCALE_CHOICES
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
@@ -216,7 +217,12 @@ def _run_batch(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                        validate_etcd_always=client_from_options(params) is not None,
                        lock=lock, project_id=params.get("project_id"))
     events = batch.node_events = NodeEvents(kube, run=holder)
-    result = batch.run()
+    try:
+        result = batch.run()
+    finally:
+        # The steps only queued their Events: the ones still queued go out before the module returns,
+        # for a bounded time (what the batch's deadline has left, see NodeEvents.flush).
+        events.flush(seconds_left(batch.options.batch_timeout, batch.options.batch_started, time.time()))
     if lock is not None and lock.written_version:
         written["version"] = lock.written_version
     if lock is not None and not check_mode and controller.gone():

@@ -24,6 +24,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.owners imp
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.placement import read_placement
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import RESTART_OUTDATED
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, PodAccess, etcd_check_paths, etcd_check_refusal
@@ -64,7 +65,8 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
            drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None,
            etcd_endpoints_given: bool = False, etcd_exec_access: Optional[ExecAccess] = None,
            owner_reads: Optional[OwnerReads] = None, etcd_pod_access: Optional[PodAccess] = None,
-           placement: Optional[tuple[Optional[PlacementReads], list[str]]] = None) -> dict[str, Any]:
+           placement: Optional[tuple[Optional[PlacementReads], list[str]]] = None,
+           restart: str = RESTART_OUTDATED) -> dict[str, Any]:
     """Everything cks_node_outdated returns, from what was read. Pure.
 
     ``owner_reads``: who the key is and the owner's headroom (``planned_settings`` and
@@ -80,7 +82,7 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
     nodes = [node_record(view, n, settings[n.node_type]) for n in view.nodes]
     selected = select_nodes(select, nodes) if select else None
     rollout_plan = plan(view, settings, mu, selected=selected, canary=canary,
-                        etcd_down=etcd_health.down if etcd_health is not None else ())
+                        etcd_down=etcd_health.down if etcd_health is not None else (), restart=restart)
     laid_out = rollout_plan.to_dict()
     result: dict[str, Any] = {
         "changed": False,
@@ -104,6 +106,7 @@ def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo]
         "settings": describe(view, settings),
         "settings_given": changes is not None and changes.changes_settings,
         "canary": canary,
+        "restart": restart,
         "not_selected": laid_out["not_selected"],
         **record_fields(view, record, lock),
     }
@@ -277,8 +280,11 @@ def _plan_report(session: ClusterSession, params: Mapping[str, Any], view: Clust
         check = read_drain_check(session.kube, DrainOptions(
             delete_emptydir_data=bool(params.get("delete_emptydir_data", True)), force=bool(params.get("force"))))
     given = client_from_options(params) is not None
-    first = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
-                   changes=changes, canary=bool(params.get("canary")), drain_check=check, etcd_endpoints_given=given)
+    # What every plan below is asked with; the later ones add what was read for the first.
+    asked: dict[str, Any] = {"max_unavailable": max_unavailable, "select": params.get("select"), "changes": changes,
+                             "canary": bool(params.get("canary")), "drain_check": check, "etcd_endpoints_given": given,
+                             "restart": params.get("restart") or RESTART_OUTDATED}
+    first = report(view, record, lock, **asked)
     # Only the reads the planned changes need: a plan with no growth and no group change costs none.
     reads = read_for(session.cloud, view, planned_settings(view, record, changes), planned_nodes(view, first["hosts"]))
     # Whether the deployment planner can place the nodes a change puts into strict groups: read only
@@ -286,20 +292,15 @@ def _plan_report(session: ClusterSession, params: Mapping[str, Any], view: Clust
     placement = read_placement(session.cloud, view, planned_settings(view, record, changes),
                                planned_nodes(view, first["hosts"]))
     if reads.caller is not None or reads.headroom is not None or reads.notes or placement != (None, []):
-        first = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
-                       changes=changes, canary=bool(params.get("canary")), drain_check=check,
-                       etcd_endpoints_given=given, owner_reads=reads, placement=placement)
+        first = report(view, record, lock, **asked, owner_reads=reads, placement=placement)
     # etcd is asked only when the plan has etcd members to restart: a workers-only plan costs no
     # exec and no access review (the planning call budget of a large cluster).
     if not given and not any(w.get("node_type") in (CONTROL, ETCD) for w in first["work"]):
         return dict(first, catalog=session.catalog_dict())
     access = read_exec_access(params, session, view)
     pod = read_pod_access(params, session, view)
-    judged = report(view, record, lock, max_unavailable=max_unavailable, select=params.get("select"),
-                    changes=changes, canary=bool(params.get("canary")), drain_check=check,
-                    etcd_health=read_etcd_health(params, session, view, access, pod),
-                    etcd_endpoints_given=given, etcd_exec_access=access, owner_reads=reads, etcd_pod_access=pod,
-                    placement=placement)
+    judged = report(view, record, lock, **asked, etcd_health=read_etcd_health(params, session, view, access, pod),
+                    etcd_exec_access=access, owner_reads=reads, etcd_pod_access=pod, placement=placement)
     # The later runs of a rollout take it over (their catalog option) instead of listing it again.
     judged["catalog"] = session.catalog_dict()
     return judged

@@ -9,11 +9,12 @@ import time
 from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import NodeEvents
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json, write_private_text
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import RFC3339
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.timeline_picture import picture_path, timeline_svg
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.state import Rollout
@@ -86,14 +87,17 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
                       project_id=params.get("project_id"), check_mode=check_mode)
     events = release.node_events = NodeEvents(kube, run=holder)
     rollout_result, last_error = rollout.ending()
-    result = release.run(last_error=last_error, skipped=rollout.skipped, rollout_result=rollout_result)
+    try:
+        result = release.run(last_error=last_error, skipped=rollout.skipped, rollout_result=rollout_result)
+    finally:
+        events.flush()  # what the release queued, before the module returns (bounded)
     record = release.record if release.record is not None or release.view is None else session.store.read()
     answer = with_report({"release": result.to_dict(), "changed": result.changed,
                           "after": after_counts(release.view, record)}, rollout, params, check_mode)
     if events.written or events.failed:
         answer["node_events"] = events.report()
     if events.warnings():
-        answer["warnings"] = events.warnings()
+        answer["warnings"] = answer.get("warnings", []) + events.warnings()
     return answer
 
 
@@ -117,6 +121,15 @@ def with_report(answer: dict[str, Any], rollout: Rollout, params: Mapping[str, A
             answer["report_path"] = path
         except OSError as exc:
             answer["report_error"] = f"the rollout report could not be written to {path}: {exc.strerror or exc}"
+            return answer
+        # Its picture beside it, drawn from the report alone; one that cannot be written is a warning.
+        picture = picture_path(path)
+        try:
+            write_private_text(picture, timeline_svg(report))
+            answer["timeline_path"] = picture
+        except OSError as exc:
+            answer["warnings"] = [f"the rollout's timeline picture could not be written to {picture}: "
+                                  f"{exc.strerror or exc}"]
     return answer
 
 
