@@ -46,7 +46,6 @@ class KubeletNode:
     boot_due: Optional[float] = None  # monotonic time the booting kubelet first posts
     ready: str = "Unknown"  # the Ready condition as last read from the API server
     last_lease: float = 0.0
-    boots: int = 0
     off_since: Optional[float] = None  # wall-clock time its VM stopped (None: running)
 
     @property
@@ -71,6 +70,8 @@ class Kubelets:
     stacked_etcd: bool = False
     _pods_seen: dict[str, float] = field(default_factory=dict)  # pod uid -> when first seen waiting
     _started: dict[str, str] = field(default_factory=dict)  # pod uid -> the boot ID of the kubelet that started it
+    #: the Nodes and Pods as the last tick read them (what the sim's snapshot shows)
+    seen: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"nodes": [], "pods": []})
 
     # -- power, from the CloudStack half (under sim.lock: flags only) ------------------------------
 
@@ -191,7 +192,7 @@ class Kubelets:
 
     def _boot(self, node: KubeletNode, current: dict[str, Any], first: bool) -> None:
         old_boot = ((current.get("status") or {}).get("nodeInfo") or {}).get("bootID")
-        node.boot_id, node.boot_due, node.boots = str(uuid.uuid4()), None, node.boots + 1
+        node.boot_id, node.boot_due = str(uuid.uuid4()), None
         self.api.patch(f"/api/v1/nodes/{node.name}/status", self._status(node, ready=True, transition=True))
         self._renew_lease(node, owner_uid=current["metadata"]["uid"])
         node.posting = True
@@ -225,7 +226,8 @@ class Kubelets:
         node.last_lease = time.monotonic()
 
     def _observe_nodes(self) -> None:
-        for raw in self.api.list("/api/v1/nodes"):
+        self.seen["nodes"] = self.api.list("/api/v1/nodes")
+        for raw in self.seen["nodes"]:
             node = self.nodes.get(raw["metadata"]["name"])
             if node is None:
                 continue
@@ -236,7 +238,8 @@ class Kubelets:
             node.ready = ready
 
     def _run_pods(self, now: float) -> None:
-        for pod in self.api.list("/api/v1/pods"):
+        self.seen["pods"] = self.api.list("/api/v1/pods")
+        for pod in self.seen["pods"]:
             meta, spec = pod["metadata"], pod.get("spec") or {}
             node = self.nodes.get(spec.get("nodeName") or "")
             if node is None or not node.posting:

@@ -66,12 +66,14 @@ class RealKubeWorld:
         self.stacked_etcd = False
         self.plane: Optional[ControlPlane] = None
         self.kubelets: Optional[Kubelets] = None
+        self._api: Optional[RestApi] = None
         self.version = ""
         self._stopping = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._auditor: Optional[threading.Thread] = None
         self._audit_offset = 0
         self._audit_lock = threading.Lock()
+        self._ticking = threading.Lock()  # one tick at a time: the actors' thread, or start() once settled
         self._cache: dict[str, list[dict[str, Any]]] = {"nodes": [], "pods": [], "pdbs": []}
 
     # -- what server.build tells it ----------------------------------------------------------------
@@ -101,7 +103,7 @@ class RealKubeWorld:
                          version=self.version, seconds=round(self.plane.startup_seconds, 2))
         cert, key = issue_cert(sim.tls, ACTORS_USER, [], client=True, server=False,
                                out_dir=os.path.join(state_dir, "kube-plane"), organization="system:masters")
-        api = RestApi(self.plane.url, sim.tls["ca_cert"], cert, key)
+        api = self._api = RestApi(self.plane.url, sim.tls["ca_cert"], cert, key)
         self.kubelets = Kubelets(
             api=api, timeline=self._timeline, version=self.version,
             root_disk_gb=int(self.cluster_spec.get("root_disk_size", 20) or 20),
@@ -122,6 +124,10 @@ class RealKubeWorld:
             if time.monotonic() > deadline:
                 raise PlaneError(f"the spec's workloads did not settle on the real control plane: {waiting}")
             time.sleep(TICK)
+        with self._ticking:
+            # The snapshot shows the settled cluster from the first answer on, not a tick's older reading.
+            self.kubelets.tick()
+            self._refresh_cache()
         self._read_audit(record=False)  # the start's own requests are no calls of the collection
         self._auditor.start()
 
@@ -137,8 +143,8 @@ class RealKubeWorld:
         for thread in (self._thread, self._auditor):
             if thread is not None and thread.is_alive():
                 thread.join(timeout=10)
-        if self.kubelets is not None:
-            self.kubelets.api.close()  # type: ignore[attr-defined]
+        if self._api is not None:
+            self._api.close()
         if self.plane is not None:
             self.plane.stop()
 
@@ -146,13 +152,16 @@ class RealKubeWorld:
         assert self.kubelets is not None
         while not self._stopping.is_set():
             try:
-                self.kubelets.tick()
-                self._cache = {"nodes": self.kubelets.api.list("/api/v1/nodes"),
-                               "pods": self.kubelets.api.list("/api/v1/pods"),
-                               "pdbs": self.kubelets.api.list("/apis/policy/v1/poddisruptionbudgets")}
+                with self._ticking:
+                    self.kubelets.tick()
+                    self._refresh_cache()
             except (ApiRefusal, requests.RequestException) as exc:
                 LOG.warning("kubelets: %s", exc)  # the API server is busy or restarting: the next tick retries
             self._stopping.wait(TICK)
+
+    def _refresh_cache(self) -> None:
+        assert self.kubelets is not None
+        self._cache = {**self.kubelets.seen, "pdbs": self.kubelets.api.list("/apis/policy/v1/poddisruptionbudgets")}
 
     def _follow_audit(self) -> None:
         # Its own thread, polling fast: an accepted eviction is judged against the cluster of that moment.
@@ -169,7 +178,7 @@ class RealKubeWorld:
     # -- the calls and the invariants, from the audit log ------------------------------------------
 
     def read_audit(self) -> None:
-        """The audit log's new lines into the call log (the actors' thread, and /calls before it answers)."""
+        """The audit log's new lines into the call log (the audit thread, and /calls before it answers)."""
         if self.plane is not None:
             self._read_audit(record=True)
 
