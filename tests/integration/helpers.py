@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if os.path.join(ROOT, "tests", "sim") not in sys.path:  # run as a script, without the root conftest.py
     sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
 from cks_sim import harness  # noqa: E402  pylint: disable=wrong-import-position
+from cks_sim.harness import etcd_options  # noqa: E402  pylint: disable=wrong-import-position
 VENV = os.path.join(ROOT, ".venv")
 ANSIBLE_PLAYBOOK = os.path.join(VENV, "bin", "ansible-playbook")
 PYTHON = os.path.join(VENV, "bin", "python")
@@ -136,19 +137,6 @@ def run_module(module_name: str, args: dict[str, Any], env: Optional[dict[str, s
 
 
 # --- cks-sim ----------------------------------------------------------------------------------
-
-def etcd_options(env: dict[str, Any]) -> dict[str, Any]:
-    """The modules' etcd options for a sim's first cluster (its env.json): its members' endpoints when
-    it has some, and the client certificate of a stacked control plane's etcd."""
-    etcd = env.get("etcd") or {}
-    options: dict[str, Any] = {}
-    if etcd.get("members"):
-        options["etcd_endpoints"] = [m["client_url"] for m in etcd["members"]]
-    if etcd.get("mode") == "stacked":
-        options.update(etcd_ca_cert=etcd["ca_cert"], etcd_client_cert=etcd["client_cert"],
-                       etcd_client_key=etcd["client_key"])
-    return options
-
 
 def sim_rollout_vars(env: dict[str, Any]) -> dict[str, Any]:
     """The rollout role's variables for a sim's first cluster (its env.json): polling and eviction retries

@@ -304,15 +304,17 @@ def cycle_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..
 
 
 def rollout_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RolloutSim]]:
-    """Yields ``start(spec="small.yml", etcd=True, time_scale=0.01, **top_level)`` -> RolloutSim; every
-    sim started is stopped after."""
+    """Yields ``start(spec="small.yml", etcd=True, time_scale=0.01, kube_backend=None, **top_level)`` ->
+    RolloutSim (``kube_backend="real"``: a real control plane, see cks_sim.real_kube); every sim started
+    is stopped after."""
     with contextlib.ExitStack() as started:
 
         def start(spec: Union[str, dict[str, Any]] = "small.yml", etcd: bool = True, time_scale: float = 0.01,
-                  **overrides: Any) -> RolloutSim:
+                  kube_backend: Optional[str] = None, **overrides: Any) -> RolloutSim:
             raw = load_raw_spec(spec, time_scale) if isinstance(spec, str) else copy.deepcopy(spec)
             raw.update(copy.deepcopy(overrides))
-            sim = started.enter_context(InProcessSim.start(raw, str(tmp_path_factory.mktemp("rollout-sim")), etcd=etcd))
+            sim = started.enter_context(InProcessSim.start(raw, str(tmp_path_factory.mktemp("rollout-sim")), etcd=etcd,
+                                                           kube=kube_backend))
             handle = RolloutSim(sim.server, str(tmp_path_factory.mktemp("rollout-run")))
             started.callback(handle.close)
             return handle

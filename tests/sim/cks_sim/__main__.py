@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -25,6 +26,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--scale", action="append", default=[], metavar="NAME=COUNT",
                        help="override counts: workers, control_nodes, etcd_nodes, hosts (repeatable)")
     serve.add_argument("--no-etcd", action="store_true", help="do not start real etcd members")
+    serve.add_argument("--kube", choices=("memory", "real"), default=os.environ.get("CKS_SIM_KUBE") or "memory",
+                       help="memory: cks-sim's own Kubernetes API; real: a real kube-apiserver, controllers and "
+                            "scheduler (make kube-plane builds them) with cks-sim playing the kubelets "
+                            "(default: the CKS_SIM_KUBE environment variable, else memory)")
     check = sub.add_parser("check", help="validate a spec and print it normalised")
     check.add_argument("--spec", required=True)
     return parser
@@ -53,7 +58,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .server import SimServer
 
     server = SimServer(spec, args.state_dir, host=args.host, cloudstack_port=args.cloudstack_port,
-                       kube_port=args.kube_port, admin_port=args.admin_port, with_etcd=not args.no_etcd)
+                       kube_port=args.kube_port, admin_port=args.admin_port, with_etcd=not args.no_etcd, kube=args.kube)
     stop_requested = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -66,6 +71,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except SpecError as exc:
         print(f"cks-sim: bad spec: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # real_kube.plane.PlaneError: no binary, or a component did not start
+        print(f"cks-sim: {exc}", file=sys.stderr)
+        return 1
     env = server.env
     print(f"cks-sim: CloudStack {env['cloudstack_endpoint']}  admin {env['admin_url']}  "
           f"kube {env.get('kube_url')}  env {args.state_dir}/env.json", flush=True)

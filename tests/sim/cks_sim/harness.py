@@ -221,12 +221,15 @@ class InProcessSim:
         self.env: dict[str, Any] = server.env
 
     @classmethod
-    def start(cls, raw_spec: dict[str, Any], state_dir: str, etcd: bool = True) -> InProcessSim:
-        """``raw_spec`` as a spec file holds it (normalised here); ``etcd``: real etcd members."""
+    def start(cls, raw_spec: dict[str, Any], state_dir: str, etcd: bool = True, kube: Optional[str] = None) -> InProcessSim:
+        """``raw_spec`` as a spec file holds it (normalised here); ``etcd``: real etcd members; ``kube``:
+        "memory" (cks-sim's own Kubernetes API) or "real" (a real control plane); by default the
+        CKS_SIM_KUBE environment variable's, else "memory"."""
         from .server import SimServer  # pylint: disable=import-outside-toplevel
         from .spec import normalize  # pylint: disable=import-outside-toplevel
 
-        server = SimServer(normalize(raw_spec), state_dir, with_etcd=etcd)
+        server = SimServer(normalize(raw_spec), state_dir, with_etcd=etcd,
+                           kube=kube or os.environ.get("CKS_SIM_KUBE") or "memory")
         server.start()
         return cls(server)
 
@@ -238,6 +241,19 @@ class InProcessSim:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def etcd_options(env: dict[str, Any]) -> dict[str, Any]:
+    """The modules' etcd options for a sim's first cluster (its env.json): its members' endpoints when
+    it has some, and the client certificate of a stacked control plane's etcd."""
+    etcd = env.get("etcd") or {}
+    options: dict[str, Any] = {}
+    if etcd.get("members"):
+        options["etcd_endpoints"] = [m["client_url"] for m in etcd["members"]]
+    if etcd.get("mode") == "stacked":
+        options.update(etcd_ca_cert=etcd["ca_cert"], etcd_client_cert=etcd["client_cert"],
+                       etcd_client_key=etcd["client_key"])
+    return options
 
 
 # -- talking to a running sim ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from .cloudstack_api import API_PATH, CloudStackApp
 from .core import Sim
 from .status_lines import StatusLines, go_status_line, jetty_status_line
 
+KUBE_BACKENDS = ("memory", "real")
 KUBE_FAULTS = {"kube_error", "pdb_block", "slow_drain", "never_ready", "stale_ready", "foreign_cordon"}
 
 
@@ -192,8 +193,12 @@ class SimServer:
     """The whole simulator: build, serve, describe (env.json), stop."""
 
     def __init__(self, spec: dict[str, Any], state_dir: str, host: str = "127.0.0.1", cloudstack_port: int = 0,
-                 kube_port: int = 0, admin_port: int = 0, with_etcd: bool = True) -> None:
+                 kube_port: int = 0, admin_port: int = 0, with_etcd: bool = True, kube: str = "memory") -> None:
+        if kube not in KUBE_BACKENDS:
+            raise ValueError(f"kube must be one of {', '.join(KUBE_BACKENDS)}, not {kube!r}")
         self.spec = spec
+        #: "memory": cks-sim's own Kubernetes API; "real": a real control plane (real_kube) driven by actors.
+        self.kube = kube
         self.state_dir = os.path.abspath(state_dir)
         self.host = host
         self.ports = {"cloudstack": cloudstack_port, "kube": kube_port, "admin": admin_port}
@@ -221,6 +226,10 @@ class SimServer:
         sim.tls = self.tls
         sim.cloud = CloudWorld(sim, self.spec)
         world_class = kube_mod.KubeWorld if kube_mod else MinimalKubeWorld
+        if self.kube == "real":
+            from .real_kube.world import RealKubeWorld
+
+            world_class = RealKubeWorld
         for index, cluster in enumerate(sim.cloud.clusters.values()):
             cluster_spec = dict(self.spec["clusters"][index], id=cluster.id)
             workloads = cluster_spec.get("workloads") or self.spec["workloads"]
@@ -272,7 +281,9 @@ class SimServer:
             self._serve("cloudstack", StatusLines(CloudStackApp(self.sim), jetty_status_line))
             self._serve("admin", AdminApp(self))
             kube_api, tls_mod = _optional("kube_api"), _optional("tls")
-            if kube_api is not None and tls_mod is not None and self.tls is not None:
+            if self.kube == "real":
+                self._start_real_kube()
+            elif kube_api is not None and tls_mod is not None and self.tls is not None:
                 for index, cluster_id in enumerate(self.sim.kube):
                     port = self.ports["kube"] + index if self.ports["kube"] else 0
                     endpoint = KubeEndpoint(self, cluster_id, port,
@@ -281,13 +292,7 @@ class SimServer:
                     self.kube_endpoints[cluster_id] = endpoint
                     endpoint.start()
                 self._kube_url = next(iter(self.kube_endpoints.values())).url if self.kube_endpoints else ""
-                self.sim.kubeconfig_provider = self.kubeconfig_text
-                for cluster in self.sim.cloud.clusters.values():
-                    path = os.path.join(self.state_dir, f"kubeconfig-{cluster.name}.yaml")
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                        handle.write(self.kubeconfig_text(cluster.id))
-                    self.kubeconfigs[cluster.id] = path
+                self._write_kubeconfigs()
             else:
                 self.sim.kubeconfig_provider = None
             for thread in self.servers.values():
@@ -303,6 +308,29 @@ class SimServer:
             self.stop()
             raise
         return self
+
+    def _start_real_kube(self) -> None:
+        """--kube real: each cluster's control plane started, its nodes registered and its workloads settled."""
+        for world in self.sim.kube.values():
+            world.start()
+        self._kube_url = next(iter(self.sim.kube.values())).plane.url
+        self._write_kubeconfigs()
+
+    def _write_kubeconfigs(self) -> None:
+        self.sim.kubeconfig_provider = self.kubeconfig_text
+        for cluster in self.sim.cloud.clusters.values():
+            path = os.path.join(self.state_dir, f"kubeconfig-{cluster.name}.yaml")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(self.kubeconfig_text(cluster.id))
+            self.kubeconfigs[cluster.id] = path
+
+    def _kube_url_of(self, cluster_id: str) -> Optional[str]:
+        if self.kube == "real":
+            plane = self.sim.kube[cluster_id].plane
+            return plane.url if plane is not None else None
+        endpoint = self.kube_endpoints.get(cluster_id)
+        return endpoint.url if endpoint else None
 
     def cloudstack_outage(self, seconds: float) -> None:
         """A management server restart: the CloudStack port refuses connections for ``seconds``."""
@@ -324,7 +352,8 @@ class SimServer:
     def kubeconfig_text(self, cluster_id: str) -> str:
         kube_api = _optional("kube_api")
         assert kube_api is not None, "start() serves kubeconfigs only with kube_api"
-        url = self.kube_endpoints[cluster_id].url
+        url = self._kube_url_of(cluster_id)
+        assert url is not None, "kubeconfigs are served once the cluster's API server listens"
         return yaml.safe_dump(kube_api.kubeconfig(self.sim, cluster_id, url), sort_keys=False)
 
     def _env(self) -> dict[str, Any]:
@@ -332,9 +361,8 @@ class SimServer:
         clusters = []
         for cluster in cloud.clusters.values():
             etcd = self.sim.etcd.endpoints(cluster.id) if self.sim.etcd is not None else None
-            endpoint = self.kube_endpoints.get(cluster.id)
             clusters.append({"id": cluster.id, "name": cluster.name, "kubeconfig": self.kubeconfigs.get(cluster.id),
-                             "kube_url": endpoint.url if endpoint else None, "etcd": etcd})
+                             "kube_url": self._kube_url_of(cluster.id), "etcd": etcd})
         first = clusters[0]
         return {
             "cloudstack_endpoint": f"http://{self.host}:{self.servers['cloudstack'].port}{API_PATH}",
@@ -346,6 +374,8 @@ class SimServer:
             "admin_url": f"http://{self.host}:{self.servers['admin'].port}",
             "kube_url": self._kube_url or None,
             "kube_ca": self.tls["ca_cert"] if self.tls else None,
+            "kube_backend": self.kube,
+            "kube_version": next((w.version for w in self.sim.kube.values()), None) if self.kube == "real" else None,
             "etcd": first["etcd"],
             "clusters": clusters,
             "keys": cloud.directory.key_listing(),
@@ -381,6 +411,9 @@ class SimServer:
                         thread.server.server_close()
                 except OSError:
                     pass
+            for world in self.sim.kube.values():
+                if hasattr(world, "stop"):
+                    world.stop()  # a real control plane and its actors
             self.sim.stop()
             try:
                 os.remove(os.path.join(self.state_dir, "env.json"))

@@ -273,6 +273,8 @@ class ControlPlane:
             *self._component_flags("kube-controller-manager", port),
             f"--controllers={','.join(CONTROLLERS)}",
             f"--service-account-private-key-file={self.sa_key}", f"--root-ca-file={self.tls['ca_cert']}",
+            # Each controller as its own service account, with its bootstrap RBAC role (as kubeadm runs it).
+            "--use-service-account-credentials=true",
             f"--node-monitor-grace-period={_seconds(grace)}",
             f"--node-monitor-period={_seconds(min(grace / 4, 5.0))}",
             f"--node-startup-grace-period={_seconds(grace)}",

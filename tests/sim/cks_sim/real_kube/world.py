@@ -1,0 +1,267 @@
+"""One CKS cluster's Kubernetes on a real control plane (``cks-sim serve --kube real``).
+
+``RealKubeWorld`` answers the CloudStack half and the admin API as ``kube.KubeWorld`` does (node
+power, the count of Ready nodes, a snapshot, the kubeconfig's name and token), but the API objects
+live in a real kube-apiserver (``plane.ControlPlane``), the real controllers and scheduler run the
+workloads, and the actors (``actors.Kubelets``) play the machines. Its thread runs the kubelets'
+ticks and turns the API server's audit log into the sim's call log (the collection's requests: the
+kubeconfig's identity, kubernetes-admin) and its invariant checks.
+
+What it cannot do, and says so: the in-memory world's Kubernetes faults (``kube_error``,
+``pdb_block``, ...) are the in-memory API's own (the timeline records ``kube_fault_not_applied``);
+``pods/exec`` needs a kubelet that runs containers, which no actor is, so the etcd checks through
+the etcd pods are not run on this backend: the real API server answers an exec with an error, and a
+rollout uses the etcd members directly (``rollout_etcd_endpoints``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+import time
+from typing import Any, Optional
+
+import requests
+
+from ..tls import issue_cert
+from .actors import KubeletNode, Kubelets, settled, workload_objects
+from .api import ApiRefusal, RestApi
+from .plane import ControlPlane, PlaneError
+
+LOG = logging.getLogger("cks_sim.real_kube")
+#: The collection's identity: the kubeconfig's client certificate (kubeadm's admin.conf user).
+COLLECTION_USER = "kubernetes-admin"
+#: The actors' identity (system:masters: one process plays every kubelet, past the Node authorizer).
+ACTORS_USER = "cks-sim-kubelets"
+TICK = 0.2
+#: The node lifecycle controller's grace period is never below this: heartbeats from the actors'
+#: thread on a loaded machine must not look like a dead node.
+MIN_GRACE = 3.0
+SETTLE_TIMEOUT = 120.0
+
+
+class RealKubeWorld:
+    """One cluster's Kubernetes on a real control plane; the interface ``kube.KubeWorld`` offers the
+    CloudStack half and the admin API."""
+
+    def __init__(self, sim: Any, cluster_id: str, cluster_spec: dict, nodes: list[dict],
+                 workloads: list[dict], pdbs: list[dict]) -> None:
+        self.sim = sim
+        self.cluster_id = cluster_id
+        self.cluster_spec = cluster_spec
+        self.name = cluster_spec.get("name", cluster_id)
+        self.token = secrets.token_hex(16)  # the kubeconfig's bearer token (--token-auth-file)
+        self.workloads, self.pdbs = workloads, pdbs
+        self.nodes: dict[str, KubeletNode] = {}
+        for index, spec in enumerate(nodes):
+            name = spec["name"].lower()
+            self.nodes[name] = KubeletNode(name=name, node_type=spec.get("node_type", "worker"), index=index,
+                                           cpu=int(spec.get("cpu", 2)), memory_mb=int(spec.get("memory_mb", 4096)),
+                                           vm_running=bool(spec.get("vm_running", True)))
+        self.etcd_servers = ""
+        self.stacked_etcd = False
+        self.plane: Optional[ControlPlane] = None
+        self.kubelets: Optional[Kubelets] = None
+        self.version = ""
+        self._stopping = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._audit_offset = 0
+        self._audit_lock = threading.Lock()
+        self._cache: dict[str, list[dict[str, Any]]] = {"nodes": [], "pods": [], "pdbs": []}
+
+    # -- what server.build tells it ----------------------------------------------------------------
+
+    def use_etcd_client_urls(self, urls: dict[str, str]) -> None:
+        """Stacked etcd: the members' client URLs, which the control nodes' kube-apiserver pods name."""
+        self.etcd_servers, self.stacked_etcd = ",".join(urls[n] for n in sorted(urls)), True
+
+    def use_external_etcd_servers(self, servers: list[str]) -> None:
+        self.etcd_servers = ",".join(servers)
+
+    # -- starting and stopping -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """The control plane, the nodes as kubeadm left them, the spec's workloads, settled."""
+        sim = self.sim
+        state_dir = os.path.join(sim.state_dir, f"kube-{self.name}")
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        tokens = os.path.join(state_dir, "tokens.csv")
+        fd = os.open(tokens, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(f'{self.token},{COLLECTION_USER},{COLLECTION_USER},"system:masters"\n')
+        grace = max(sim.delay("notready_grace"), MIN_GRACE)
+        self.plane = ControlPlane(state_dir, sim.tls, node_monitor_grace=grace, token_file=tokens).start()
+        self.version = self.plane.version.get("gitVersion", "")
+        sim.timeline.add(cluster=self.cluster_id, event="kube_plane_started", url=self.plane.url,
+                         version=self.version, seconds=round(self.plane.startup_seconds, 2))
+        cert, key = issue_cert(sim.tls, ACTORS_USER, [], client=True, server=False,
+                               out_dir=os.path.join(state_dir, "kube-plane"), organization="system:masters")
+        api = RestApi(self.plane.url, sim.tls["ca_cert"], cert, key)
+        self.kubelets = Kubelets(
+            api=api, timeline=self._timeline, version=self.version,
+            root_disk_gb=int(self.cluster_spec.get("root_disk_size", 20) or 20),
+            heartbeat=grace / 4, pod_start=sim.delay("pod_start"), pod_termination=sim.delay("pod_termination"),
+            nodes=self.nodes, etcd_servers=self.etcd_servers, stacked_etcd=self.stacked_etcd)
+        # The kubelets tick from the first registration on: a node registered early must not miss its
+        # heartbeats while the others are still being registered.
+        self._thread = threading.Thread(target=self._run, name=f"cks-sim-kubelets-{self.cluster_id[:8]}", daemon=True)
+        self._thread.start()
+        self.kubelets.register()
+        objects = workload_objects(self.workloads, self.pdbs)
+        for path, body in objects:
+            api.create(path, body)
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while (waiting := self._settled(api, objects)) is not None:
+            if time.monotonic() > deadline:
+                raise PlaneError(f"the spec's workloads did not settle on the real control plane: {waiting}")
+            time.sleep(TICK)
+        self._read_audit(record=False)  # the start's own requests are no calls of the collection
+
+    @staticmethod
+    def _settled(api: RestApi, objects: list[tuple[str, dict[str, Any]]]) -> Optional[str]:
+        try:
+            return settled(api, objects)
+        except (ApiRefusal, requests.RequestException) as exc:
+            return str(exc)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.kubelets is not None:
+            self.kubelets.api.close()  # type: ignore[attr-defined]
+        if self.plane is not None:
+            self.plane.stop()
+
+    def _run(self) -> None:
+        assert self.kubelets is not None
+        while not self._stopping.is_set():
+            try:
+                self.kubelets.tick()
+                self._cache = {"nodes": self.kubelets.api.list("/api/v1/nodes"),
+                               "pods": self.kubelets.api.list("/api/v1/pods"),
+                               "pdbs": self.kubelets.api.list("/apis/policy/v1/poddisruptionbudgets")}
+                self.read_audit()
+            except (ApiRefusal, requests.RequestException) as exc:
+                LOG.warning("kubelets: %s", exc)  # the API server is busy or restarting: the next tick retries
+            self._stopping.wait(TICK)
+
+    def _timeline(self, event: str, **fields: Any) -> None:
+        self.sim.timeline.add(cluster=self.cluster_id, event=event, **fields)
+
+    # -- the calls and the invariants, from the audit log ------------------------------------------
+
+    def read_audit(self) -> None:
+        """The audit log's new lines into the call log (the actors' thread, and /calls before it answers)."""
+        if self.plane is not None:
+            self._read_audit(record=True)
+
+    def _read_audit(self, record: bool) -> None:
+        assert self.plane is not None
+        with self._audit_lock:
+            events, self._audit_offset = self.plane.audit_events(self._audit_offset)
+            if record:
+                self._record_calls(events)
+
+    def _record_calls(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            if (event.get("user") or {}).get("username") != COLLECTION_USER or event.get("stage") != "ResponseComplete":
+                continue
+            ref = event.get("objectRef") or {}
+            resource = ref.get("resource", "")
+            if ref.get("subresource"):
+                resource = f"{resource}/{ref['subresource']}"
+            code = int((event.get("responseStatus") or {}).get("code") or 0)
+            self.sim.calls.add(api="kubernetes", cluster=self.cluster_id, verb=event.get("verb"),
+                               path=str(event.get("requestURI", "")).split("?", 1)[0], resource=resource,
+                               namespace=ref.get("namespace"), name=ref.get("name"), status=code)
+            if resource == "pods/eviction" and code == 201:
+                self._check_budgets(ref.get("namespace", ""), ref.get("name", ""))
+
+    def _check_budgets(self, namespace: str, pod_name: str) -> None:
+        """After an accepted eviction: does each budget of the pod hold, counting pods on stopped VMs as
+        down (the API cannot know a VM is off before the node lifecycle controller says so)?"""
+        assert self.kubelets is not None
+        api = self.kubelets.api
+        pods = api.list(f"/api/v1/namespaces/{namespace}/pods")
+        for pdb in api.list(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"):
+            selector = (pdb["spec"].get("selector") or {}).get("matchLabels") or {}
+            desired = int((pdb.get("status") or {}).get("desiredHealthy") or 0)
+            healthy = [p for p in pods if _matches(selector, p) and self._truly_healthy(p)]
+            if len(healthy) < desired:
+                self.sim.invariants.add(kind="pdb_below_budget", cluster=self.cluster_id,
+                                        pdb=f"{namespace}/{pdb['metadata']['name']}", pod=pod_name,
+                                        healthy=len(healthy), desired=desired)
+
+    def _truly_healthy(self, pod: dict[str, Any]) -> bool:
+        node = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "")
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (pod.get("status") or {}).get("conditions") or [])
+        return ready and node is not None and node.vm_running and not pod["metadata"].get("deletionTimestamp")
+
+    # -- the CloudStack half's interface (under sim.lock) -------------------------------------------
+
+    def has_node(self, name: str) -> bool:
+        return name in self.nodes
+
+    def node_powered_off(self, name: str) -> None:
+        if self.kubelets is not None:
+            self.kubelets.power_off(name)
+        else:
+            self.nodes[name].vm_running = False
+
+    def node_powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
+        if self.kubelets is not None:
+            self.kubelets.power_on(name, cpu, memory_mb, self.sim.delay("boot_to_ready"))
+        else:
+            self.nodes[name].vm_running = True
+
+    def ready_node_count(self) -> int:
+        return sum(1 for node in self.nodes.values() if node.ready == "True")
+
+    def api_available(self) -> bool:
+        return self.plane is not None and all(p.alive() for p in self.plane.processes)
+
+    def apply_fault(self, fault: dict[str, Any]) -> None:
+        # The in-memory API's faults have no counterpart in a real API server.
+        self._timeline("kube_fault_not_applied", kind=fault.get("kind"))
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the admin API's /state shows, from the actors' last reading (no request under sim.lock)."""
+        cache = self._cache
+        nodes = []
+        for raw in sorted(cache["nodes"], key=lambda n: n["metadata"]["name"]):
+            name = raw["metadata"]["name"]
+            state = self.nodes.get(name)
+            status = raw.get("status") or {}
+            nodes.append({
+                "name": name, "node_type": state.node_type if state else None,
+                "vm_running": state.vm_running if state else None,
+                "ready": next((c["status"] for c in status.get("conditions") or [] if c["type"] == "Ready"), "Unknown"),
+                "boot_id": (status.get("nodeInfo") or {}).get("bootID"),
+                "unschedulable": bool(raw["spec"].get("unschedulable")),
+                "annotations": dict(raw["metadata"].get("annotations") or {}),
+                "taints": [f"{t['key']}:{t['effect']}" for t in raw["spec"].get("taints") or []],
+                "cpu": (status.get("capacity") or {}).get("cpu"), "memory": (status.get("capacity") or {}).get("memory"),
+            })
+        pods = []
+        for pod in cache["pods"]:
+            meta = pod["metadata"]
+            owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+            pods.append({"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"],
+                         "node": pod["spec"].get("nodeName"), "phase": (pod.get("status") or {}).get("phase"),
+                         "ready": any(c.get("type") == "Ready" and c.get("status") == "True"
+                                      for c in (pod.get("status") or {}).get("conditions") or []),
+                         "terminating": "deletionTimestamp" in meta,
+                         "owner": f"{owner['kind']}/{owner['name']}" if owner else None})
+        pdbs = [{"namespace": p["metadata"]["namespace"], "name": p["metadata"]["name"], **(p.get("status") or {})}
+                for p in cache["pdbs"]]
+        return {"real": True, "url": self.plane.url if self.plane else None, "version": self.version,
+                "nodes": nodes, "pods": sorted(pods, key=lambda p: (p["namespace"], p["name"])), "pdbs": pdbs}
+
+
+def _matches(selector: dict[str, str], pod: dict[str, Any]) -> bool:
+    labels = pod["metadata"].get("labels") or {}
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
