@@ -104,10 +104,18 @@ integration: setup
 	$(call pytest,$(BIN)/python,integration,tests/integration,-n $(INTEGRATION_JOBS) --dist loadfile)
 
 # The real tier: rollouts against cks-sim serve --kube real (a real kube-apiserver, controllers and
-# scheduler, tests/kube-plane, beside cks-sim's cloud). Each test file starts its own control plane.
+# scheduler, tests/kube-plane, beside cks-sim's cloud; CKS_SIM_KUBE=real makes every sim a test starts
+# one). tests/real's own tests, and these of the integration suite, unchanged: a control-node rollout
+# with stacked etcd, a killed run resumed, the dry run, the Events story. Each test starts its own
+# control plane.
 REAL_JOBS ?= 2
+REAL_SUITE := \
+	tests/integration/test_node_cycle_quorum.py::test_control_nodes_one_at_a_time_on_a_stacked_control_plane \
+	tests/integration/test_rollout_crash.py::test_killed_controller_then_rerun_after_the_lease_expired_converges \
+	tests/integration/test_rollout_dry_run.py::test_check_prints_the_plan_and_drain_blockers_and_changes_nothing \
+	tests/integration/test_rollout_events.py::test_describe_node_tells_the_rollouts_story
 real: setup kube-plane
-	$(call pytest,$(BIN)/python,real,tests/real,-n $(REAL_JOBS) --dist loadfile)
+	CKS_SIM_KUBE=real $(BIN)/python -m pytest -q -n $(REAL_JOBS) --dist loadfile tests/real $(REAL_SUITE)
 
 # The demo's rollout against a real Kubernetes control plane (make demo needs no Go; this does).
 demo-real: setup kube-plane
