@@ -10,6 +10,12 @@ Everything the demo writes goes to out/demo/ (the simulator's state, the variabl
 
 `python tests/demo.py --check` (`make demo-check`) runs the same playbook as a dry run instead: it prints
 the plan and what would block each drain, and changes nothing.
+
+`python tests/demo.py --kube real` (`make demo-real`) rolls the same cluster on a real Kubernetes control
+plane (kube-apiserver, kube-controller-manager and kube-scheduler built by `make kube-plane`), cks-sim
+playing the kubelets: the budgets' status comes from the disruption controller, every eviction from the
+real API server. The etcd checks then ask the members directly (a real API server's pods/exec needs a
+kubelet that runs containers).
 """
 
 from __future__ import annotations
@@ -32,10 +38,13 @@ SPEC = harness.SMALL_SPEC
 VENV_BIN = os.path.dirname(sys.executable)
 
 
-def demo_vars(env: dict[str, Any]) -> dict[str, Any]:
-    # No etcd variable: the control nodes' quorum checks run etcdctl in their etcd pods through the
-    # Kubernetes API (docs/etcd-checks.md), with nothing but the kubeconfig CloudStack hands out.
+def demo_vars(env: dict[str, Any], real: bool = False) -> dict[str, Any]:
+    # No etcd variable on cks-sim's own Kubernetes: the control nodes' quorum checks run etcdctl in their
+    # etcd pods through the Kubernetes API (docs/etcd-checks.md), with nothing but the kubeconfig
+    # CloudStack hands out. On a real control plane no kubelet runs them: the members are asked directly.
+    etcd = {f"rollout_{name}": value for name, value in harness.etcd_options(env).items()} if real else {}
     return {
+        **etcd,
         "rollout_cluster": env["cluster_name"],
         "rollout_node_offerings": {"worker": "cks-large"},
         "rollout_node_root_disk_sizes": {"control": 30, "worker": 30},
@@ -61,17 +70,22 @@ def draw_timeline(env: dict[str, Any], report_path: str) -> None:
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
+    real = "--kube" in argv[:-1] and argv[argv.index("--kube") + 1] == "real"
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     state_dir = os.path.join(OUT, "sim")
-    print(f"Starting cks-sim ({os.path.relpath(SPEC, ROOT)}) ...", flush=True)
+    print(f"Starting cks-sim ({os.path.relpath(SPEC, ROOT)}{', a real Kubernetes control plane' if real else ''}) ...",
+          flush=True)
     try:
-        sim = harness.SimProcess.start(SPEC, state_dir, log_path=os.path.join(OUT, "cks-sim.log"))
+        sim = harness.SimProcess.start(SPEC, state_dir, *(["--kube", "real"] if real else []),
+                                       log_path=os.path.join(OUT, "cks-sim.log"))
     except harness.SimStartError as exc:
         raise SystemExit(str(exc)) from None
     env = sim.env
     try:
-        variables = demo_vars(env)
+        variables = demo_vars(env, real)
+        if real:
+            print(f"Kubernetes {env['kube_version']} at {env['kube_url']} (kubeconfig {env['kubeconfig']})", flush=True)
         # The simulator flags more workers down at once than the rollout may take (the clamp).
         harness.admin(env, "POST", "/actions", {"action": "set_config", "max_unavailable": {"worker": variables["rollout_max_unavailable"]}})
         vars_path = os.path.join(OUT, "demo-vars.yml")
