@@ -47,6 +47,7 @@ class KubeletNode:
     ready: str = "Unknown"  # the Ready condition as last read from the API server
     last_lease: float = 0.0
     boots: int = 0
+    off_since: Optional[float] = None  # wall-clock time its VM stopped (None: running)
 
     @property
     def ip(self) -> str:
@@ -76,10 +77,11 @@ class Kubelets:
     def power_off(self, name: str) -> None:
         node = self.nodes[name]
         node.vm_running, node.posting, node.boot_due = False, False, None
+        node.off_since = time.time()
 
     def power_on(self, name: str, cpu: int, memory_mb: int, boot_delay: float) -> None:
         node = self.nodes[name]
-        node.vm_running, node.cpu, node.memory_mb = True, int(cpu), int(memory_mb)
+        node.vm_running, node.cpu, node.memory_mb, node.off_since = True, int(cpu), int(memory_mb), None
         node.boot_due = time.monotonic() + boot_delay
 
     # -- registering (at start) --------------------------------------------------------------------

@@ -16,6 +16,7 @@ rollout uses the etcd members directly (``rollout_etcd_endpoints``).
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import secrets
@@ -36,6 +37,7 @@ COLLECTION_USER = "kubernetes-admin"
 #: The actors' identity (system:masters: one process plays every kubelet, past the Node authorizer).
 ACTORS_USER = "cks-sim-kubelets"
 TICK = 0.2
+AUDIT_POLL = 0.05
 #: The node lifecycle controller's grace period is never below this: heartbeats from the actors'
 #: thread on a loaded machine must not look like a dead node.
 MIN_GRACE = 3.0
@@ -67,6 +69,7 @@ class RealKubeWorld:
         self.version = ""
         self._stopping = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._auditor: Optional[threading.Thread] = None
         self._audit_offset = 0
         self._audit_lock = threading.Lock()
         self._cache: dict[str, list[dict[str, Any]]] = {"nodes": [], "pods": [], "pdbs": []}
@@ -108,6 +111,8 @@ class RealKubeWorld:
         # heartbeats while the others are still being registered.
         self._thread = threading.Thread(target=self._run, name=f"cks-sim-kubelets-{self.cluster_id[:8]}", daemon=True)
         self._thread.start()
+        self._auditor = threading.Thread(target=self._follow_audit, name=f"cks-sim-audit-{self.cluster_id[:8]}",
+                                         daemon=True)
         self.kubelets.register()
         objects = workload_objects(self.workloads, self.pdbs)
         for path, body in objects:
@@ -118,6 +123,7 @@ class RealKubeWorld:
                 raise PlaneError(f"the spec's workloads did not settle on the real control plane: {waiting}")
             time.sleep(TICK)
         self._read_audit(record=False)  # the start's own requests are no calls of the collection
+        self._auditor.start()
 
     @staticmethod
     def _settled(api: RestApi, objects: list[tuple[str, dict[str, Any]]]) -> Optional[str]:
@@ -128,8 +134,9 @@ class RealKubeWorld:
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        for thread in (self._thread, self._auditor):
+            if thread is not None and thread.is_alive():
+                thread.join(timeout=10)
         if self.kubelets is not None:
             self.kubelets.api.close()  # type: ignore[attr-defined]
         if self.plane is not None:
@@ -143,10 +150,18 @@ class RealKubeWorld:
                 self._cache = {"nodes": self.kubelets.api.list("/api/v1/nodes"),
                                "pods": self.kubelets.api.list("/api/v1/pods"),
                                "pdbs": self.kubelets.api.list("/apis/policy/v1/poddisruptionbudgets")}
-                self.read_audit()
             except (ApiRefusal, requests.RequestException) as exc:
                 LOG.warning("kubelets: %s", exc)  # the API server is busy or restarting: the next tick retries
             self._stopping.wait(TICK)
+
+    def _follow_audit(self) -> None:
+        # Its own thread, polling fast: an accepted eviction is judged against the cluster of that moment.
+        while not self._stopping.is_set():
+            try:
+                self.read_audit()
+            except (ApiRefusal, requests.RequestException) as exc:
+                LOG.warning("audit: %s", exc)
+            self._stopping.wait(AUDIT_POLL)
 
     def _timeline(self, event: str, **fields: Any) -> None:
         self.sim.timeline.add(cluster=self.cluster_id, event=event, **fields)
@@ -178,28 +193,47 @@ class RealKubeWorld:
                                path=str(event.get("requestURI", "")).split("?", 1)[0], resource=resource,
                                namespace=ref.get("namespace"), name=ref.get("name"), status=code)
             if resource == "pods/eviction" and code == 201:
-                self._check_budgets(ref.get("namespace", ""), ref.get("name", ""))
+                self._check_budgets(ref.get("namespace", ""), ref.get("name", ""),
+                                    str(event.get("requestReceivedTimestamp", "")))
 
-    def _check_budgets(self, namespace: str, pod_name: str) -> None:
-        """After an accepted eviction: does each budget of the pod hold, counting pods on stopped VMs as
-        down (the API cannot know a VM is off before the node lifecycle controller says so)?"""
+    def _check_budgets(self, namespace: str, pod_name: str, evicted_at: str) -> None:
+        """After an accepted eviction: did each budget of the pod hold, counting pods on VMs already stopped
+        then as down (the API cannot know a VM is off before the node lifecycle controller says so)?
+
+        Read moments after the eviction (the audit thread polls fast): pods created since (replacements)
+        are left out, and a VM counts as off only if it was off at the eviction's time.
+        """
         assert self.kubelets is not None
         api = self.kubelets.api
-        pods = api.list(f"/api/v1/namespaces/{namespace}/pods")
+        when = _epoch(evicted_at)
+        # Stamps are whole seconds: a pod created in the eviction's second counts as there before it.
+        pods = [p for p in api.list(f"/api/v1/namespaces/{namespace}/pods")
+                if _epoch(p["metadata"]["creationTimestamp"]) < when + 1]
+        evicted = next((p for p in pods if p["metadata"]["name"] == pod_name), None)
+        if evicted is None:
+            return  # gone already: its labels, and so its budgets, are unknown
         for pdb in api.list(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"):
             selector = (pdb["spec"].get("selector") or {}).get("matchLabels") or {}
+            if not _matches(selector, evicted):
+                continue
             desired = int((pdb.get("status") or {}).get("desiredHealthy") or 0)
-            healthy = [p for p in pods if _matches(selector, p) and self._truly_healthy(p)]
+            healthy = [p for p in pods if _matches(selector, p) and p is not evicted and self._truly_healthy(p, when)]
             if len(healthy) < desired:
                 self.sim.invariants.add(kind="pdb_below_budget", cluster=self.cluster_id,
                                         pdb=f"{namespace}/{pdb['metadata']['name']}", pod=pod_name,
                                         healthy=len(healthy), desired=desired)
 
-    def _truly_healthy(self, pod: dict[str, Any]) -> bool:
+    def _truly_healthy(self, pod: dict[str, Any], when: float) -> bool:
         node = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "")
         ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                     for c in (pod.get("status") or {}).get("conditions") or [])
-        return ready and node is not None and node.vm_running and not pod["metadata"].get("deletionTimestamp")
+        was_on = node is not None and (node.off_since is None or node.off_since > when)
+        meta = pod["metadata"]
+        # A deletion's stamp is the end of its grace: it began that grace earlier. A pod whose deletion
+        # began after ``when`` (a later eviction) was still counted then.
+        began = _epoch(meta["deletionTimestamp"]) - int(meta.get("deletionGracePeriodSeconds") or 0) \
+            if meta.get("deletionTimestamp") else None
+        return ready and was_on and (began is None or began >= int(when))
 
     # -- the CloudStack half's interface (under sim.lock) -------------------------------------------
 
@@ -260,6 +294,11 @@ class RealKubeWorld:
                 for p in cache["pdbs"]]
         return {"real": True, "url": self.plane.url if self.plane else None, "version": self.version,
                 "nodes": nodes, "pods": sorted(pods, key=lambda p: (p["namespace"], p["name"])), "pdbs": pdbs}
+
+
+def _epoch(stamp: str) -> float:
+    """An API timestamp (RFC 3339 in UTC, with or without microseconds) in seconds since the epoch."""
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def _matches(selector: dict[str, str], pod: dict[str, Any]) -> bool:
