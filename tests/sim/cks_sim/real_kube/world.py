@@ -40,7 +40,7 @@ TICK = 0.2
 AUDIT_POLL = 0.05
 #: The node lifecycle controller's grace period is never below this: heartbeats from the actors'
 #: thread on a loaded machine must not look like a dead node.
-MIN_GRACE = 3.0
+MIN_GRACE = 5.0
 SETTLE_TIMEOUT = 120.0
 
 
