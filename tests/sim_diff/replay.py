@@ -72,13 +72,13 @@ def _keep_uid(key: str) -> Callable[[Ctx, Any], None]:
     return keep
 
 
-def _lease(holder: str, rv: Optional[str] = None) -> dict[str, Any]:
+def _lease(holder: str, rv: Optional[str] = None, renew: str = "2026-01-01T00:00:00.000000Z") -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "cks-rollout-demo", "namespace": "kube-system"}
     if rv is not None:
         meta["resourceVersion"] = rv
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60, "acquireTime": "2026-01-01T00:00:00.000000Z",
-                     "renewTime": "2026-01-01T00:00:00.000000Z", "leaseTransitions": 0}}
+                     "renewTime": renew, "leaseTransitions": 0}}
 
 
 def _configmap(data: dict[str, str], rv: Optional[str] = None) -> dict[str, Any]:
@@ -180,7 +180,7 @@ def steps() -> list[Step]:
              watch_seconds=3, view="watch"),
         Step("watch nodes from list", "GET", "/api/v1/nodes",
              lambda c: {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": "1",
-                        "resourceVersion": _rv(c, "node_rv")}, watch_seconds=3, view="watch"),
+                        "resourceVersion": _rv(c, "nodes_rv")}, watch_seconds=3, view="watch"),
         Step("watch nodes from an expired resourceVersion", "GET", "/api/v1/nodes",
              {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": "1", "resourceVersion": "2"},
              watch_seconds=3, view="watch"),
@@ -198,6 +198,12 @@ def steps() -> list[Step]:
         Step("pods next page", "GET", "/api/v1/pods", lambda c: {"limit": "2", "continue": c["cont"]}),
         Step("pods as Table", "GET", pod, accept=TABLE, view="table"),
         Step("read pod", "GET", f"{pod}/web-a"),
+        Step("pod by name (a wait's list)", "GET", pod, dict(PAGE, fieldSelector="metadata.name=web-a"),
+             keep=_keep_rv("pod_list_rv")),
+        Step("watch a pod by name", "GET", pod,
+             lambda c: {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": "1",
+                        "fieldSelector": "metadata.name=web-a", "resourceVersion": _rv(c, "pod_list_rv")},
+             watch_seconds=3, view="watch"),
         Step("read missing pod", "GET", f"{pod}/no-such-pod"),
         Step("pod status", "GET", f"{pod}/web-a/status"),
         # -- budgets and evictions -----------------------------------------------------------------
@@ -229,21 +235,27 @@ def steps() -> list[Step]:
         Step("create lease", "POST", LEASES, body=_lease("run-1"), keep=_keep_rv("lease_rv")),
         Step("create lease again", "POST", LEASES, body=_lease("run-2")),
         Step("read lease", "GET", f"{LEASES}/cks-rollout-demo"),
-        Step("replace lease", "PUT", f"{LEASES}/cks-rollout-demo", body=lambda c: _lease("run-1", c["lease_rv"]),
+        Step("replace lease unchanged", "PUT", f"{LEASES}/cks-rollout-demo", body=lambda c: _lease("run-1", c["lease_rv"]),
+             keep=_keep_rv("lease_rv_same")),
+        Step("replace lease", "PUT", f"{LEASES}/cks-rollout-demo",
+             body=lambda c: _lease("run-1", c["lease_rv_same"], renew="2026-01-01T00:00:05.000000Z"),
              keep=_keep_rv("lease_rv2")),
         Step("replace lease with stale resourceVersion", "PUT", f"{LEASES}/cks-rollout-demo",
              body=lambda c: _lease("run-2", c["lease_rv"])),
-        Step("replace lease without resourceVersion", "PUT", f"{LEASES}/cks-rollout-demo", body=_lease("run-1"),
-             keep=_keep_rv("lease_rv3")),
+        Step("replace lease without resourceVersion", "PUT", f"{LEASES}/cks-rollout-demo", body=_lease("run-2")),
         Step("renew lease (merge patch)", "PATCH", f"{LEASES}/cks-rollout-demo",
-             body=lambda c: {"metadata": {"resourceVersion": c["lease_rv3"]},
+             body=lambda c: {"metadata": {"resourceVersion": c["lease_rv2"]},
                              "spec": {"renewTime": "2026-01-01T00:00:10.000000Z"}}, content_type=MERGE),
         Step("renew lease with stale resourceVersion", "PATCH", f"{LEASES}/cks-rollout-demo",
-             body=lambda c: {"metadata": {"resourceVersion": c["lease_rv"]},
+             body=lambda c: {"metadata": {"resourceVersion": c["lease_rv2"]},
                              "spec": {"renewTime": "2026-01-01T00:00:20.000000Z"}}, content_type=MERGE),
+        Step("renew lease without a precondition", "PATCH", f"{LEASES}/cks-rollout-demo",
+             body={"spec": {"renewTime": "2026-01-01T00:00:30.000000Z"}}, content_type=MERGE,
+             keep=_keep_rv("lease_rv3")),
         Step("lease with a bad duration", "PUT", f"{LEASES}/cks-rollout-demo",
-             body=lambda c: dict(_lease("run-1"), spec=dict(_lease("run-1")["spec"], leaseDurationSeconds=0))),
-        Step("list leases", "GET", LEASES),
+             body=lambda c: dict(_lease("run-1", c["lease_rv3"]),
+                                 spec=dict(_lease("run-1")["spec"], leaseDurationSeconds=0))),
+        Step("leases by name", "GET", LEASES, {"fieldSelector": "metadata.name=cks-rollout-demo"}),
         Step("node leases", "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"),
         Step("delete lease", "DELETE", f"{LEASES}/cks-rollout-demo"),
         # -- the rollout's state ConfigMap -------------------------------------------------------
@@ -284,7 +296,7 @@ def steps() -> list[Step]:
         Step("events of an object", "GET", EVENTS, dict(PAGE, fieldSelector=f"involvedObject.name={NODE}"),
              view="events"),
         Step("events as Table (get events)", "GET", EVENTS, dict(PAGE, fieldSelector=f"involvedObject.name={NODE}"),
-             accept=TABLE, view="table"),
+             accept=TABLE, view="table_events"),
         Step("events as Table", "GET", EVENTS, accept=TABLE, view="table_events"),
         Step("events.k8s.io by reason", "GET", EVENTS_V1, {"fieldSelector": "reason=NodeDrained"}, view="events"),
         Step("events.k8s.io by regarding", "GET", EVENTS_V1, {"fieldSelector": f"regarding.name={NODE}"}, view="events"),

@@ -107,8 +107,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     from cks_sim.real_kube.plane import ControlPlane  # pylint: disable=import-outside-toplevel
 
-    os.makedirs(args.out, exist_ok=True)
-    state = os.path.join(args.out, "state")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    state = os.path.join(out, "state")
     began = time.monotonic()
     sim = SimSide(os.path.join(state, "sim"))
     plane = None
@@ -136,7 +137,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                          "replay": round(done - seeded, 1), "total": round(time.monotonic() - began, 1)}
     ordered = {k: report[k] for k in ("kinds", "requests", "equal", "known", "unexplained")}
     ordered.update({k: v for k, v in report.items() if k not in ordered})
-    with open(os.path.join(args.out, "report.json"), "w", encoding="utf-8") as handle:
+    with open(os.path.join(out, "report.json"), "w", encoding="utf-8") as handle:
         json.dump(ordered, handle, indent=1, sort_keys=False)
     print(f"sim-diff: {report['kinds']} kinds, {report['requests']} requests: {report['equal']} equal, "
           f"{len(report['known'])} known, {len(report['unexplained'])} unexplained "

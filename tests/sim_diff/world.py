@@ -183,8 +183,9 @@ def seed_real(sim: Api, real: Api) -> dict[str, str]:
                                                        "metadata": _meta_for_create(node["metadata"], uids),
                                                        "spec": node["spec"]})
         uids[node["metadata"]["name"]] = created["metadata"]["uid"]
-        created["status"] = _fresh_status(node["status"])
-        real.json("PUT", f"/api/v1/nodes/{node['metadata']['name']}/status", created)
+        # A patch, as the kubelet's status updates: the node controller writes the Node meanwhile.
+        real.json("PATCH", f"/api/v1/nodes/{node['metadata']['name']}/status", {"status": _fresh_status(node["status"])},
+                  content_type="application/merge-patch+json")
     for lease in sim.json("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")["items"]:
         meta = _meta_for_create(lease["metadata"], uids)
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": uids[meta["name"]]}]
@@ -193,11 +194,11 @@ def seed_real(sim: Api, real: Api) -> dict[str, str]:
                    "spec": dict(lease["spec"], renewTime=_micro_now())})
     for pod in sim.json("GET", "/api/v1/pods")["items"]:
         ns = pod["metadata"]["namespace"]
-        created = real.json("POST", f"/api/v1/namespaces/{ns}/pods",
-                            {"apiVersion": "v1", "kind": "Pod", "metadata": _meta_for_create(pod["metadata"], uids),
-                             "spec": pod["spec"]})
-        created["status"] = pod["status"]
-        real.json("PUT", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}/status", created)
+        real.json("POST", f"/api/v1/namespaces/{ns}/pods",
+                  {"apiVersion": "v1", "kind": "Pod", "metadata": _meta_for_create(pod["metadata"], uids),
+                   "spec": pod["spec"]})
+        real.json("PATCH", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}/status", {"status": pod["status"]},
+                  content_type="application/merge-patch+json")
     for pdb in sim.json("GET", "/apis/policy/v1/poddisruptionbudgets")["items"]:
         ns = pdb["metadata"]["namespace"]
         real.json("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
@@ -226,8 +227,11 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
         if value:
             return value
         if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
+            raise RuntimeError(f"timed out after {timeout}s waiting for {what}; last: {unsettled}")
         time.sleep(0.2)
+
+
+unsettled: list[Any] = []  # what settled() saw last, for the timeout's message
 
 
 def settled(sim: Api, real: Api) -> bool:
@@ -240,7 +244,9 @@ def settled(sim: Api, real: Api) -> bool:
         return {n["metadata"]["name"]: sorted(t["key"] for t in n["spec"].get("taints") or [])
                 for n in api.json("GET", "/api/v1/nodes")["items"]}
 
-    return budgets(sim) == budgets(real) and taints(sim) == taints(real)
+    pair = [(budgets(sim), taints(sim)), (budgets(real), taints(real))]
+    unsettled[:] = pair
+    return pair[0] == pair[1]
 
 
 class Heartbeat:
