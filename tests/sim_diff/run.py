@@ -13,11 +13,14 @@ import os
 import sys
 import time
 import urllib.parse
+import warnings
 from typing import Any, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+
+import urllib3  # noqa: E402
 
 from .compare import differences, view  # noqa: E402
 from .kinds import kind_of  # noqa: E402
@@ -107,6 +110,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     from cks_sim.real_kube.plane import ControlPlane  # pylint: disable=import-outside-toplevel
 
+    # The plane's readiness probes of its components' self-signed health endpoints: not ours to warn of.
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     state = os.path.join(out, "state")
@@ -141,7 +147,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         json.dump(ordered, handle, indent=1, sort_keys=False)
     print(f"sim-diff: {report['kinds']} kinds, {report['requests']} requests: {report['equal']} equal, "
           f"{len(report['known'])} known, {len(report['unexplained'])} unexplained "
-          f"({report['seconds']['total']} s; {os.path.join(args.out, 'report.json')})")
+          f"({report['seconds']['total']} s; {os.path.join(out, 'report.json')})")
     for item in report["unexplained"]:
         print(f"  unexplained: {item['step'] or item['kind']}: {', '.join(item['fields'])}")
     return 1 if report["unexplained"] else 0
