@@ -35,3 +35,29 @@ def test_nothing_recorded_without_the_variable(kube_env: KubeEnv, tmp_path: Any,
     monkeypatch.chdir(empty)
     kube_env.raw("GET", "/api/v1/nodes")
     assert list(empty.iterdir()) == []
+
+
+def test_request_kinds_of_a_recording() -> None:
+    # make sim-diff's reduction (tests/sim_diff/kinds.py): names and versions out, what the server
+    # dispatches on in: the query's keys, dryRun's value, a patch's content type, a Table.
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from sim_diff.kinds import kind_of, recorded_kinds, template
+
+    assert template("/api/v1/namespaces/kube-system/pods/etcd-x/exec") == "/api/v1/namespaces/{namespace}/pods/{name}/exec"
+    assert template("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases") == \
+        "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    assert template("/api/v1/namespaces/default") == "/api/v1/namespaces/{name}"
+    assert template("/readyz/etcd") == "/readyz/etcd"
+    assert kind_of("GET", "/api/v1/pods", {"fieldSelector": ["spec.nodeName=a"], "limit": ["500"]}) == \
+        "GET /api/v1/pods?fieldSelector&limit"
+    assert kind_of("POST", "/api/v1/namespaces/d/pods/p/eviction", {"dryRun": ["All"]}) == \
+        "POST /api/v1/namespaces/{namespace}/pods/{name}/eviction?dryRun=All"
+    assert kind_of("PATCH", "/api/v1/nodes/n", None, "application/json-patch+json") == \
+        "PATCH /api/v1/nodes/{name} [application/json-patch+json]"
+    assert kind_of("GET", "/api/v1/nodes", None, None, table=True) == "GET /api/v1/nodes [Table]"
+    lines = [json.dumps({"method": "GET", "path": f"/api/v1/nodes/{n}", "status": s, "body": None})
+             for n, s in (("a", 200), ("b", 404), ("c", 200))]
+    assert recorded_kinds(lines) == {"GET /api/v1/nodes/{name}": {"count": 3, "statuses": [200, 404], "body": None}}
