@@ -21,12 +21,13 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
 
 import urllib3  # noqa: E402
+from cks_sim.harness import WaitTimeout, wait_until  # noqa: E402
 
 from .compare import differences, view  # noqa: E402
 from .kinds import kind_of  # noqa: E402
 from .known import KNOWN  # noqa: E402
 from .replay import Step, steps  # noqa: E402
-from .world import Answer, Api, SimSide, seed_real, settled, wait_for  # noqa: E402
+from .world import Answer, Api, SimSide, seed_real, settled, unsettled  # noqa: E402
 
 RECORDED = os.path.join(HERE, "recorded.json")
 # Views where the sim serves a part of what the real server does (discovery): only that part is compared.
@@ -52,8 +53,8 @@ def confirm_deletion(real: Api, sim: SimSide, namespace: str, name: str) -> None
     cks-sim's kubelet does it after the spec's pod_termination; the real side has no kubelet."""
     real.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
                  body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
-    wait_for(lambda: sim.api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}").status == 404, 10,
-             f"cks-sim's kubelet to finish {namespace}/{name}")
+    wait_until(lambda: sim.api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}").status == 404, 10,
+               f"cks-sim's kubelet to finish {namespace}/{name}", interval=0.05)
 
 
 def _restrict(sim_view: Any, real_view: Any) -> Any:
@@ -125,7 +126,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         started = time.monotonic()
         real = Api("kube-apiserver", plane.url, sim.tls["ca_cert"], sim.tls["client_cert"], sim.tls["client_key"])
         seed_real(sim.api, real)
-        wait_for(lambda: settled(sim.api, real), 60, "the real disruption and node controllers to settle")
+        try:
+            wait_until(lambda: settled(sim.api, real), 60, "the real disruption and node controllers to settle",
+                       interval=0.2)
+        except WaitTimeout as exc:
+            raise RuntimeError(f"{exc}; (budgets, taints) of cks-sim and of the real one: {unsettled}") from None
         seeded = time.monotonic()
         report = replay(sim, real)
         done = time.monotonic()

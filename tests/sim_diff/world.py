@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -218,17 +218,6 @@ def _fresh_status(status: dict[str, Any]) -> dict[str, Any]:
     for cond in out.get("conditions") or []:
         cond["lastHeartbeatTime"] = stamp
     return out
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout}s waiting for {what}; last: {unsettled}")
-        time.sleep(0.2)
 
 
 unsettled: list[Any] = []  # what settled() saw last, for the timeout's message
