@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 import urllib.parse
@@ -117,6 +118,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     state = os.path.join(out, "state")
+    # Both sides start from the spec's objects only: an earlier run's etcd data would be there too.
+    shutil.rmtree(state, ignore_errors=True)
     began = time.monotonic()
     sim = SimSide(os.path.join(state, "sim"))
     plane = None
