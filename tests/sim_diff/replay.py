@@ -14,7 +14,7 @@ what later steps need.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
 from .world import CONTROL, WORKERS
@@ -50,7 +50,6 @@ class Step:
     view: Optional[str] = None
     #: the real side only, after the step: what a kubelet would do (there is none there)
     kubelet: Optional[str] = None
-    tags: list[str] = field(default_factory=list)
 
     def resolve(self, part: Part, ctx: Ctx) -> Any:
         return part(ctx) if callable(part) else part

@@ -9,8 +9,8 @@ its node and its status written (``pods/status``), each PodDisruptionBudget crea
 disruption controller then computes the budgets' status. What the API server sets itself (uids,
 resourceVersions, timestamps) differs and is left out of every comparison.
 
-No kubelet runs on the real side: ``Heartbeat`` renews the nodes' Leases, so the node lifecycle
-controller keeps them Ready for the replay's length.
+No kubelet runs on the real side: run.py starts the control plane with a node-monitor grace period
+longer than the replay, so the node lifecycle controller keeps the nodes Ready throughout.
 """
 
 from __future__ import annotations
@@ -236,27 +236,3 @@ def settled(sim: Api, real: Api) -> bool:
     pair = [(budgets(sim), taints(sim)), (budgets(real), taints(real))]
     unsettled[:] = pair
     return pair[0] == pair[1]
-
-
-class Heartbeat:
-    """What the kubelets would do on the real side while the replay runs: renew each node's Lease."""
-
-    def __init__(self, real: Api, nodes: list[str], period: float = 5.0) -> None:
-        self.real, self.nodes, self.period = real, nodes, period
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sim-diff-heartbeat", daemon=True)
-
-    def start(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period):
-            for name in self.nodes:
-                path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
-                self.real.request("PATCH", path, body={"spec": {"renewTime": _micro_now()}},
-                                  content_type="application/merge-patch+json")
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
