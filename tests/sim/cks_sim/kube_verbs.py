@@ -299,14 +299,14 @@ class KubeVerbs(KubeConcern):
             raise not_found(res, name)
         pre = options.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
-            raise precondition_failed(res, name, f"the UID in the precondition ({pre['uid']}) does not match the UID in "
-                                      f"record ({current['metadata']['uid']}). The object might have been "
-                                      f"deleted and then recreated")
+            raise precondition_failed(res, name, f"the UID in the precondition ({pre['uid']}) does not match the "
+                                                 f"UID in record ({current['metadata']['uid']}). The object "
+                                                 f"might have been deleted and then recreated")
         if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
-            raise precondition_failed(res, name, f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does "
-                                      f"not match the ResourceVersion in record "
-                                      f"({current['metadata']['resourceVersion']}). The object might have been "
-                                      f"modified")
+            raise precondition_failed(res, name, f"the ResourceVersion in the precondition "
+                                                 f"({pre['resourceVersion']}) does not match the ResourceVersion "
+                                                 f"in record ({current['metadata']['resourceVersion']}). The "
+                                                 f"object might have been modified")
         dry_run = bool(options.get("dryRun"))
         if plural == "pods":
             if not dry_run and "deletionTimestamp" not in current["metadata"]:
