@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import kube_discovery, kube_events, kube_health, kube_list, kube_pod_io, kube_table, rbac
+from . import kube_discovery, kube_events, kube_health, kube_list, kube_pod_io, kube_record, kube_table, rbac
 from .core import drop_connection
 from .kube import KubeWorld
 from .kube_discovery import group_versions
@@ -55,6 +55,7 @@ class KubeApp:
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         request = Request(environ)
         response = self._dispatch(request, environ)
+        kube_record.record(request, response, self.cluster_id)
         return response(environ, start_response)
 
     def _dispatch(self, request: Request, environ: dict[str, Any]) -> Response:

@@ -17,6 +17,11 @@ from .kube_resources import (
 )
 from .kube_state import Workload
 
+KUBEADM_REQUESTS: dict[str, dict[str, str]] = {
+    "etcd": {"cpu": "100m", "memory": "100Mi"}, "kube-apiserver": {"cpu": "250m"},
+    "kube-controller-manager": {"cpu": "200m"}, "kube-scheduler": {"cpu": "100m"},
+}
+
 
 class KubeControlPlane(KubeConcern):
     """kubeadm's static pods on control nodes."""
@@ -58,6 +63,13 @@ class KubeControlPlane(KubeConcern):
                         "--etcd-cafile=/etc/kubernetes/pki/etcd/ca.crt",
                         "--etcd-certfile=/etc/kubernetes/pki/apiserver-etcd-client.crt",
                         "--etcd-keyfile=/etc/kubernetes/pki/apiserver-etcd-client.key"]
+            # A static pod has no service account: the API server refuses a mirror pod that names
+            # one (ServiceAccount admission, "a mirror pod may not reference service accounts").
+            spec.pop("serviceAccount", None)
+            spec.pop("serviceAccountName", None)
+            # kubeadm's requests (manifests.go ComponentResources; etcd's in local.go): what makes the
+            # API server derive qosClass Burstable, which it then keeps immutable.
+            spec["containers"][0]["resources"] = {"requests": KUBEADM_REQUESTS[comp]}
             spec.update({"hostNetwork": True, "priority": 2000001000,
                          "priorityClassName": "system-node-critical",
                          "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})

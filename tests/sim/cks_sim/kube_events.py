@@ -27,7 +27,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .kube import ApiError, Resource, _details
+from .kube import ApiError, Resource
+from .kube_resources import go_value
 
 GROUP = "events.k8s.io"
 EVENTS_V1 = Resource("events", "Event", GROUP, "v1", True,
@@ -113,11 +114,14 @@ def core_field_selector(text: str) -> str:
 
 
 def _invalid(name: str, causes: list[tuple[str, Any, str]]) -> ApiError:
-    text = "; ".join(f"{f}: {m}" if v is None else f"{f}: Invalid value: {v!r}: {m}" for f, v, m in causes)
-    return ApiError(422, f'Event.events.k8s.io "{name}" is invalid: {text}', "Invalid", _details(
-        EVENTS_V1, name, causes=[{"reason": "FieldValueRequired" if v is None else "FieldValueInvalid",
-                                  "message": m if v is None else f"Invalid value: {v!r}: {m}", "field": f}
-                                 for f, v, m in causes]))
+    # The API server validates the internal (core) Event whichever group the request came through:
+    # the details name the Kind Event and no group.
+    text = "; ".join(f"{f}: {m}" if v is None else f"{f}: Invalid value: {go_value(v)}: {m}" for f, v, m in causes)
+    return ApiError(422, f'Event.events.k8s.io "{name}" is invalid: {text}', "Invalid", {
+        "name": name, "kind": "Event",
+        "causes": [{"reason": "FieldValueRequired" if v is None else "FieldValueInvalid",
+                    "message": m if v is None else f"Invalid value: {go_value(v)}: {m}", "field": f}
+                   for f, v, m in causes]})
 
 
 def validate_create(event: dict[str, Any], namespace: str) -> None:
@@ -144,9 +148,11 @@ def validate_core_create(event: dict[str, Any], namespace: str) -> None:
     causes = _new_style_causes(event.get("involvedObject") or {}, "involvedObject", v1, namespace, "reportingComponent")
     if causes:
         text = "; ".join(f"{f}: {m}" if v is None else f"{f}: Invalid value: {v!r}: {m}" for f, v, m in causes)
-        details = [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, _v, m in causes]
+        details = [{"reason": "FieldValueRequired" if v is None else "FieldValueInvalid",
+                    "message": m if v is None else f"Invalid value: {go_value(v)}: {m}", "field": f}
+                   for f, v, m in causes]
         raise ApiError(422, f'Event "{name}" is invalid: {text}', "Invalid",
-                       {"name": name, "kind": "events", "causes": details})
+                       {"name": name, "kind": "Event", "causes": details})
 
 
 def _new_style_causes(regarding: dict[str, Any], ref_field: str, event: dict[str, Any], namespace: str,
@@ -166,7 +172,13 @@ def _new_style_causes(regarding: dict[str, Any], ref_field: str, event: dict[str
         causes.append(("type", event.get("type", ""), 'supported values: "Normal", "Warning"'))
     controller = event.get("reportingController") or ""
     if not controller:
-        causes.append((controller_field, None, "Required value"))
+        # ValidateQualifiedName on "" first, then the required check (validation/events.go).
+        causes += [(controller_field, "", "name part must be non-empty"),
+                   (controller_field, "", "name part must consist of alphanumeric characters, '-', '_' or '.', and "
+                                          "must start and end with an alphanumeric character (e.g. 'MyName',  or "
+                                          "'my.name',  or '123-abc', regex used for validation is "
+                                          "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+                   (controller_field, None, "Required value")]
     elif not _QUALIFIED.match(controller) or len(controller.split("/")[-1]) > 63:
         causes.append((controller_field, controller, "name part must consist of alphanumeric characters, "
                                                      "'-', '_' or '.'"))

@@ -5,6 +5,7 @@ groups, verbs, subresources), the ``Status`` errors and their texts, and the wel
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -126,6 +127,35 @@ def not_found(res: Resource, name: str) -> ApiError:
 def conflict(res: Resource, name: str, why: str) -> ApiError:
     return ApiError(409, f'Operation cannot be fulfilled on {res.qualified} "{name}": {why}',
                     "Conflict", _details(res, name))
+
+
+def precondition_failed(res: Resource, name: str, why: str) -> ApiError:
+    """A delete's precondition that does not hold: a Conflict whose details name the Kind, as the
+    store's checkPreconditions answers (where a stale update names the resource)."""
+    return ApiError(409, f'Operation cannot be fulfilled on {res.qualified} "{name}": {why}',
+                    "Conflict", _details(res, name, kind=res.kind))
+
+
+# Resources whose strategy refuses an update without metadata.resourceVersion
+# (AllowUnconditionalUpdate false): the Lease's (pkg/registry/coordination/lease/strategy.go).
+UNCONDITIONAL_UPDATE_REFUSED = frozenset({"leases"})
+
+
+def unchanged(current: dict[str, Any], new: dict[str, Any]) -> bool:
+    """An update that changes nothing: the store writes nothing and the resourceVersion stays
+    (etcd3 store GuaranteedUpdate: the same bytes are not written again, and no watch event)."""
+    def strip(obj: dict[str, Any]) -> dict[str, Any]:
+        meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
+        return dict(obj, metadata=meta)
+
+    return strip(current) == strip(new)
+
+
+def go_value(value: Any) -> str:
+    """A value as field.Invalid prints it (%#v-like): strings quoted, nil as null."""
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return json.dumps(value)
+    return repr(value)
 
 
 STALE_OBJECT = "the object has been modified; please apply your changes to the latest version and try again"

@@ -19,12 +19,16 @@ from .kube_resources import (
     NODE_LEASE_NS,
     RESOURCES,
     STALE_OBJECT,
+    UNCONDITIONAL_UPDATE_REFUSED,
     ApiError,
     Resource,
     _details,
     conflict,
+    go_value,
     not_found,
+    precondition_failed,
     success_status,
+    unchanged,
 )
 
 
@@ -75,7 +79,7 @@ class KubeVerbs(KubeConcern):
             if causes:
                 name = obj["metadata"]["name"]
                 raise ApiError(422, kube_run.invalid_message(name, causes), "Invalid", _details(
-                    res, name, causes=[{"reason": r, "message": d, "field": f} for f, r, d in causes]))
+                    res, name, kind=res.kind, causes=[{"reason": r, "message": d, "field": f} for f, r, d in causes]))
         if res.plural == "leases":
             spec = obj.get("spec") or {}
             for field_name in ("acquireTime", "renewTime"):
@@ -106,11 +110,14 @@ class KubeVerbs(KubeConcern):
                         "data", key, "a valid config key must consist of alphanumeric characters, '-', '_' or '.'")])
 
     @staticmethod
-    def _invalid(res: Resource, name: str, causes: builtins.list[tuple[str, Any, str]]) -> ApiError:
-        text = "; ".join(f"{f}: Invalid value: {v!r}: {m}" for f, v, m in causes)
+    def _invalid(res: Resource, name: str, causes: builtins.list[tuple[str, Any, str]],
+                 reason: str = "FieldValueInvalid") -> ApiError:
+        """errors.NewInvalid: the details name the Kind (not the resource), each value as Go prints it."""
+        word = "Unsupported value" if reason == "FieldValueNotSupported" else "Invalid value"
+        messages = [(f, f"{word}: {go_value(v)}: {m}") for f, v, m in causes]
+        text = "; ".join(f"{f}: {m}" for f, m in messages)
         return ApiError(422, f'{res.kind} "{name}" is invalid: {text}', "Invalid", _details(
-            res, name, causes=[{"reason": "FieldValueInvalid", "message": f"Invalid value: {v!r}: {m}",
-                                "field": f} for f, v, m in causes]))
+            res, name, kind=res.kind, causes=[{"reason": reason, "message": m, "field": f} for f, m in messages]))
 
     def create(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         res = RESOURCES[plural]
@@ -165,6 +172,14 @@ class KubeVerbs(KubeConcern):
             raise ApiError(400, "the namespace of the provided object does not match the namespace sent on "
                                 "the request", "BadRequest")
         rv = meta.get("resourceVersion")
+        if rv in (None, "") and plural in UNCONDITIONAL_UPDATE_REFUSED:
+            # rest.BeforeUpdate: a strategy whose AllowUnconditionalUpdate is false (the Lease's,
+            # pkg/registry/coordination/lease/strategy.go) needs the version the update is based on.
+            cause = "Invalid value: 0: must be specified for an update"
+            raise ApiError(422, f'{res.kind}.{res.group} "{name}" is invalid: metadata.resourceVersion: {cause}'
+                           if res.group else f'{res.kind} "{name}" is invalid: metadata.resourceVersion: {cause}',
+                           "Invalid", _details(res, name, causes=[{"reason": "FieldValueInvalid", "message": cause,
+                                                                    "field": "metadata.resourceVersion"}]))
         if rv not in (None, "") and rv != current["metadata"]["resourceVersion"]:
             raise conflict(res, name, STALE_OBJECT)
         if meta.get("uid") not in (None, "") and meta["uid"] != current["metadata"]["uid"]:
@@ -185,6 +200,8 @@ class KubeVerbs(KubeConcern):
             return self._update_node(current, obj, subresource, actor)
         if "status" in current and plural != "events":
             obj["status"] = current["status"]
+        if unchanged(current, obj):
+            return copy.deepcopy(current)
         self._store(plural, obj)
         return copy.deepcopy(obj)
 
@@ -201,8 +218,19 @@ class KubeVerbs(KubeConcern):
         now = bool(obj["spec"].get("unschedulable"))
         if not now:
             obj["spec"].pop("unschedulable", None)
-        self._reconcile_taints(obj)
+        if unchanged(current, obj):
+            return copy.deepcopy(current)
+        # The client's write is stored as sent and answered; the node lifecycle controller mirrors
+        # spec.unschedulable (and Ready) into taints in a write of its own just after it
+        # (doNoScheduleTaintingPass), so the answer shows no such taint yet and the resourceVersion
+        # moves once more: a write based on the answer's version meets 409, as on a real cluster.
         self._store("nodes", obj)
+        answer = copy.deepcopy(obj)
+        mirrored = copy.deepcopy(obj)
+        self._reconcile_taints(mirrored)
+        if mirrored["spec"].get("taints") != obj["spec"].get("taints"):
+            self._store("nodes", mirrored)
+            obj = mirrored
         state = self.nodes[name]
         old_ann = current["metadata"].get("annotations") or {}
         new_ann = obj["metadata"].get("annotations") or {}
@@ -234,7 +262,7 @@ class KubeVerbs(KubeConcern):
                                         detail="a node cordoned by someone else was uncordoned through the API")
                 state.foreign_cordon = False
             self._after_change()
-        return copy.deepcopy(obj)
+        return answer
 
     def _validate_taints(self, name: str, taints: Any) -> None:
         """ValidateNodeTaints: a key, a known effect, and each key and effect pair once."""
@@ -243,22 +271,26 @@ class KubeVerbs(KubeConcern):
         if not isinstance(taints, list):
             raise ApiError(400, 'Node in version "v1" cannot be handled as a Node: json: cannot unmarshal '
                                 'into Go struct field NodeSpec.spec.taints of type []v1.Taint', "BadRequest")
+        # ValidateNode checks the taints under the path "metadata.taints" (sic), and an update validates
+        # them twice: kube-apiserver v1.35.4 lists each cause two times (seen by make sim-diff).
         causes: list[tuple[str, Any, str]] = []
+        unsupported: list[tuple[str, Any, str]] = []
         seen: set[tuple[Any, Any]] = set()
         for i, taint in enumerate(taints):
             taint = taint if isinstance(taint, dict) else {}
             if not taint.get("key"):
-                causes.append((f"spec.taints[{i}].key", "", "name part must be non-empty"))
+                causes.append((f"metadata.taints[{i}].key", "", "name part must be non-empty"))
             if taint.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-                causes.append((f"spec.taints[{i}].effect", taint.get("effect"),
-                               'supported values: "NoExecute", "NoSchedule", "PreferNoSchedule"'))
+                unsupported.append((f"metadata.taints[{i}].effect", taint.get("effect"),
+                                    'supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"'))
             pair = (taint.get("key"), taint.get("effect"))
             if pair in seen:
-                causes.append((f"spec.taints[{i}]", taint,
-                               "taints must be unique by key and effect pair"))
+                causes.append((f"metadata.taints[{i}]", taint, "taints must be unique by key and effect pair"))
             seen.add(pair)
-        if causes:
-            raise self._invalid(RESOURCES["nodes"], name, causes)
+        if unsupported and not causes:
+            raise self._invalid(RESOURCES["nodes"], name, unsupported * 2, reason="FieldValueNotSupported")
+        if causes or unsupported:
+            raise self._invalid(RESOURCES["nodes"], name, (causes + unsupported) * 2)
 
     def delete(self, plural: str, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         res = RESOURCES[plural]
@@ -267,14 +299,14 @@ class KubeVerbs(KubeConcern):
             raise not_found(res, name)
         pre = options.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
-            raise conflict(res, name, f"the UID in the precondition ({pre['uid']}) does not match the UID in "
-                                      f"record ({current['metadata']['uid']}). The object might have been "
-                                      f"deleted and then recreated")
+            raise precondition_failed(res, name, f"the UID in the precondition ({pre['uid']}) does not match the "
+                                                 f"UID in record ({current['metadata']['uid']}). The object "
+                                                 f"might have been deleted and then recreated")
         if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
-            raise conflict(res, name, f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does "
-                                      f"not match the ResourceVersion in record "
-                                      f"({current['metadata']['resourceVersion']}). The object might have been "
-                                      f"modified")
+            raise precondition_failed(res, name, f"the ResourceVersion in the precondition "
+                                                 f"({pre['resourceVersion']}) does not match the ResourceVersion "
+                                                 f"in record ({current['metadata']['resourceVersion']}). The "
+                                                 f"object might have been modified")
         dry_run = bool(options.get("dryRun"))
         if plural == "pods":
             if not dry_run and "deletionTimestamp" not in current["metadata"]:
@@ -285,4 +317,7 @@ class KubeVerbs(KubeConcern):
         if not dry_run:
             del self._objects[plural][(namespace if res.namespaced else "", name)]
             self._deleted(plural, current)
-        return success_status(200, _details(res, name, uid=current["metadata"]["uid"]))
+        # The delete handler's Status carries no code (metav1.Status{Status: Success, Details: ...}).
+        answer = success_status(200, _details(res, name, uid=current["metadata"]["uid"]))
+        del answer["code"]
+        return answer

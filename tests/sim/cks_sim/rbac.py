@@ -138,13 +138,15 @@ def access_review(user: Optional[User], body: Any) -> dict[str, Any]:
     spec = spec if isinstance(spec, dict) else {}
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if (resource is None) == (non_resource is None):
+        # The value as Go prints the attributes: a nil pointer is null. The review's error
+        # names its group but no kind (kube-apiserver v1.35.4, seen by make sim-diff).
         value = "null" if resource is None else "{...}"
         raise ApiError(422, f'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
-                            f'Invalid value: "{value}": exactly one of nonResourceAttributes or resourceAttributes '
+                            f'Invalid value: {value}: exactly one of nonResourceAttributes or resourceAttributes '
                             f'must be specified', "Invalid",
-                       {"group": _RULES_REVIEW_GROUP, "kind": "SelfSubjectAccessReview", "causes": [
+                       {"group": _RULES_REVIEW_GROUP, "causes": [
                            {"reason": "FieldValueInvalid", "field": "spec.resourceAttributes",
-                            "message": f'Invalid value: "{value}": exactly one of nonResourceAttributes or '
+                            "message": f'Invalid value: {value}: exactly one of nonResourceAttributes or '
                                        f'resourceAttributes must be specified'}]})
     status: dict[str, Any]
     if user is None:

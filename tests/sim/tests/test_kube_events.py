@@ -120,7 +120,7 @@ def test_events_k8s_io_validation(sim: SimHandle) -> None:
     assert wrong_ns.status_code == 422 and "regarding.namespace" in wrong_ns.json()["message"]
     legacy = api(sim, "POST", path, node_event(node, "u", deprecatedLastTimestamp="2026-01-05T10:00:00Z",
                                                deprecatedSource={"component": "x"}))
-    assert legacy.status_code == 422 and "deprecatedLastTimestamp: Invalid value: '': needs to be unset" in \
+    assert legacy.status_code == 422 and 'deprecatedLastTimestamp: Invalid value: "": needs to be unset' in \
         legacy.json()["message"] and "deprecatedSource" in legacy.json()["message"]
     one = api(sim, "POST", path, node_event(node, "u", series={"count": 1, "lastObservedTime": micro()}))
     assert one.status_code == 422 and "series.count" in one.json()["message"]
