@@ -11,7 +11,8 @@ method, and renders what it gets back with the ``*_view`` methods.
 (``cloud_state.CloudState``): lookups and owners (``cloud_lookups``), jobs (``cloud_jobs``), VMs
 and power (``cloud_power``; the planner is ``placement``), construction from the spec
 (``cloud_build``), offering changes (``cloud_offerings``), volumes (``cloud_volumes``), affinity
-(``cloud_affinity``), tags (``cloud_tags``), CKS operations and the scanner (``cloud_cks``) and the
+(``cloud_affinity``), tags (``cloud_tags``), CKS operations and the scanner (``cloud_cks``), autoscaling and node removal
+(``cloud_cks_nodes``; the autoscaler itself is ``autoscaler``) and the
 API's views (``cloud_views``). The records are in ``cloud_entities``, the error in
 ``cloud_errors``; the names other modules import from here still are.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cloud_affinity import CloudAffinity
-from .cloud_cks import CloudCks
+from .cloud_cks_nodes import CloudCksNodes
 from .cloud_entities import GB, VM, Host, Job
 from .cloud_errors import CS_SERVER_API, CloudError, param_error
 from .cloud_tags import CloudTags
@@ -32,7 +33,7 @@ from .core import Sim
 __all__ = ["CS_SERVER_API", "GB", "VM", "CloudError", "CloudWorld", "Host", "Job", "param_error"]
 
 
-class CloudWorld(CloudCks, CloudAffinity, CloudVolumes, CloudTags):
+class CloudWorld(CloudCksNodes, CloudAffinity, CloudVolumes, CloudTags):
     """All CloudStack state of the sim, with the rules of the commands that change it."""
 
     def __init__(self, sim: Sim, spec: dict[str, Any]) -> None:

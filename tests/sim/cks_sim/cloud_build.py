@@ -121,6 +121,10 @@ class CloudBuild(CloudLookups):
             template_name=f"cks-ubuntu-{c['kubernetes_version']}",
         )
         cluster.owner_id = self.directory.owner_id(c)
+        if c.get("autoscaling"):
+            cluster.autoscaling = c["autoscaling"]["enabled"]
+            cluster.minsize, cluster.maxsize = c["autoscaling"]["minsize"], c["autoscaling"]["maxsize"]
+            cluster.autoscaler_options = c["autoscaling"]
         cluster.zone_id = self.zone_by_name[c.get("zone", self.zone_name)]
         cluster.root_disk_offering = c["root_disk_offering"]
         cluster.storage_pool_id = next(p.id for p in self.storage_pools.values() if p.name == c["storage_pool"])

@@ -210,6 +210,8 @@ class Cluster:
     autoscaling: bool = False
     minsize: int = 0
     maxsize: int = 0
+    #: The spec's ``autoscaling`` timings for the cluster's autoscaler (autoscaler.DEFAULTS otherwise).
+    autoscaler_options: Optional[dict[str, Any]] = None
     owner_id: str = ""
     zone_id: str = ""
     # What CKS keeps for the VMs it creates later (a scale-up): the disk offering of the root disk

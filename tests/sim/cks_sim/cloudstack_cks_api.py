@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cloud import CloudError, param_error
+from .cloud_cks_nodes import autoscaling_params
 from .cloudstack_call import Call, handler
 
 
@@ -92,8 +93,13 @@ def scale_kubernetes_cluster(call: Call) -> dict[str, Any]:
         if node_type not in ("control", "worker", "etcd"):
             raise param_error(f"Invalid node type {row.get('node')} in nodeofferings")
         node_offerings[node_type] = call.cloud.get_service_offering(str(row.get("offering", "")).lower(), "nodeofferings")
-    if call.get("nodeids"):
-        raise CloudError(530, "cks-sim: removing nodes is not simulated", 4250)
+    enabled, minsize, maxsize = autoscaling_params(call)
+    node_ids = [str(i) for i in call.get("nodeids") or []]
+    call.cloud.validate_autoscaling(cluster, enabled, minsize, maxsize, call.get("size"), node_ids)
+    if enabled is not None:
+        return call.job(call.cloud.autoscale_cluster(cluster, enabled, minsize, maxsize))
+    if node_ids:
+        return call.job(call.cloud.remove_cluster_nodes(cluster, [call.cloud.vms[i] for i in node_ids]))
     return call.job(call.cloud.scale_cluster(cluster, offering, node_offerings, call.get("size")))
 
 

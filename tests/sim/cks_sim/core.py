@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from . import kube_requests
+
 
 class Clock:
     """Simulated durations (in the spec) are multiplied by ``time_scale`` to get real seconds."""
@@ -260,6 +262,8 @@ class Sim:
         self.invariants = Journal()
         self.cloud: Any = None
         self.kube: dict[str, Any] = {}
+        #: cluster id -> its ``autoscaler.ClusterAutoscaler`` (every CloudManaged cluster has one; it acts when on).
+        self.autoscalers: dict[str, Any] = {}
         self.etcd: Any = None
         self.tls: Optional[dict[str, str]] = None
         self.kubeconfig_provider: Optional[Callable[[str], str]] = None
@@ -285,6 +289,12 @@ class Sim:
         world = self.kube.get(cluster_id)
         if world is not None and hasattr(world, "join_node"):
             world.join_node(vm_name.lower(), node_type, cpu, memory_mb)
+
+    def node_vm_removed(self, cluster_id: str, vm_name: str) -> None:
+        """CKS removes a node VM (scaleKubernetesCluster nodeids): kubectl delete node, before the VM goes."""
+        world = self.kube.get(cluster_id)
+        if world is not None and world.has_node(vm_name.lower()):
+            kube_requests.remove_node(world, vm_name.lower())
 
     def vm_powered_on(self, cluster_id: str, vm_name: str, cpu: int, memory_mb: int) -> None:
         self.timeline.add(node=vm_name.lower(), event="powered_on", cpu=cpu, memory=memory_mb)

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from .kube_contract import KubeConcern
 from .kube_helpers import _condition, _set_condition, now_time, time_after, tolerates
+from .kube_requests import fits, insufficient, pod_requests
 from .kube_resources import (
     MIRROR_ANNOTATION,
     UNSCHEDULABLE_TAINT,
@@ -47,6 +48,9 @@ class KubePods(KubeConcern):
         if candidates is None:
             candidates = [n for n in sorted(self.nodes) if self._schedulable(pod, n)]
             self._fit_cache[signature] = candidates
+        if any(pod_requests(pod)):
+            # NodeResourcesFit: a pod with requests only where they fit (not cached: it changes with each pod).
+            candidates = [n for n in candidates if fits(self, pod, n)]
         if not candidates:
             return None
         pods = self._objects["pods"]
@@ -83,9 +87,13 @@ class KubePods(KubeConcern):
             if any(c["type"] == "PodScheduled" and c["status"] == "False" for c in status.get("conditions", [])):
                 return  # still unschedulable: nothing new to write
             total = len(self.nodes)
+            open_nodes = [n for n in sorted(self.nodes) if self._schedulable(pod, n)]
+            why = insufficient(self, pod, open_nodes) if open_nodes and any(pod_requests(pod)) else ""
+            closed = total - len(open_nodes) if why else total
+            reasons = ", ".join(r for r in (why, f"{closed} node(s) were unschedulable or not ready" if closed else "") if r)
             status["conditions"] = [_condition(
                 "PodScheduled", "False", "Unschedulable",
-                f"0/{total} nodes are available: {total} node(s) were unschedulable or not ready. "
+                f"0/{total} nodes are available: {reasons}. "
                 "preemption: 0/{0} nodes are available: {0} Preemption is not helpful for scheduling.".format(total))]
             self._store("pods", pod)
             return

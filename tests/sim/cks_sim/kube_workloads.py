@@ -100,6 +100,8 @@ class KubeWorkloads(KubeConcern):
             "serviceAccount": "default", "serviceAccountName": "default",
             "terminationGracePeriodSeconds": wl.grace_seconds,
         }
+        if wl.extra.get("requests"):
+            container["resources"] = {"requests": {k: str(v) for k, v in dict(wl.extra["requests"]).items()}}
         if wl.empty_dir:
             spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
             container["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
@@ -152,7 +154,7 @@ class KubeWorkloads(KubeConcern):
             "metadata": self._new_meta(name, wl.namespace, labels=labels, ownerReferences=owners or None,
                                        **extra_meta),
             "spec": spec,
-            "status": {"phase": "Pending", "qosClass": "BestEffort"},
+            "status": {"phase": "Pending", "qosClass": "Burstable" if wl.extra.get("requests") else "BestEffort"},
         }
         self._store("pods", pod)
         self._created_by_controller(wl, pod)

@@ -21,6 +21,7 @@ from typing import Any, Optional
 import yaml
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from . import autoscaler
 from .admin_api import AdminApp
 from .cloud import CloudWorld
 from .cloudstack_api import API_PATH, CloudStackApp
@@ -302,6 +303,7 @@ class SimServer:
                 for vm in self.sim.cloud.vms.values():
                     self.sim.cloud.vm_json(vm)
             self.sim.cloud.start_scanner()
+            autoscaler.start_autoscalers(self.sim)
             self.env = self._env()
             self._write_env()
         except BaseException:

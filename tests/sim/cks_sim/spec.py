@@ -17,7 +17,7 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from . import spec_live
+from . import autoscaler, spec_live
 from .api_keys import normalize_keys
 from .core import DEFAULT_TIMINGS
 
@@ -573,7 +573,8 @@ CLUSTER_FIELDS = (
     "name", "description", "state", "kubernetes_version", "control_nodes", "workers", "etcd_nodes",
     "external_nodes", "offering", "node_offerings", "root_disk_size", "root_disk_offering",
     "dedication_group", "affinity_groups", "keypair", "clustertype", "nodes", "id", "workloads", "pdbs",
-    "api_endpoint", "account", "project", "storage_pool", "zone", "guest_cidr", *spec_live.CLUSTER_KEYS,
+    "api_endpoint", "account", "project", "storage_pool", "zone", "guest_cidr", "autoscaling",
+    *spec_live.CLUSTER_KEYS,
 )
 # Where the kubeconfig's server points: CKS's load balancer (or port forward) in front of every
 # control node, or the first control node itself (a shared network without one).
@@ -649,6 +650,7 @@ def _cluster(entry: Any, index: int, spec: dict[str, Any], scale: dict[str, int]
     out["api_endpoint"] = str(entry.get("api_endpoint", "load_balancer"))
     if out["api_endpoint"] not in API_ENDPOINTS:
         raise SpecError(f"{where}.api_endpoint must be one of {', '.join(API_ENDPOINTS)}")
+    out["autoscaling"] = autoscaler.parse_spec(entry.get("autoscaling"), f"{where}.autoscaling", SpecError)
     out["guest_cidr"] = _guest_cidr(entry.get("guest_cidr", f"10.1.{index}.0/24"), f"{where}.guest_cidr")
     out.update(_live(spec_live.cluster_keys, entry, where, spec["cloud"]["version"]))
     return out
