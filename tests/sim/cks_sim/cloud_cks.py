@@ -183,6 +183,7 @@ class CloudCks(CloudOfferings, CloudBuild):
         groups = [cluster.dedication_group_id] if cluster.dedication_group_id else []
         vm = self._new_vm(name, offering, groups, self.networks[cluster.network_id], cluster, "worker", False,
                           cluster.root_disk_size, cluster.root_disk_offering, pool_id=cluster.storage_pool_id)
+        vm.in_service = False
         # provisionSshPortForwardingRules: the next free public port from 2222 to the VM's port 22.
         used = {r.publicport for r in self.pf_rules.values() if r.ip_id == cluster.ip_id}
         port = next(p for p in range(2222, 65536) if p not in used)

@@ -92,7 +92,12 @@ class CloudCksNodes(CloudCks):
                     return
                 vm = left[0]
                 self.sim.node_vm_removed(cluster.id, vm.name)
-                self.sim.scheduler.schedule(self.sim.delay("stop"), lambda: (self._expunge(cluster, vm), next_vm(left[1:])))
+
+                def gone() -> None:
+                    self._expunge(cluster, vm)
+                    next_vm(left[1:])
+
+                self.sim.scheduler.schedule(self.sim.delay("stop"), gone)
 
             next_vm(list(vms))
 
@@ -100,6 +105,7 @@ class CloudCksNodes(CloudCks):
 
     def _expunge(self, cluster: Cluster, vm: VM) -> None:
         """destroyVm(expunge) of a node VM: gone from every listing, its disk and port forward too."""
+        vm.in_service = False
         if vm.state == "Running":
             self._power_off(vm)
         self._set_state(vm, "Expunging")

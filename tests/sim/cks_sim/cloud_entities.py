@@ -139,6 +139,9 @@ class VM:
     host_id: Optional[str] = None
     last_host_id: Optional[str] = None
     stopped_at: float = 0.0  # monotonic time the VM last reached Stopped
+    # False while a node VM CKS adds (a scale-up) has not run yet, and once CKS removes it: neither
+    # is a node taken out of service (the too_many_unavailable invariant does not count it).
+    in_service: bool = True
     lastupdated: str = ""
     details: dict[str, str] = field(default_factory=dict)
     custom_cpu: Optional[int] = None

@@ -165,7 +165,9 @@ class CloudPower(CloudJobs, CloudViews):
         key = (vm.cluster_id or "", vm.node_type or "")
         down = self._down.setdefault(key, set())
         before = len(down)
-        if vm.state == "Running":
+        if vm.state == "Running" and not vm.in_service:
+            vm.in_service = True  # a scale-up's VM ran: from now on it is a node like the others
+        if vm.state == "Running" or not vm.in_service:
             down.discard(vm.name)
         else:
             down.add(vm.name)
