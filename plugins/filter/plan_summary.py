@@ -167,6 +167,8 @@ def plan_summary(plan: Mapping[str, Any], check_mode: bool = False, lock: Option
     lines += _joined("Uncordoned without a restart (back since a rollout stopped): ", plan.get("to_release"))
     # What the key could not read is named, never guessed: the checks it leaves to the batches.
     lines += [f"Not checked: {note}" for note in plan.get("not_checked") or []]
+    # The cluster autoscaler, when on: what the rollout does about it (start.py words it).
+    lines += [str(plan["autoscaler"]["words"])] if (plan.get("autoscaler") or {}).get("words") else []
     lines += _hooks(hooks or {})
     if _as_int(pause_seconds) > 0 and len(plan.get("plan") or []) > 1:
         lines.append(f"Pause between batches: {pause_seconds} s")

@@ -116,6 +116,9 @@ def rollout_outcome(report: Mapping[str, Any], cluster: str, after: Mapping[str,
         f"Out of date now: control {counts['controlnodesoutofdate']}, worker {counts['workernodesoutofdate']}, "
         f"etcd {counts['etcdnodesoutofdate']}",
         *([work_left_line(left)] if left else []),
+        # The cluster autoscaler (when on): its min/max and the nodes it added during the rollout,
+        # with why one is still out of date.
+        *([str(after["autoscaler"]["words"])] if (after.get("autoscaler") or {}).get("words") else []),
         f"Capacity: {capacity.get('cores', '')} cores, {capacity.get('memory_mb', '')} MB (CloudStack reports "
         f"{capacity.get('cloudstack_cores', '')} cores, {capacity.get('cloudstack_memory_mb', '')} MB)",
         f"Last error: {report.get('last_error') or '-'}",

@@ -88,6 +88,7 @@ def batch_progress(cycle: Optional[Mapping[str, Any]], plan: Mapping[str, Any], 
     if uncordoned:
         parts.append("uncordoned first (back from a stopped rollout): "
                      + ", ".join(str(entry.get("node")) for entry in uncordoned))
+    parts.extend(str(note) for note in (cycle.get("preflight") or {}).get("notes") or [])
     parts.extend(_node_part(node) for node in cycle.get("nodes") or [])
     checked = cycle.get("validation")
     if checked:

@@ -30,8 +30,9 @@ from __future__ import annotations
 import threading
 import time
 from functools import partial
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.autoscaler import hold_nodes
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_watch import NodeWatch
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.placement import read_placement
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import retry_report
@@ -43,6 +44,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_serv
     API_SERVER_SELECTOR,
     api_server_problems,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import PASSING_OPERATIONS, added_nodes, cks_wait_line
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import batch_is_safe, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node import seconds_left
@@ -95,6 +97,8 @@ class BatchCycle:
         self.start_gates = StartGates()
         #: Where the node cycles write their Events (``_clients/node_events.NodeEvents``); None: none.
         self.node_events: Optional[NodeEventSink] = None
+        #: The plan's ``autoscaler`` (``_decisions/autoscaler.autoscaler_of`` and the nodes the plan knew).
+        self.autoscaler: Optional[Mapping[str, Any]] = None
 
     def run(self) -> BatchResult:
         phase = self.options.phase
@@ -115,7 +119,12 @@ class BatchCycle:
                                  f"the batch deadline ({self.options.batch_timeout:g}s from the batch's start) passed "
                                  "before its restart phase (the before_drain hooks took that long): nothing was "
                                  "drained or stopped")
-            view = self.loader.load(self.cluster, self.project_id, detail_for=self.names)
+            notes: list[str] = []
+            view = self.load_when_free(deadline, notes)
+            self.follow_the_autoscaler(view, result, notes)
+            if not self.names:
+                result.preflight = {"notes": notes}
+                return result
             members = [view.node(name) for name in self.names]
             if phase in (PHASE_ALL, PHASE_CORDON):
                 result.uncordoned = self.return_nodes_that_are_back(view)
@@ -123,6 +132,8 @@ class BatchCycle:
                 # Again before the restart phase drains: the before_drain hooks ran since the cordon
                 # phase's preflight, maybe for minutes, and another node may have gone down meanwhile.
                 result.preflight = self.preflight(view, members)
+            if notes:
+                result.preflight["notes"] = notes
             self.start_gates = StartGates(start_one_by_one(view, self.settings, members))
             cycles = [NodeCycle(self, view, node, deadline) for node in members]
             if self.options.check_mode:
@@ -212,6 +223,40 @@ class BatchCycle:
             for name, _why in back:
                 return_to_service(self.kube, name, marks.get(name, Marks()), True)
         return [{"node": name, "why": why} for name, why in back]
+
+    # -- the cluster autoscaler ---------------------------------------------------------------
+
+    def load_when_free(self, deadline: Deadline, notes: list[str]) -> ClusterView:
+        """The cluster, once no CKS operation that passes (the autoscaler's Scaling, RemovingNodes)
+        holds it: waited out within the batch deadline, never started under. Still held at the
+        deadline, the preflight refuses the batch."""
+        view = self.loader.load(self.cluster, self.project_id, detail_for=self.names)
+        if self.options.phase not in (PHASE_ALL, PHASE_CORDON) or view.state not in PASSING_OPERATIONS:
+            return view
+        began, state = time.monotonic(), view.state
+        while view.state in PASSING_OPERATIONS and not deadline.expired():
+            time.sleep(max(0.0, min(self.options.poll_interval, deadline.remaining())))
+            view = self.loader.load(self.cluster, self.project_id, detail_for=self.names)
+        notes.append(cks_wait_line(state, time.monotonic() - began, self.options.batch_timeout))
+        return view
+
+    def follow_the_autoscaler(self, view: ClusterView, result: BatchResult, notes: list[str]) -> None:
+        """After a CKS operation: the batch's nodes gone from the cluster are dropped with a line, and
+        the nodes the autoscaler added since the plan are marked scale-down-disabled like the plan's."""
+        gone = [name for name in self.names if view.find_node(name) is None]
+        if gone:
+            notes.append(f"dropped from the plan, no longer in the cluster (removed by a CKS operation): {', '.join(gone)}")
+            self.names = [name for name in self.names if name not in gone]
+            result.nodes = list(self.names)
+        autoscaler = self.autoscaler or {}
+        if not autoscaler.get("on") or "known_nodes" not in autoscaler:
+            return
+        added = added_nodes(autoscaler["known_nodes"], [n.name for n in view.nodes if n.is_kubernetes_node])
+        if added:
+            if not self.options.check_mode:
+                hold_nodes(self.kube, added)
+            notes.append(f"nodes the cluster autoscaler added during the rollout (marked scale-down-disabled; "
+                         f"judged at the release): {', '.join(added)}")
 
     # -- preflight --------------------------------------------------------------------------
 

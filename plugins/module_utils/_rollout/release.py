@@ -30,10 +30,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.autoscaler import release_holds
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryPolicy, retry_report
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import CloudStackApi, KubernetesApi, RolloutLock
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import HOLD_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import capacity, health_problems, outcome, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import released_event
@@ -102,6 +104,8 @@ class ReleaseResult:
     pending_taint_removed: list[str] = field(default_factory=list)
     lb_exclusion_removed: list[str] = field(default_factory=list)
     lb_exclusion_kept: list[dict[str, str]] = field(default_factory=list)
+    #: Nodes whose scale-down-disabled mark the rollout had put on came off (their own value back).
+    scale_down_restored: list[str] = field(default_factory=list)
     cores: int = 0
     memory_mb: int = 0
     cloudstack_cores: Optional[int] = None
@@ -128,6 +132,7 @@ class ReleaseResult:
             "pending_taint_removed": list(self.pending_taint_removed),
             "lb_exclusion_removed": list(self.lb_exclusion_removed),
             "lb_exclusion_kept": [dict(k) for k in self.lb_exclusion_kept],
+            "scale_down_restored": list(self.scale_down_restored),
             "capacity": {"cores": self.cores, "memory_mb": self.memory_mb,
                          "cloudstack_cores": self.cloudstack_cores,
                          "cloudstack_memory_mb": self.cloudstack_memory_mb},
@@ -218,6 +223,15 @@ class Release:
             if steps.run(f"take the rollout's marks off {name}", functools.partial(self._return_to_service, name, taken, False, result)):
                 result.changed = True
         result.lb_exclusion_kept = [{"node": name, "why": why} for name, why in kept]
+        # The cluster autoscaler's scale-down-disabled mark comes off every node the rollout put it
+        # on, however it ended (its own value back); a node that had "true" kept it all along.
+        held = [{"metadata": {"name": n.name, "annotations": dict(n.annotations)}} for n in view.nodes
+                if n.is_kubernetes_node and HOLD_ANNOTATION in n.annotations]
+        if held:
+            restored = steps.run("take the scale-down-disabled marks off",
+                                 lambda: release_holds(self.kube, held, self.check_mode))
+            result.scale_down_restored = list(restored or [])
+            result.changed = result.changed or bool(restored)
         result.left_cordoned = [{"node": name, "why": why} for name, why in leave]
         self._tell(view, result)
         result.cordoned_by_others = [n.name for n in view.nodes if n.cordoned_by_others]

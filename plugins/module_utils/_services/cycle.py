@@ -217,6 +217,7 @@ def _run_batch(session: ClusterSession, params: Mapping[str, Any], check_mode: b
                        validate_etcd_always=client_from_options(params) is not None,
                        lock=lock, project_id=params.get("project_id"))
     events = batch.node_events = NodeEvents(kube, run=holder)
+    batch.autoscaler = rollout.plan.get("autoscaler")
     try:
         result = batch.run()
     finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.autoscaler import autoscaler_deployed
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import exec_access
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import pod_access, quorum_client
@@ -26,6 +27,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import RESTART_OUTDATED
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import HOLD_ANNOTATION, autoscaler_of, autoscaler_words
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, PodAccess, etcd_check_paths, etcd_check_refusal
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.holder import describe_controller
@@ -259,7 +261,15 @@ def _node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mod
         key: params.get(key) for key in (PARAM_OFFERINGS, PARAM_ROOT_DISKS, PARAM_AFFINITY)})
     del check_mode  # it only reads
     view = session.view()
-    return plan_report(session, params, view, session.store.read(), session.lock().read(), changes)
+    answer = plan_report(session, params, view, session.store.read(), session.lock().read(), changes)
+    # The cluster autoscaler as status shows it: on, min/max, and the nodes a rollout keeps it off.
+    autoscaler = autoscaler_of(session.entry(), autoscaler_deployed(session.kube))
+    autoscaler["held_by_rollout"] = [n.name for n in view.nodes if HOLD_ANNOTATION in n.annotations]
+    autoscaler["words"] = autoscaler_words(autoscaler) + (
+        f"; marked scale-down-disabled by a rollout: {', '.join(autoscaler['held_by_rollout'])}"
+        if autoscaler["held_by_rollout"] else "")
+    answer["autoscaler"] = autoscaler
+    return answer
 
 
 def plan_report(session: ClusterSession, params: Mapping[str, Any], view: ClusterView, record: Optional[Record],

@@ -12,6 +12,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_event
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json, write_private_text
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import added_nodes, autoscaler_words
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import RFC3339
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.timeline_picture import picture_path, timeline_svg
@@ -37,6 +38,22 @@ def after_counts(view: Optional[ClusterView], record: Optional[Record]) -> Optio
     for t in NODE_TYPES:
         after[OUT_OF_DATE_KEYS[t]] = judged[OUT_OF_DATE_KEYS[t]]
     return after
+
+
+def autoscaler_after(autoscaler: Optional[Mapping[str, Any]], view: ClusterView,
+                     after: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """The autoscaler at the release: the nodes it added during the rollout, and those of them still
+    out of date with why (CKS gives a new node the cluster's own offering, not the rollout's)."""
+    if not autoscaler or not autoscaler.get("on"):
+        return None
+    added = added_nodes(autoscaler.get("known_nodes") or [], [n.name for n in view.nodes if n.is_kubernetes_node])
+    stale = [name for name in added if name in set(after.get("out_of_date") or [])]
+    words = autoscaler_words(autoscaler, added)
+    if stale:
+        words += (f"; still out of date: {', '.join(stale)} (added by the cluster autoscaler during the rollout with "
+                  "the cluster's CKS settings, after its batches were planned; run the rollout again to roll them)")
+    return {"on": True, "minsize": autoscaler.get("minsize"), "maxsize": autoscaler.get("maxsize"),
+            "added": added, "added_out_of_date": stale, "words": words}
 
 
 def lease_now(kube: StateApi, holder: Optional[str]) -> Optional[LockInfo]:
@@ -92,8 +109,13 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
     finally:
         events.flush()  # what the release queued, before the module returns (bounded)
     record = release.record if release.record is not None or release.view is None else session.store.read()
+    after = after_counts(release.view, record)
+    if after is not None and release.view is not None:
+        autoscaler = autoscaler_after(rollout.plan.get("autoscaler"), release.view, after)
+        if autoscaler is not None:
+            after["autoscaler"] = autoscaler
     answer = with_report({"release": result.to_dict(), "changed": result.changed,
-                          "after": after_counts(release.view, record)}, rollout, params, check_mode)
+                          "after": after}, rollout, params, check_mode)
     if events.written or events.failed:
         answer["node_events"] = events.report()
     if events.warnings():

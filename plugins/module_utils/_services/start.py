@@ -14,7 +14,8 @@ In this order, as the rollout role did it in four runs before:
 2. store the settings and take the lock (``NodeSettingsService``);
 3. the plan: the one judged in 1., made from the same reads, with what the record and the lock say
    after 2. laid over it (the settings it judged are the ones just stored);
-4. the pending taint on the planned nodes (``taint_pending``).
+4. with the cluster autoscaler on, the planned nodes marked scale-down-disabled (``_decisions/autoscaler``);
+5. the pending taint on the planned nodes (``taint_pending``).
 
 The lock is read before the cluster is: a rollout whose release ends while this run reads would
 otherwise leave a view older than the free lock this run then takes. Anything failing after the
@@ -28,11 +29,13 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.api_access import read_api_access
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.autoscaler import autoscaler_deployed, hold_nodes
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import events_access_warning
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_access import api_access_error, expiry_warning, missing_commands
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import autoscaler_of, autoscaler_words
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
@@ -127,6 +130,16 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
             result["node_events_allowed"] = warning is None
             if warning is not None:
                 result["warnings"] = list(result.get("warnings") or []) + [warning]
+        # The cluster autoscaler (autoscaling on, or its Deployment in kube-system) must not remove a
+        # node the rollout is restarting: every node of the plan is marked scale-down-disabled until
+        # the release, which takes off only what this put on.
+        result["autoscaler"] = autoscaler_of(session.entry(), autoscaler_deployed(session.kube))
+        # The nodes there now: any other a later batch finds, the autoscaler added during the rollout.
+        result["autoscaler"]["known_nodes"] = [n.name for n in view.nodes if n.is_kubernetes_node]
+        result["autoscaler"]["words"] = autoscaler_words(result["autoscaler"])
+        if result["autoscaler"]["on"] and result["hosts"] and not check_mode:
+            result["autoscaler"]["held"] = hold_nodes(session.kube, result["hosts"])
+            result["changed"] = result["changed"] or bool(result["autoscaler"]["held"])
         if params.get("taint_pending") and result["hosts"] and not check_mode:
             tainted = taint_pending(session, {"nodes": result["hosts"], "lock_holder": request.lock_holder})
             result["pending_taint"] = tainted["pending_taint"]

@@ -1,0 +1,75 @@
+"""A worker rollout of a cluster whose cluster autoscaler is on (playbooks/rollout.yml against cks-sim).
+
+Four 2-CPU workers each run one 1500m pod of ``big`` (budget: one down at a time): a drained pod
+fits nowhere else, stays Unschedulable, and the autoscaler scales the cluster up through
+scaleKubernetesCluster (Scaling, a new worker with the cluster's CKS offering) while the rollout
+goes on. The rollout marks its nodes ``cluster-autoscaler.kubernetes.io/scale-down-disabled`` so
+the autoscaler (unneeded time 300 simulated seconds, 3 s here) removes none while it runs, not
+even a restarted worker left empty for the rest of the rollout, and does once they are released; the release
+takes off only the marks it put on, and names the node the autoscaler added, still on the
+cluster's offering, as out of date with why.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import HOLD_ANNOTATION, SCALE_DOWN_DISABLED
+from cks_sim.harness import wait_until
+from in_process_sims import load_raw_spec
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def _spec() -> dict[str, Any]:
+    raw = load_raw_spec("rollout_small.yml", 0.01)
+    raw["clusters"][0].update(workers=4, autoscaling={
+        "enabled": True, "minsize": 3, "maxsize": 6, "scale_down_unneeded_time": 300, "scale_down_delay_after_add": 0})
+    raw["workloads"] = [
+        {"kind": "DaemonSet", "namespace": "kube-system", "name": "kube-proxy"},
+        {"kind": "Deployment", "namespace": "default", "name": "big", "replicas": 4,
+         "requests": {"cpu": "1500m", "memory": "256Mi"}}]
+    raw["pdbs"] = [{"namespace": "default", "name": "big", "selector": {"app": "big"}, "maxUnavailable": 1}]
+    return raw
+
+
+def test_a_worker_rollout_with_the_autoscaler_on(rollout_sim: Any) -> None:
+    sim = rollout_sim(_spec())
+    workers = sim.names("worker")
+    assert len(workers) == 4
+    # Someone's own marks: "true" stays as it is; "false" comes back after the rollout's "true".
+    sim.kube.patch_node(workers[0], {"metadata": {"annotations": {SCALE_DOWN_DISABLED: "true"}}})
+    sim.kube.patch_node(workers[1], {"metadata": {"annotations": {SCALE_DOWN_DISABLED: "false"}}})
+    since = time.time()
+
+    run = sim.rollout(rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=1)
+
+    ended = time.time()
+    assert run.rc == 0, run.output
+    nodes = {n["metadata"]["name"]: n["metadata"].get("annotations") or {} for n in sim.kube.list_nodes()}
+    during = [e for e in sim.timeline() if since <= e["t"] <= ended]
+    # The autoscaler scaled up while the rollout ran, and removed nothing.
+    assert [e for e in during if e.get("event") == "autoscaler_scale_up"], "no scale-up happened"
+    assert not [e for e in during if e.get("event") in ("autoscaler_scale_down", "vm_expunged", "node_deleted")]
+    added = sorted(set(sim.names("worker")) - set(workers))
+    assert added and len(sim.names("worker")) <= 6
+    # Every planned worker is on the new offering; an added one is too, or is named with why.
+    offerings = {vm["name"].lower(): vm["serviceofferingname"] for vm in sim.node_vms("worker")}
+    assert all(offerings[w] == "cks-large" for w in workers), offerings
+    for node in added:
+        if offerings[node] != "cks-large":
+            assert node in run.output and "added by the cluster autoscaler during the rollout" in run.output, run.output
+    assert "cluster autoscaler: on (min 3, max 6 workers)" in run.output
+    # The release took off exactly what the rollout put on.
+    assert nodes[workers[0]][SCALE_DOWN_DISABLED] == "true"
+    assert nodes[workers[1]][SCALE_DOWN_DISABLED] == "false"
+    for name, annotations in nodes.items():
+        assert HOLD_ANNOTATION not in annotations, name
+        if name not in workers[:2]:
+            assert SCALE_DOWN_DISABLED not in annotations, name
+    assert sim.invariants() == []
+    # Released, an underused worker without a mark of its own is the autoscaler's again.
+    wait_until(lambda: [e for e in sim.timeline() if e["t"] > ended and e.get("event") == "autoscaler_scale_down"],
+               timeout=60, what="a scale-down once the rollout released its nodes")
