@@ -12,6 +12,7 @@ cluster's offering, as out of date with why.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -58,9 +59,10 @@ def test_a_worker_rollout_with_the_autoscaler_on(rollout_sim: Any) -> None:
     # Every planned worker is on the new offering; an added one is too, or is named with why.
     offerings = {vm["name"].lower(): vm["serviceofferingname"] for vm in sim.node_vms("worker")}
     assert all(offerings[w] == "cks-large" for w in workers), offerings
-    for node in added:
-        if offerings[node] != "cks-large":
-            assert node in run.output and "added by the cluster autoscaler during the rollout" in run.output, run.output
+    # The node it added came with the cluster's offering and was rolled in a batch after the planned ones.
+    assert all(offerings[node] == "cks-large" for node in added), offerings
+    assert f"Batch {len(workers) + 1}/{len(workers) + len(added)} worker [{added[0]}] done" in run.output, run.output
+    assert f"nodes it added during the rollout: {', '.join(added)}" in run.output
     assert "cluster autoscaler: on (min 3, max 6 workers)" in run.output
     # The release took off exactly what the rollout put on.
     assert nodes[workers[0]][SCALE_DOWN_DISABLED] == "true"
@@ -73,3 +75,49 @@ def test_a_worker_rollout_with_the_autoscaler_on(rollout_sim: Any) -> None:
     # Released, an underused worker without a mark of its own is the autoscaler's again.
     wait_until(lambda: [e for e in sim.timeline() if e["t"] > ended and e.get("event") == "autoscaler_scale_down"],
                timeout=60, what="a scale-down once the rollout released its nodes")
+
+
+def test_a_cks_operation_between_two_batches_is_waited_out_and_a_node_it_removed_is_dropped(rollout_sim: Any) -> None:
+    sim = rollout_sim("rollout_small.yml")
+    cluster_id = sim.cks_cluster()["id"]
+    workers = sim.names("worker")
+    since = time.time()
+    held: dict[str, Any] = {}
+
+    def between_the_first_two_batches() -> None:
+        # As the first batch ends (its node uncordoned), CKS holds the cluster for 3 s (Scaling, as
+        # a long scale of the autoscaler's would), then removes a worker no batch reached yet.
+        first = wait_until(lambda: [e for e in sim.timeline() if e["t"] >= since and e.get("event") == "uncordoned"],
+                           timeout=120, interval=0.02)[0]
+        cloud = sim.sim.cloud
+        with sim.sim.lock:
+            cloud.set_cluster_state(cloud.clusters[cluster_id], "Scaling", "scaleKubernetesCluster")
+        time.sleep(3)
+        with sim.sim.lock:
+            cloud.set_cluster_state(cloud.clusters[cluster_id], "Running", "scaleKubernetesCluster")
+        cordoned = {e.get("node") for e in sim.timeline() if e["t"] >= since and e.get("event") == "cordoned"}
+        held["gone"] = next(w for w in workers if w not in cordoned and w != first["node"])
+        vm = next(v for v in sim.node_vms("worker") if v["name"].lower() == held["gone"])
+        sim.cs().scaleKubernetesCluster(id=cluster_id, nodeids=vm["id"], fetch_result=True)
+
+    helper = threading.Thread(target=between_the_first_two_batches, daemon=True)
+    helper.start()
+    run = sim.rollout(rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=1)
+    helper.join(timeout=30)
+
+    assert run.rc == 0, run.output
+    assert "cluster is Scaling (a CKS operation" in run.output, run.output
+    events = [e for e in sim.timeline() if e["t"] >= since]
+    states = [(e["t"], e["state"]) for e in events if e.get("event") == "cluster_state"]
+    start = next(t for t, state in states if state == "Scaling")
+    end = next(t for t, state in states if t > start and state == "Running")
+    # No batch started (no node cordoned) while CKS held the cluster.
+    assert not [e for e in events if e.get("event") == "cordoned" and start <= e["t"] <= end]
+    gone = held["gone"]
+    assert f"dropped from the plan, no longer in the cluster (removed by a CKS operation): {gone}" in run.output
+    # Counted as no work of this rollout any more, neither left nor skipped.
+    assert "nodes done 2, skipped 0, left 0" in run.output, run.output
+    assert gone not in sim.names("worker")
+    offerings = {vm["name"].lower(): vm["serviceofferingname"] for vm in sim.node_vms("worker")}
+    assert set(offerings) == set(workers) - {gone} and set(offerings.values()) == {"cks-large"}, offerings
+    assert sim.invariants() == []

@@ -80,6 +80,19 @@ def added_nodes(planned: Sequence[str], now: Sequence[str]) -> list[str]:
     return sorted(n for n in now if n.lower() not in known)
 
 
+def added_batches(batches: Sequence[Mapping[str, Any]], known: Sequence[str]) -> list[dict[str, Any]]:
+    """The batches of a plan made after the planned ones ran, keeping only the nodes the first plan
+    did not know (the autoscaler added them), in that plan's order and batch sizes. A node of the
+    first plan still out of date is not taken again: its own batch ran (or the rollout stopped)."""
+    seen = {str(n).lower() for n in known}
+    out = []
+    for batch in batches:
+        nodes = [str(n) for n in batch.get("nodes") or [] if str(n).lower() not in seen]
+        if nodes:
+            out.append({"node_type": batch.get("node_type"), "nodes": nodes, "canary": False})
+    return out
+
+
 def cks_wait_line(state: str, waited: float, limit: float) -> str:
     return (f"cluster is {state} (a CKS operation, such as the cluster autoscaler's scale): "
-            f"waited {waited:.0f}s of at most {limit:.0f}s before the batch starts")
+            f"waited {waited:.1f}s of at most {limit:g}s before the batch starts")

@@ -121,9 +121,9 @@ class BatchCycle:
                                  "drained or stopped")
             notes: list[str] = []
             view = self.load_when_free(deadline, notes)
-            self.follow_the_autoscaler(view, result, notes)
+            dropped = self.follow_the_autoscaler(view, result, notes)
             if not self.names:
-                result.preflight = {"notes": notes}
+                result.preflight = {"notes": notes, "dropped": dropped}
                 return result
             members = [view.node(name) for name in self.names]
             if phase in (PHASE_ALL, PHASE_CORDON):
@@ -133,7 +133,7 @@ class BatchCycle:
                 # phase's preflight, maybe for minutes, and another node may have gone down meanwhile.
                 result.preflight = self.preflight(view, members)
             if notes:
-                result.preflight["notes"] = notes
+                result.preflight.update(notes=notes, dropped=dropped)
             self.start_gates = StartGates(start_one_by_one(view, self.settings, members))
             cycles = [NodeCycle(self, view, node, deadline) for node in members]
             if self.options.check_mode:
@@ -240,9 +240,10 @@ class BatchCycle:
         notes.append(cks_wait_line(state, time.monotonic() - began, self.options.batch_timeout))
         return view
 
-    def follow_the_autoscaler(self, view: ClusterView, result: BatchResult, notes: list[str]) -> None:
-        """After a CKS operation: the batch's nodes gone from the cluster are dropped with a line, and
-        the nodes the autoscaler added since the plan are marked scale-down-disabled like the plan's."""
+    def follow_the_autoscaler(self, view: ClusterView, result: BatchResult, notes: list[str]) -> list[str]:
+        """After a CKS operation: the batch's nodes gone from the cluster are dropped with a line (and
+        returned), and the nodes the autoscaler added since the plan are marked scale-down-disabled
+        like the plan's."""
         gone = [name for name in self.names if view.find_node(name) is None]
         if gone:
             notes.append(f"dropped from the plan, no longer in the cluster (removed by a CKS operation): {', '.join(gone)}")
@@ -250,13 +251,14 @@ class BatchCycle:
             result.nodes = list(self.names)
         autoscaler = self.autoscaler or {}
         if not autoscaler.get("on") or "known_nodes" not in autoscaler:
-            return
+            return gone
         added = added_nodes(autoscaler["known_nodes"], [n.name for n in view.nodes if n.is_kubernetes_node])
-        if added:
-            if not self.options.check_mode:
-                hold_nodes(self.kube, added)
-            notes.append(f"nodes the cluster autoscaler added during the rollout (marked scale-down-disabled; "
-                         f"judged at the release): {', '.join(added)}")
+        marked = hold_nodes(self.kube, added, self.options.check_mode) if added else []
+        if marked:
+            # Said once, by the batch that first sees them: later batches find them marked.
+            notes.append(f"nodes the cluster autoscaler added during the rollout, marked scale-down-disabled "
+                         f"(rolled after the planned batches if out of date): {', '.join(marked)}")
+        return gone
 
     # -- preflight --------------------------------------------------------------------------
 

@@ -164,6 +164,19 @@ class Rollout:
                    hooks={str(k): str(v) for k, v in (hooks or {}).items()}, pause_seconds=int(pause_seconds or 0),
                    skipped=[str(reason) for reason in (plan.get("unrollable") or {}).values()])
 
+    def add_batches(self, batches: Sequence[Mapping[str, Any]]) -> None:
+        """Later batches for the nodes the cluster autoscaler added during the rollout: counted and
+        numbered after the planned ones, and known to the autoscaler summary from now on."""
+        added = [dict(b) for b in batches]
+        if not added:
+            return
+        self.plan["plan"] = list(self.plan.get("plan") or []) + added
+        names = [str(n) for b in added for n in b.get("nodes") or []]
+        self.plan["hosts"] = list(self.plan.get("hosts") or []) + names
+        autoscaler = dict(self.plan.get("autoscaler") or {})
+        autoscaler["rolled_added"] = list(autoscaler.get("rolled_added") or []) + names
+        self.plan["autoscaler"] = autoscaler
+
     # -- each batch --------------------------------------------------------------------------
 
     @property
@@ -254,6 +267,11 @@ class Rollout:
             retries=dict(retries))
         self.batches.append(record)
         self.results.extend(dict(node) for node in result.get("nodes") or [])
+        dropped = {str(n) for n in (result.get("preflight") or {}).get("dropped") or []}
+        if dropped:
+            # Gone from the cluster (a CKS operation removed them): no longer work of this rollout.
+            self.plan["hosts"] = [h for h in self.plan.get("hosts") or [] if str(h) not in dropped]
+            self.plan["work"] = [w for w in self.plan.get("work") or [] if str(w.get("name")) not in dropped]
         self.progress = batch_progress(result, plan=self.plan, batch_number=record.batch,
                                        batch_count=max(self.batch_count, record.batch),
                                        node_type=str(record.node_type or ""), batch_nodes=record.nodes,
