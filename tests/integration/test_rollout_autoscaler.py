@@ -17,9 +17,10 @@ import time
 from typing import Any
 
 import pytest
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import HOLD_ANNOTATION, SCALE_DOWN_DISABLED
 from cks_sim.harness import wait_until
 from in_process_sims import load_raw_spec
+
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import HOLD_ANNOTATION, SCALE_DOWN_DISABLED
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -67,10 +68,10 @@ def test_a_worker_rollout_with_the_autoscaler_on(rollout_sim: Any) -> None:
     # The release took off exactly what the rollout put on.
     assert nodes[workers[0]][SCALE_DOWN_DISABLED] == "true"
     assert nodes[workers[1]][SCALE_DOWN_DISABLED] == "false"
-    for name, annotations in nodes.items():
-        assert HOLD_ANNOTATION not in annotations, name
+    for name, marks in nodes.items():
+        assert HOLD_ANNOTATION not in marks, name
         if name not in workers[:2]:
-            assert SCALE_DOWN_DISABLED not in annotations, name
+            assert SCALE_DOWN_DISABLED not in marks, name
     assert sim.invariants() == []
     # Released, an underused worker without a mark of its own is the autoscaler's again.
     wait_until(lambda: [e for e in sim.timeline() if e["t"] > ended and e.get("event") == "autoscaler_scale_down"],
