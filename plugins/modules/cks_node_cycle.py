@@ -420,6 +420,9 @@ preflight:
     - C(placement_refusals) lists the strict affinity groups whose members CloudStack's deployment planner could not
       all place (the zone's Up and Enabled hosts with room, read again here as a host may have gone into Maintenance
       since the plan); any fails the batch here too. A key that cannot list hosts gets a C(not_checked) note.
+    - C(notes) says what the batch did about a CKS operation before it started - how long it waited while CKS held
+      the cluster (V(Scaling), V(RemovingNodes), e.g. the cluster autoscaler's scale), the nodes of the batch no longer
+      in the cluster (also in C(dropped)), the nodes the cluster autoscaler added that it marked scale-down-disabled.
   returned: mode=cycle, when the preflight passed
   type: dict
   sample: {cluster_state: Running, ok: true}
@@ -604,6 +607,11 @@ release:
         C(node) and C(why).
       type: list
       elements: dict
+    scale_down_restored:
+      description: The nodes whose C(cluster-autoscaler.kubernetes.io/scale-down-disabled) mark the rollout had put on
+        were given back what they had (the annotation taken off, or its earlier value put back).
+      type: list
+      elements: str
     capacity:
       description:
         - C(cores) and C(memory_mb) counted from the VMs' actual offerings, and C(cloudstack_cores),
@@ -649,6 +657,8 @@ after:
       M(cloudstack.cks.cks_node_outdated) returns them - C(out_of_date) (the node names), C(node_types) (per node
       type, C(nodes) and C(out_of_date)), C(controlnodesoutofdate), C(workernodesoutofdate) and
       C(etcdnodesoutofdate). The rollout role reports it without reading the cluster again.
+    - With the cluster autoscaler on, C(autoscaler) - C(minsize), C(maxsize), C(added) (the nodes it added during the
+      rollout), C(added_out_of_date) (those of them still out of date) and C(words) (the line the outcome shows).
     - V(null) when the cluster could not be read.
   returned: mode=release (and mode=unlock, the release it ran)
   type: dict

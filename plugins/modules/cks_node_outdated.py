@@ -656,6 +656,15 @@ previous_holder_stopped:
   returned: always
   type: dict
   sample: null
+autoscaler:
+  description:
+    - The cluster autoscaler - C(on) (the cluster's C(autoscalingenabled), or a C(cluster-autoscaler*) Deployment in
+      C(kube-system)), C(minsize), C(maxsize), C(held_by_rollout) (the nodes a rollout marked scale-down-disabled
+      and has not released yet) and C(words) (the line C(status) shows).
+  returned: always
+  type: dict
+  sample: {on: true, autoscalingenabled: true, deployment: true, minsize: 3, maxsize: 6, held_by_rollout: [],
+           words: "cluster autoscaler: on (min 3, max 6 workers); ..."}
 stopped_without_release:
   description:
     - A rollout that stopped without its release, or V(null). Its lock, expired but still naming it, says so

@@ -459,6 +459,19 @@ api_key_ends:
   returned: with O(plan=true), when nodes are planned
   type: str
   sample: "2026-12-07T05:00:00+0000"
+autoscaler:
+  description:
+    - With O(plan=true), the cluster autoscaler - C(on) (the cluster's C(autoscalingenabled), or a
+      C(cluster-autoscaler*) Deployment in C(kube-system)), C(minsize), C(maxsize), C(known_nodes) (the nodes there
+      now; any other a later batch finds, the autoscaler added) and C(words) (the line the plan shows).
+    - When it is on and not in check mode, C(held) - the planned nodes marked
+      C(cluster-autoscaler.kubernetes.io/scale-down-disabled=true) so that it removes none of them until the release
+      (a node marked V(true) by someone else is left as it is).
+  returned: with O(plan=true)
+  type: dict
+  sample: {on: true, autoscalingenabled: true, deployment: true, minsize: 3, maxsize: 6,
+           known_nodes: [alpha-control-1, alpha-node-1], held: [alpha-node-1],
+           words: "cluster autoscaler: on (min 3, max 6 workers); ..."}
 node_events_allowed:
   description:
     - With O(plan=true), whether the identity may create and patch Events in C(default) (asked with a
