@@ -663,7 +663,7 @@ autoscaler:
       and has not released yet) and C(words) (the line C(status) shows).
   returned: always
   type: dict
-  sample: {on: true, autoscalingenabled: true, deployment: true, minsize: 3, maxsize: 6, held_by_rollout: [],
+  sample: {"on": true, autoscalingenabled: true, deployment: true, minsize: 3, maxsize: 6, held_by_rollout: [],
            words: "cluster autoscaler: on (min 3, max 6 workers); ..."}
 stopped_without_release:
   description:

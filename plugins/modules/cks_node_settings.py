@@ -469,7 +469,7 @@ autoscaler:
       (a node marked V(true) by someone else is left as it is).
   returned: with O(plan=true)
   type: dict
-  sample: {on: true, autoscalingenabled: true, deployment: true, minsize: 3, maxsize: 6,
+  sample: {"on": true, autoscalingenabled: true, deployment: true, minsize: 3, maxsize: 6,
            known_nodes: [alpha-control-1, alpha-node-1], held: [alpha-node-1],
            words: "cluster autoscaler: on (min 3, max 6 workers); ..."}
 node_events_allowed:
