@@ -12,13 +12,14 @@ cluster's offering, as out of date with why.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
 
 import pytest
 from cks_sim.harness import wait_until
-from in_process_sims import load_raw_spec
+from in_process_sims import ROOT, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import HOLD_ANNOTATION, SCALE_DOWN_DISABLED
 
@@ -123,3 +124,15 @@ def test_a_cks_operation_between_two_batches_is_waited_out_and_a_node_it_removed
     offerings = {vm["name"].lower(): vm["serviceofferingname"] for vm in sim.node_vms("worker")}
     assert set(offerings) == set(workers) - {gone} and set(offerings.values()) == {"cks-large"}, offerings
     assert sim.invariants() == []
+
+
+def test_the_dry_run_and_status_name_the_autoscaler_and_mark_nothing(rollout_sim: Any) -> None:
+    sim = rollout_sim(_spec())
+    run = sim.rollout(rollout_node_offerings={"worker": "cks-large"}, args=("--check",))
+    assert run.rc == 0, run.output
+    assert ("cluster autoscaler: on (min 3, max 6 workers); the rollout marks its nodes scale-down-disabled "
+            "until the release") in run.output
+    assert not [n for n in sim.kube.list_nodes() if HOLD_ANNOTATION in (n["metadata"].get("annotations") or {})]
+    status = sim.rollout(playbook=os.path.join(ROOT, "playbooks", "status.yml"))
+    assert status.rc == 0, status.output
+    assert "cluster autoscaler: on (min 3, max 6 workers)" in status.output
