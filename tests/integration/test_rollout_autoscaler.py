@@ -88,14 +88,17 @@ def test_a_cks_operation_between_two_batches_is_waited_out_and_a_node_it_removed
     held: dict[str, Any] = {}
 
     def between_the_first_two_batches() -> None:
-        # As the first batch ends (its node uncordoned), CKS holds the cluster for 3 s (Scaling, as
-        # a long scale of the autoscaler's would), then removes a worker no batch reached yet.
-        first = wait_until(lambda: [e for e in sim.timeline() if e["t"] >= since and e.get("event") == "uncordoned"],
+        # As the first batch ends (its node uncordoned), CKS holds the cluster (Scaling, as a long scale
+        # of the autoscaler's would) until the next batch has asked for it a few times (it is waiting),
+        # then removes a worker no batch reached yet.
+        first = wait_until(lambda: [e for e in sim.timeline(since) if e.get("event") == "uncordoned"],
                            timeout=120, interval=0.02)[0]
         cloud = sim.sim.cloud
         with sim.sim.lock:
             cloud.set_cluster_state(cloud.clusters[cluster_id], "Scaling", "scaleKubernetesCluster")
-        time.sleep(3)
+        held["since"] = time.time()
+        wait_until(lambda: len([c for c in sim.calls(held["since"]) if c.get("command") == "listKubernetesClusters"]) >= 4,
+                   timeout=120, interval=0.1, what="the next batch waiting for the cluster")
         with sim.sim.lock:
             cloud.set_cluster_state(cloud.clusters[cluster_id], "Running", "scaleKubernetesCluster")
         cordoned = {e.get("node") for e in sim.timeline() if e["t"] >= since and e.get("event") == "cordoned"}
