@@ -13,6 +13,7 @@ cluster's offering, as out of date with why.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from typing import Any
@@ -64,7 +65,10 @@ def test_a_worker_rollout_with_the_autoscaler_on(rollout_sim: Any) -> None:
     assert all(offerings[w] == "cks-large" for w in workers), offerings
     # The node it added came with the cluster's offering and was rolled in a batch after the planned ones.
     assert all(offerings[node] == "cks-large" for node in added), offerings
-    assert f"Batch {len(workers) + 1}/{len(workers) + len(added)} worker [{added[0]}] done" in run.output, run.output
+    total = len(workers) + len(added)
+    for node in added:
+        assert re.search(rf"Batch (\d+)/{total} worker \[{node}\] done", run.output), run.output
+        assert int(re.search(rf"Batch (\d+)/{total} worker \[{node}\] done", run.output).group(1)) > len(workers)
     assert f"nodes it added during the rollout: {', '.join(added)}" in run.output
     assert "cluster autoscaler: on (min 3, max 6 workers)" in run.output
     # The release took off exactly what the rollout put on.
