@@ -91,7 +91,6 @@ class ClusterAutoscaler:
         self.pending_since: dict[str, float] = {}
         self.last_scale_up: float = float("-inf")
         self.deleting: Optional[str] = None
-        self._handle: Optional[int] = None
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -99,7 +98,7 @@ class ClusterAutoscaler:
         return self.sim.clock.real(self.options[name])
 
     def start(self) -> None:
-        self._handle = self.sim.scheduler.schedule(max(self._seconds("scan_interval"), 0.001), self._tick)
+        self.sim.scheduler.schedule(max(self._seconds("scan_interval"), 0.001), self._tick)
 
     def _tick(self) -> None:
         try:
