@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if os.path.join(ROOT, "tests", "sim") not in sys.path:  # run.py runs as a script
-    sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+for _folder in ("sim", "integration"):  # run.py runs as a script
+    if os.path.join(ROOT, "tests", _folder) not in sys.path:
+        sys.path.insert(0, os.path.join(ROOT, "tests", _folder))
 # SMALL_SPEC is run.py's default spec.
 from cks_sim.harness import SMALL_SPEC, SimProcess, admin  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+from helpers import sim_rollout_vars  # noqa: E402  pylint: disable=wrong-import-position
 
 PLAYBOOK = os.path.join(ROOT, "playbooks", "rollout.yml")
 VENV_BIN = os.path.join(ROOT, ".venv", "bin")
@@ -42,9 +44,10 @@ class Target:
 
 
 def rollout_vars(env: dict[str, Any], target: Target, lock_duration: float, report_path: str) -> dict[str, Any]:
-    etcd = env["etcd"]
-    variables: dict[str, Any] = {
-        "rollout_cluster": env["cluster_name"],
+    """The integration tests' variables for this sim (``helpers.sim_rollout_vars``: the cluster, its etcd),
+    polling faster still, with the target, the lock's duration and the report's path."""
+    variables = sim_rollout_vars(env)
+    variables.update({
         "rollout_node_offerings": target.offerings,
         "rollout_node_root_disk_sizes": target.root_disk_sizes,
         "rollout_node_affinity_groups": target.affinity_groups,
@@ -52,13 +55,8 @@ def rollout_vars(env: dict[str, Any], target: Target, lock_duration: float, repo
         "rollout_lock_duration": lock_duration,
         "rollout_eviction_retry_interval": 0.2,
         "rollout_poll_interval": 0.1,
-        "rollout_delete_emptydir_data": True,
         "rollout_report_path": report_path,
-        "rollout_etcd_endpoints": [m["client_url"] for m in etcd["members"]],
-    }
-    if etcd.get("mode") == "stacked":
-        variables.update(rollout_etcd_ca_cert=etcd["ca_cert"], rollout_etcd_client_cert=etcd["client_cert"],
-                         rollout_etcd_client_key=etcd["client_key"])
+    })
     return variables
 
 

@@ -1,7 +1,7 @@
 """The fixtures of the integration tests (the classes they give are in in_process_sims.py, the
 subprocess sim and module runs in helpers.py). Add fixtures here; nothing else belongs here.
 
-``cycle_sim(spec="small.yml", etcd=True)`` -> ``CycleSim``: an in-process cks-sim (its HTTP APIs on
+``cycle_sim(spec="small.yml", etcd=True)`` -> ``ClusterSim``: an in-process cks-sim (its HTTP APIs on
 loopback, real etcd members) with the collection's REAL clients for it, for node cycle and release
 tests. ``rollout_sim(spec="small.yml", etcd=True, time_scale=0.01, **top_level)`` -> ``RolloutSim``:
 the same, running the whole playbooks/rollout.yml through ansible-playbook; ``module_rollout_sim`` is
@@ -15,15 +15,16 @@ from typing import Callable, Iterator
 
 import pytest
 
-from in_process_sims import CycleSim, RolloutSim, cycle_sims, rollout_sims
+from helpers import ClusterSim
+from in_process_sims import RolloutSim, cycle_sims, rollout_sims
 
 # The sim's werkzeug servers log every request: keep test output readable.
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 
 @pytest.fixture
-def cycle_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., CycleSim]]:
-    """A factory: ``cycle_sim(spec="small.yml", etcd=True)`` -> CycleSim."""
+def cycle_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ClusterSim]]:
+    """A factory: ``cycle_sim(spec="small.yml", etcd=True)`` -> ClusterSim."""
     yield from cycle_sims(tmp_path_factory)
 
 

@@ -4,21 +4,25 @@ Shared by the integration tests: every module is exercised the way an operator r
 playbook on localhost), not by importing it, so argument parsing, check mode, diff and
 ``fail_json`` go through ansible-core itself.
 
-Also runs cks-sim (``tests/sim/cks-sim serve``, through ``cks_sim.harness``) for a test:
-``running_sim`` gives a ``ClusterSim``, the harness's ``SimHandle`` (admin API, journals, faults)
-with the clusters env.json names and the collection's clients and module arguments for them.
+Also starts cks-sim for a test, the one way (``start_sim``: in this process or as ``cks-sim serve``,
+by a parameter) with the one handle (``ClusterSim``: the harness's ``SimHandle`` - admin API,
+journals, faults - with the collection's clients, module arguments and environment for its clusters).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, TypeVar, Union
+
+import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if os.path.join(ROOT, "tests", "sim") not in sys.path:  # run as a script, without the root conftest.py
@@ -152,15 +156,44 @@ def sim_rollout_vars(env: dict[str, Any]) -> dict[str, Any]:
 
 
 class ClusterSim(harness.SimHandle):
-    """``cks-sim serve`` as a subprocess (``running_sim``): the harness's handle (admin API, journals,
-    faults, ``cs`` client) plus the clusters env.json names and the collection's clients and module
-    arguments for them."""
+    """The one handle a test has on a running cks-sim, in or out of this process (``start_sim``): the
+    harness's ``SimHandle`` (admin API, journals, faults, ``cs`` client) plus the collection's REAL
+    clients for its first cluster (``cloud``, ``kube``, ``loader``, built on first use), the module
+    arguments and environment for any of its clusters, and one batch or release run directly."""
 
-    def __init__(self, process: harness.SimProcess) -> None:
-        super().__init__(process.env)
+    def __init__(self, env: dict[str, Any], server: Any = None, process: Optional[harness.SimProcess] = None) -> None:
+        super().__init__(env, server)
         self.process = process
-        self.proc = process.proc
-        self.state_dir = process.state_dir
+        self.state_dir: str = process.state_dir if process is not None else server.state_dir
+        self.cluster_id: str = self.env["cluster_id"]
+
+    @functools.cached_property
+    def cloud(self) -> Any:
+        """The collection's CloudStack client, polling jobs fast as the sim runs them."""
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
+
+        return CloudStackClient(CloudStackOptions(api_url=self.env["cloudstack_endpoint"],
+                                                  api_key=self.env["cloudstack_key"],
+                                                  api_secret=self.env["cloudstack_secret"], poll_interval=0.02))
+
+    @functools.cached_property
+    def kube(self) -> Any:
+        """The collection's Kubernetes client for the first cluster (closed by ``close``)."""
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
+
+        return KubeClient.connect(KubeOptions(kubeconfig=self.env["kubeconfig"]))
+
+    @functools.cached_property
+    def loader(self) -> Any:
+        from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
+
+        return ClusterLoader(self.cloud, self.kube)
+
+    def close(self) -> None:
+        if "kube" in self.__dict__:
+            self.kube.close()
+
+    # -- its clusters, as modules and playbooks reach them -------------------------------------------
 
     def cluster(self, name: Optional[str] = None) -> dict[str, Any]:
         """env.json's entry of a cluster ({id, name, kubeconfig, etcd}); the first one by default."""
@@ -170,16 +203,8 @@ class ClusterSim(harness.SimHandle):
             return clusters[0]
         return next(c for c in clusters if name in (c["name"], c["id"]))
 
-    def cloud_client(self) -> Any:
-        """The collection's CloudStack client, pointed at this sim (for setting up and reading back)."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
-
-        return CloudStackClient(CloudStackOptions(api_url=self.env["cloudstack_endpoint"],
-                                                  api_key=self.env["cloudstack_key"],
-                                                  api_secret=self.env["cloudstack_secret"]))
-
     def kube_client(self, cluster: Optional[str] = None) -> Any:
-        """The collection's Kubernetes client for one cluster of this sim; close it when done."""
+        """A Kubernetes client of its own for one cluster of this sim; close it when done."""
         from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
 
         return KubeClient.connect(KubeOptions(kubeconfig=self.cluster(cluster)["kubeconfig"]))
@@ -207,29 +232,116 @@ class ClusterSim(harness.SimHandle):
             "kubeconfig": self.cluster(cluster)["kubeconfig"],
         }
 
+    # -- reading the first cluster through the collection's code ---------------------------------------
+
+    def view(self) -> Any:
+        return self.loader.load(self.cluster_id)
+
+    def offering_id(self, name: str) -> str:
+        return next(o.id for o in self.view().offerings.values() if o.name == name)
+
+    def group_id(self, name: str) -> str:
+        return next(g.id for g in self.view().affinity_groups.values() if g.name == name)
+
+    def names(self, node_type: str) -> list[str]:
+        return sorted(n.name for n in self.view().nodes_of(node_type))
+
+    def etcd_endpoints(self) -> dict[str, Any]:
+        """Module-style etcd options for the first cluster's members."""
+        return etcd_options(self.env)
+
+    # -- running the collection's node cycle and release directly --------------------------------------
+
+    def cycle(self, nodes: list[str], settings: Any, etcd: bool = False, lock: Any = None,
+              batch_timeout: float = 120, options: Optional[dict[str, Any]] = None, **drain: Any) -> Any:
+        """One batch through ``BatchCycle`` with fast polling; returns the BatchResult.
+
+        ``options``: more ``CycleOptions`` fields (``validation``, ``exclude_from_load_balancers``, ...).
+        """
+        from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
+        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import etcd_check_for
+
+        cycle_options = CycleOptions(
+            batch_timeout=batch_timeout, poll_interval=0.05,
+            drain=DrainOptions(**dict({"delete_emptydir_data": True, "eviction_retry_interval": 0.05,
+                                       "poll_interval": 0.05}, **drain)), **(options or {}))
+        check = etcd_check_for(self.etcd_endpoints()) if etcd else None
+        return BatchCycle(self.cloud, self.kube, self.loader, self.cluster_id, settings, nodes,
+                          options=cycle_options, etcd_check=check, lock=lock).run()
+
+    def release(self, last_error: Optional[str] = None, skipped: Any = None, lock: Any = None) -> Any:
+        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release
+        from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
+
+        return Release(self.cloud, self.kube, self.loader, self.cluster_id, RecordStore(self.kube),
+                       lock).run(last_error=last_error, skipped=skipped)
+
+
+Handle = TypeVar("Handle", bound=ClusterSim)
+
 
 @contextlib.contextmanager
-def running_sim(spec: str, state_dir: Optional[str] = None, ready_timeout: float = 120) -> Iterator[ClusterSim]:
-    """Start ``cks-sim serve`` for ``spec`` (a path, or a file name under tests/integration/specs
-    or tests/sim/examples) and stop it afterwards."""
-    spec_path = _spec_path(spec)
+def start_sim(spec: Union[str, dict[str, Any]] = "small.yml", in_process: bool = True, etcd: bool = True,
+              time_scale: Optional[float] = None, state_dir: Optional[str] = None,
+              handle: Callable[..., Handle] = ClusterSim, ready_timeout: float = 120,
+              kube_backend: Optional[str] = None, **overrides: Any) -> Iterator[Handle]:
+    """The one way a test starts cks-sim: ``spec`` (a file under tests/integration/specs or
+    tests/sim/examples, a path, or a raw spec dict) in this process (``in_process``: its objects at hand,
+    real etcd members unless ``etcd`` is False, ``time_scale`` 0.01 unless given, top-level ``overrides``)
+    or as ``cks-sim serve`` (the spec file as it is, ``time_scale`` when given). ``kube_backend``: "memory"
+    (cks-sim's own Kubernetes API) or "real" (a real control plane), by default CKS_SIM_KUBE's. Yields ``handle`` (a
+    ``ClusterSim`` or a subclass) for it; stops the sim and removes a state directory it made after."""
     own_dir = state_dir is None
     state_dir = state_dir or tempfile.mkdtemp(prefix="cks-sim-")
     try:
-        with harness.SimProcess.start(spec_path, state_dir, ready_timeout=ready_timeout) as process:
-            yield ClusterSim(process)
+        if in_process:
+            raw = load_raw_spec(spec, time_scale if time_scale is not None else 0.01) if isinstance(spec, str) \
+                else copy.deepcopy(spec)
+            raw.update(copy.deepcopy(overrides))
+            with harness.InProcessSim.start(raw, state_dir, etcd=etcd, kube=kube_backend) as sim:
+                started = handle(sim.env, server=sim.server)
+                try:
+                    yield started
+                finally:
+                    started.close()
+        else:
+            if overrides or not etcd or not isinstance(spec, str):
+                raise ValueError("cks-sim serve runs a spec file as it is: no overrides, no etcd=False, no spec dict")
+            args = (("--time-scale", str(time_scale)) if time_scale is not None else ()) + \
+                (("--kube", kube_backend) if kube_backend else ())
+            with harness.SimProcess.start(_spec_path(spec), state_dir, *args, ready_timeout=ready_timeout) as process:
+                started = handle(process.env, process=process)
+                try:
+                    yield started
+                finally:
+                    started.close()
     finally:
         if own_dir:
             shutil.rmtree(state_dir, ignore_errors=True)
 
 
+def running_sim(spec: str, state_dir: Optional[str] = None, ready_timeout: float = 120) -> contextlib.AbstractContextManager[ClusterSim]:
+    """``start_sim`` out of process: ``cks-sim serve`` for ``spec`` (its timings as the file has them)."""
+    return start_sim(spec, in_process=False, state_dir=state_dir, ready_timeout=ready_timeout)
+
+
+def load_raw_spec(name: str, time_scale: float = 0.01) -> dict[str, Any]:
+    """A spec file under specs/ or tests/sim/examples as a raw dict, at ``time_scale``."""
+    with open(_spec_path(name), encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh)
+    raw["time_scale"] = time_scale
+    return raw
+
+
 def _spec_path(spec: str) -> str:
-    if os.path.isabs(spec) or os.path.exists(spec):
-        return os.path.abspath(spec)
-    for folder in (SPECS, os.path.join(ROOT, "tests", "sim", "examples")):
+    for folder in (SPECS, harness.EXAMPLES):
         candidate = os.path.join(folder, spec)
         if os.path.exists(candidate):
             return candidate
+    if os.path.isabs(spec) or os.path.exists(spec):
+        return os.path.abspath(spec)
     raise FileNotFoundError(spec)
 
 

@@ -1,8 +1,8 @@
-"""In-process cks-sims for the integration tests, with the collection's real clients pointed at them
-(the fixtures that start them are in conftest.py: ``cycle_sim``, ``rollout_sim``, ``module_rollout_sim``).
+"""The rollout playbook run against an in-process cks-sim, and the judging of the cluster after it;
+the fixtures that start sims are in conftest.py (``cycle_sim``, ``rollout_sim``, ``module_rollout_sim``),
+the one handle and the one way to start a sim in helpers.py (``ClusterSim``, ``start_sim``).
 
-``CycleSim`` (node cycle and release tests): ``cks_sim.harness.SimHandle`` (admin API, journals,
-faults, ``cs`` client) plus the collection's clients and one batch or release run directly:
+``cycle_sim`` gives the handle itself (node cycle and release tests):
 
     def test_x(cycle_sim):
         sim = cycle_sim("small.yml")                   # a file under specs/ or tests/sim/examples
@@ -11,8 +11,8 @@ faults, ``cs`` client) plus the collection's clients and one batch or release ru
         sim.fault(kind="pdb_block", namespace="default", name="web")
         sim.timeline(), sim.calls(), sim.invariants()  # the admin API's journals
 
-``RolloutSim``: a CycleSim that runs the whole playbooks/rollout.yml through ansible-playbook and
-judges the cluster after it:
+``rollout_sim`` gives a ``RolloutSim``: the handle, also running the whole playbooks/rollout.yml
+through ansible-playbook and judging the cluster after it:
 
     def test_x(rollout_sim):
         sim = rollout_sim("small.yml")                 # in-process cks-sim, real etcd, fast timings
@@ -27,97 +27,15 @@ conftest shadows.
 from __future__ import annotations
 
 import contextlib
-import copy
+import functools
 import os
 from typing import Any, Callable, Iterator, Optional, Union
 
 import pytest
-import yaml
-from cks_sim.harness import EXAMPLES, InProcessSim, SimHandle
-from helpers import etcd_options, sim_rollout_vars
+from helpers import ClusterSim, sim_rollout_vars, start_sim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SPEC_DIRS = (os.path.join(HERE, "specs"), EXAMPLES)
-
-
-def load_raw_spec(name: str, time_scale: float = 0.01) -> dict[str, Any]:
-    """A spec file under specs/ or tests/sim/examples as a raw dict, at ``time_scale``."""
-    for folder in SPEC_DIRS:
-        path = os.path.join(folder, name)
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as fh:
-                raw = yaml.safe_load(fh)
-            raw["time_scale"] = time_scale
-            return raw
-    raise FileNotFoundError(name)
-
-
-class CycleSim(SimHandle):
-    """A running in-process cks-sim (the harness's handle: admin API, journals, faults) with the
-    collection's clients pointed at it."""
-
-    def __init__(self, server: Any) -> None:
-        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
-        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
-        from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
-
-        super().__init__(server.env, server)
-        self.cluster_id: str = self.env["cluster_id"]
-        self.cloud = CloudStackClient(CloudStackOptions(
-            api_url=self.env["cloudstack_endpoint"], api_key=self.env["cloudstack_key"],
-            api_secret=self.env["cloudstack_secret"], poll_interval=0.02))
-        self.kube = KubeClient.connect(KubeOptions(kubeconfig=self.env["kubeconfig"]))
-        self.loader = ClusterLoader(self.cloud, self.kube)
-
-    # -- reading the cluster ---------------------------------------------------------------------
-
-    def view(self) -> Any:
-        return self.loader.load(self.cluster_id)
-
-    def offering_id(self, name: str) -> str:
-        return next(o.id for o in self.view().offerings.values() if o.name == name)
-
-    def group_id(self, name: str) -> str:
-        return next(g.id for g in self.view().affinity_groups.values() if g.name == name)
-
-    def names(self, node_type: str) -> list[str]:
-        return sorted(n.name for n in self.view().nodes_of(node_type))
-
-    def etcd_endpoints(self) -> dict[str, Any]:
-        """Module-style etcd options for the first cluster's members."""
-        return etcd_options(self.env)
-
-    # -- running the collection's node cycle and release directly ------------------------------
-
-    def cycle(self, nodes: list[str], settings: Any, etcd: bool = False, lock: Any = None,
-              batch_timeout: float = 120, options: Optional[dict[str, Any]] = None, **drain: Any) -> Any:
-        """One batch through ``BatchCycle`` with fast polling; returns the BatchResult.
-
-        ``options``: more ``CycleOptions`` fields (``validation``, ``exclude_from_load_balancers``, ...).
-        """
-        from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
-        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.batch import BatchCycle
-        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import CycleOptions
-        from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle import etcd_check_for
-
-        cycle_options = CycleOptions(
-            batch_timeout=batch_timeout, poll_interval=0.05,
-            drain=DrainOptions(**dict({"delete_emptydir_data": True, "eviction_retry_interval": 0.05,
-                                       "poll_interval": 0.05}, **drain)), **(options or {}))
-        check = etcd_check_for(self.etcd_endpoints()) if etcd else None
-        return BatchCycle(self.cloud, self.kube, self.loader, self.cluster_id, settings, nodes,
-                          options=cycle_options, etcd_check=check, lock=lock).run()
-
-    def release(self, last_error: Optional[str] = None, skipped: Any = None, lock: Any = None) -> Any:
-        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release
-        from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
-
-        return Release(self.cloud, self.kube, self.loader, self.cluster_id, RecordStore(self.kube),
-                       lock).run(last_error=last_error, skipped=skipped)
-
-    def close(self) -> None:
-        self.kube.close()
 
 
 # --- RolloutSim: the whole playbooks/rollout.yml through ansible-playbook ---------------------------
@@ -144,11 +62,11 @@ class RolloutRun:
         return f"--- rc {self.rc}\n--- stdout\n{self.stdout[-12000:]}\n--- stderr\n{self.stderr[-4000:]}"
 
 
-class RolloutSim(CycleSim):
-    """A CycleSim that also runs the rollout playbook and judges the cluster after it."""
+class RolloutSim(ClusterSim):
+    """The sim's handle (``ClusterSim``) that also runs the rollout playbook and judges the cluster after it."""
 
-    def __init__(self, server: Any, work_dir: str) -> None:
-        super().__init__(server)
+    def __init__(self, env: dict[str, Any], server: Any = None, process: Any = None, work_dir: str = "") -> None:
+        super().__init__(env, server=server, process=process)
         self.work_dir = work_dir
         self.runs = 0
 
@@ -280,7 +198,7 @@ def rerun_converges(sim: RolloutSim, allowed: Callable[[dict[str, Any]], bool] =
     return status
 
 
-def named_worker(sim: CycleSim, text: str) -> str:
+def named_worker(sim: ClusterSim, text: str) -> str:
     """The one worker a message names."""
     named = [n for n in sim.names("worker") if n in text.lower()]
     assert len(named) == 1, text
@@ -289,34 +207,28 @@ def named_worker(sim: CycleSim, text: str) -> str:
 
 # --- starting them (the fixtures' factories) --------------------------------------------------------
 
-def cycle_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., CycleSim]]:
-    """Yields ``start(spec="small.yml", etcd=True)`` -> CycleSim; every sim started is stopped after."""
+def cycle_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ClusterSim]]:
+    """Yields ``start(spec="small.yml", etcd=True)`` -> ClusterSim (``start_sim`` in process); every sim
+    started is stopped after."""
     with contextlib.ExitStack() as started:
 
-        def start(spec: Union[str, dict[str, Any]] = "small.yml", etcd: bool = True) -> CycleSim:
-            raw = load_raw_spec(spec) if isinstance(spec, str) else copy.deepcopy(spec)
-            sim = started.enter_context(InProcessSim.start(raw, str(tmp_path_factory.mktemp("cycle-sim")), etcd=etcd))
-            handle = CycleSim(sim.server)
-            started.callback(handle.close)
-            return handle
+        def start(spec: Union[str, dict[str, Any]] = "small.yml", etcd: bool = True) -> ClusterSim:
+            return started.enter_context(start_sim(spec, etcd=etcd, state_dir=str(tmp_path_factory.mktemp("cycle-sim"))))
 
         yield start
 
 
 def rollout_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RolloutSim]]:
     """Yields ``start(spec="small.yml", etcd=True, time_scale=0.01, kube_backend=None, **top_level)`` ->
-    RolloutSim (``kube_backend="real"``: a real control plane, see cks_sim.real_kube); every sim started
-    is stopped after."""
+    RolloutSim (``start_sim`` in process; ``kube_backend="real"``: a real control plane, see
+    cks_sim.real_kube); every sim started is stopped after."""
     with contextlib.ExitStack() as started:
 
         def start(spec: Union[str, dict[str, Any]] = "small.yml", etcd: bool = True, time_scale: float = 0.01,
                   kube_backend: Optional[str] = None, **overrides: Any) -> RolloutSim:
-            raw = load_raw_spec(spec, time_scale) if isinstance(spec, str) else copy.deepcopy(spec)
-            raw.update(copy.deepcopy(overrides))
-            sim = started.enter_context(InProcessSim.start(raw, str(tmp_path_factory.mktemp("rollout-sim")), etcd=etcd,
-                                                           kube=kube_backend))
-            handle = RolloutSim(sim.server, str(tmp_path_factory.mktemp("rollout-run")))
-            started.callback(handle.close)
-            return handle
+            handle = functools.partial(RolloutSim, work_dir=str(tmp_path_factory.mktemp("rollout-run")))
+            return started.enter_context(start_sim(spec, etcd=etcd, time_scale=time_scale, kube_backend=kube_backend,
+                                                   state_dir=str(tmp_path_factory.mktemp("rollout-sim")),
+                                                   handle=handle, **overrides))
 
         yield start

@@ -17,8 +17,7 @@ from collections import Counter
 from typing import Any, Callable
 
 import pytest
-from helpers import ClusterSim, run_module, running_sim
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec, run_module, running_sim
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog
@@ -35,7 +34,7 @@ CATALOG = ("listServiceOfferings", "listDiskOfferings", "listAffinityGroups")
 
 def catalog_of(sim: ClusterSim) -> dict[str, Any]:
     """The catalog as the plan hands it to the batches (read here, before the batch is counted)."""
-    cloud = sim.cloud_client()
+    cloud = sim.cloud
     return Catalog.listed(cloud.list("listServiceOfferings"), cloud.list("listDiskOfferings"),
                           cloud.list("listAffinityGroups", listall=True)).to_dict()
 
@@ -114,7 +113,7 @@ def test_a_batch_reads_only_what_its_changes_need() -> None:
 
 
 def test_an_offering_change_still_reads_the_root_volume_and_refuses_a_storage_misfit_before_the_cordon(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     # The volume is skipped only where no change needs it: an offering change needs its pool, as
     # changeServiceForVirtualMachine refuses, once the VM is stopped, a local-storage offering for a
     # ROOT volume on shared storage (VirtualMachineManagerImpl.checkIfNewOfferingStorageScopeMatchesStoragePool).

@@ -13,7 +13,7 @@ import shutil
 from typing import Any, Callable
 
 import pytest
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import EtcdClient
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import EtcdExecClient, quorum_client
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(not (os.path.exists("/usr/bin/etcd") and shutil.
                                 reason="Debian etcd-server and etcd-client not installed")
 
 
-def exec_cycle(sim: CycleSim, nodes: list[str], settings: Settings) -> Any:
+def exec_cycle(sim: ClusterSim, nodes: list[str], settings: Settings) -> Any:
     """One batch whose etcd check is chosen by the module's own rule with no etcd option given."""
     check = etcd_check_for({}, sim.kube)
     options = CycleOptions(batch_timeout=120, poll_interval=0.05, drain=DrainOptions(
@@ -40,11 +40,11 @@ def exec_cycle(sim: CycleSim, nodes: list[str], settings: Settings) -> Any:
                       etcd_check=check).run()
 
 
-def execs(sim: CycleSim) -> list[dict[str, Any]]:
+def execs(sim: ClusterSim) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("resource") == "pods/exec"]
 
 
-def stops(sim: CycleSim) -> list[dict[str, Any]]:
+def stops(sim: ClusterSim) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"]
 
 
@@ -55,14 +55,14 @@ def with_controls(count: int) -> dict[str, Any]:
 
 
 def test_without_etcd_options_the_exec_path_is_chosen_and_explicit_endpoints_win(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     assert isinstance(quorum_client({}, sim.kube), EtcdExecClient)
     assert isinstance(quorum_client(sim.etcd_endpoints(), sim.kube), EtcdClient)
     assert quorum_client({}, None) is None
 
 
-def test_verdict_through_exec_equals_the_direct_http_verdict(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_verdict_through_exec_equals_the_direct_http_verdict(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     controls = sim.names("control")
     by_exec = EtcdExecClient(sim.kube).check(going_down=[controls[0]])
@@ -79,7 +79,7 @@ def test_verdict_through_exec_equals_the_direct_http_verdict(cycle_sim: Callable
 
 
 @pytest.mark.parametrize("count", [3, 5])
-def test_control_plane_rolls_one_at_a_time_through_exec_only(cycle_sim: Callable[..., CycleSim], count: int) -> None:
+def test_control_plane_rolls_one_at_a_time_through_exec_only(cycle_sim: Callable[..., ClusterSim], count: int) -> None:
     sim = cycle_sim(with_controls(count))
     controls = sim.names("control")
     assert len(controls) == count
@@ -98,7 +98,7 @@ def test_control_plane_rolls_one_at_a_time_through_exec_only(cycle_sim: Callable
 
 
 def test_a_member_killed_while_its_vm_runs_goes_first_and_blocks_the_others(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     controls = sim.names("control")
     vm_names = {n.name: n.vm_name for n in sim.view().nodes}
@@ -124,7 +124,7 @@ def test_a_member_killed_while_its_vm_runs_goes_first_and_blocks_the_others(
     assert sim.invariants() == []
 
 
-def test_quorum_about_to_be_lost_is_refused_before_anything_changes(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_quorum_about_to_be_lost_is_refused_before_anything_changes(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(with_controls(5))
     controls = sim.names("control")
     vm_names = {n.name: n.vm_name for n in sim.view().nodes}
@@ -139,7 +139,7 @@ def test_quorum_about_to_be_lost_is_refused_before_anything_changes(cycle_sim: C
     assert stops(sim) == []
 
 
-def test_the_pod_of_a_node_that_is_down_is_passed_over(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_the_pod_of_a_node_that_is_down_is_passed_over(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     controls = sim.names("control")
     vm = next(n for n in sim.view().nodes if n.name == controls[0])
@@ -157,7 +157,7 @@ def test_the_pod_of_a_node_that_is_down_is_passed_over(cycle_sim: Callable[..., 
     assert f"etcd-{controls[0]}" in failed.value.msg and "error dialing backend" in failed.value.msg
 
 
-def test_etcdctl_errors_and_no_pods_are_named(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_etcdctl_errors_and_no_pods_are_named(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     with pytest.raises(EtcdError) as failed:
         EtcdExecClient(sim.kube).members(avoid=sim.names("control"))
@@ -171,12 +171,12 @@ def test_etcdctl_errors_and_no_pods_are_named(cycle_sim: Callable[..., CycleSim]
 # --- before the lock: the plan says how etcd will be checked ----------------------------------
 
 
-def plan_of(sim: CycleSim, **params: Any) -> dict[str, Any]:
+def plan_of(sim: ClusterSim, **params: Any) -> dict[str, Any]:
     session = ClusterSession.of(dict(params, cluster=sim.cluster_id), sim.cloud, sim.kube)
     return node_outdated(session, dict(params, cluster=sim.cluster_id))
 
 
-def test_the_plan_says_per_node_type_how_etcd_is_checked(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_the_plan_says_per_node_type_how_etcd_is_checked(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     controls = {"node_offerings": {"control": "cks-large"}}
     by_exec = plan_of(sim, **controls)
@@ -192,7 +192,7 @@ def test_the_plan_says_per_node_type_how_etcd_is_checked(cycle_sim: Callable[...
     assert given["etcd_checks"]["control"] == ENDPOINTS and given["etcd_check_refusal"] is None
 
 
-def test_a_killed_member_is_planned_first_through_exec(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_killed_member_is_planned_first_through_exec(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     controls = sim.names("control")
     vm_names = {n.name: n.vm_name for n in sim.view().nodes}
@@ -202,7 +202,7 @@ def test_a_killed_member_is_planned_first_through_exec(cycle_sim: Callable[..., 
     assert plan["hosts"][0] == controls[2]
 
 
-def test_external_etcd_nodes_take_the_given_endpoints_over_the_check_pod(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_external_etcd_nodes_take_the_given_endpoints_over_the_check_pod(cycle_sim: Callable[..., ClusterSim]) -> None:
     """CKS 4.22 starts external etcd as a systemd unit on plain HTTP (etcd-node.yml: --listen-client-urls
     http://<node ip>:2379): no pod to exec into. Without endpoints a short-lived pod on a control
     node asks it (tests/integration/test_etcd_pod.py); given endpoints win, over plain HTTP."""

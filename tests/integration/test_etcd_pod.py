@@ -14,7 +14,7 @@ import shutil
 from typing import Any, Callable
 
 import pytest
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import EtcdClient
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import EtcdExecClient
@@ -45,16 +45,16 @@ def check_pods(kube: Any) -> list[dict[str, Any]]:
     return list(kube.list_labelled_pods("kube-system", "app.kubernetes.io/component=etcd-check"))
 
 
-def pod_calls(sim: CycleSim, verb: str) -> list[dict[str, Any]]:
+def pod_calls(sim: ClusterSim, verb: str) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("resource") == "pods"
             and c.get("verb") == verb and c.get("namespace") == "kube-system"]
 
 
-def stops(sim: CycleSim) -> list[dict[str, Any]]:
+def stops(sim: ClusterSim) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"]
 
 
-def etcd_cycle(sim: CycleSim, nodes: list[str], settings: Settings) -> Any:
+def etcd_cycle(sim: ClusterSim, nodes: list[str], settings: Settings) -> Any:
     """One batch whose etcd check is chosen by the module's own rule with no etcd option given."""
     options = CycleOptions(batch_timeout=180, poll_interval=0.05, drain=DrainOptions(
         delete_emptydir_data=True, eviction_retry_interval=0.05, poll_interval=0.05))
@@ -62,7 +62,7 @@ def etcd_cycle(sim: CycleSim, nodes: list[str], settings: Settings) -> Any:
                       etcd_check=etcd_check_for({}, sim.kube, external_etcd=True)).run()
 
 
-def plan_of(sim: CycleSim, kube: Any = None, **params: Any) -> dict[str, Any]:
+def plan_of(sim: ClusterSim, kube: Any = None, **params: Any) -> dict[str, Any]:
     session = ClusterSession.of(dict(params, cluster=sim.cluster_id), sim.cloud, kube or sim.kube)
     return node_outdated(session, dict(params, cluster=sim.cluster_id))
 
@@ -73,7 +73,7 @@ def with_rules(rules: list[dict[str, Any]]) -> dict[str, Any]:
     return raw
 
 
-def restricted_kube(sim: CycleSim, tmp_path: Any) -> KubeClient:
+def restricted_kube(sim: ClusterSim, tmp_path: Any) -> KubeClient:
     import yaml  # noqa: PLC0415 - only the RBAC test writes a kubeconfig
 
     with open(sim.env["kubeconfig"], encoding="utf-8") as fh:
@@ -85,7 +85,7 @@ def restricted_kube(sim: CycleSim, tmp_path: Any) -> KubeClient:
 
 
 def test_the_pod_path_is_chosen_for_external_etcd_and_explicit_endpoints_win(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(SPEC)
     assert isinstance(quorum_client({}, sim.kube, external_etcd=True), EtcdPodClient)
     assert isinstance(quorum_client({}, sim.kube, external_etcd=False), EtcdExecClient)
@@ -93,7 +93,7 @@ def test_the_pod_path_is_chosen_for_external_etcd_and_explicit_endpoints_win(
 
 
 def test_the_pods_verdict_equals_the_direct_http_verdict_and_the_pod_is_deleted(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(SPEC)
     etcd = sim.names("etcd")
     control = sim.names("control")[0]
@@ -113,7 +113,7 @@ def test_the_pods_verdict_equals_the_direct_http_verdict_and_the_pod_is_deleted(
     assert check_pods(sim.kube) == []
 
 
-def test_external_etcd_nodes_roll_one_at_a_time_with_no_etcd_options(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_external_etcd_nodes_roll_one_at_a_time_with_no_etcd_options(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(SPEC)
     etcd = sim.names("etcd")
     assert len(etcd) == 3
@@ -131,7 +131,7 @@ def test_external_etcd_nodes_roll_one_at_a_time_with_no_etcd_options(cycle_sim: 
 
 
 def test_a_member_killed_while_its_vm_runs_goes_first_and_blocks_the_others(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(SPEC)
     etcd = sim.names("etcd")
     vm_names = {n.name: n.vm_name for n in sim.view().nodes}
@@ -157,7 +157,7 @@ def test_a_member_killed_while_its_vm_runs_goes_first_and_blocks_the_others(
     assert check_pods(sim.kube) == []
 
 
-def test_quorum_about_to_be_lost_is_refused_before_anything_changes(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_quorum_about_to_be_lost_is_refused_before_anything_changes(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(SPEC)
     etcd = sim.names("etcd")
     vm_names = {n.name: n.vm_name for n in sim.view().nodes}
@@ -171,7 +171,7 @@ def test_quorum_about_to_be_lost_is_refused_before_anything_changes(cycle_sim: C
 
 
 def test_the_pod_on_a_control_node_that_is_down_is_passed_over_and_the_pod_deleted(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(SPEC)
     controls = sim.names("control")
     vm = next(n for n in sim.view().nodes if n.name == controls[0])
@@ -186,7 +186,7 @@ def test_the_pod_on_a_control_node_that_is_down_is_passed_over_and_the_pod_delet
     assert check_pods(sim.kube) == [] and client.left_behind == []
 
 
-def test_a_node_without_the_etcd_image_is_named(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_node_without_the_etcd_image_is_named(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(SPEC)
     controls = sim.names("control")
     world = sim.server.sim.kube[sim.cluster_id]
@@ -213,7 +213,7 @@ RUN_POD = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delet
            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"], "namespace": "kube-system"}]
 
 
-def test_without_pods_create_the_plan_refuses_before_the_lock(cycle_sim: Callable[..., CycleSim], tmp_path: Any) -> None:
+def test_without_pods_create_the_plan_refuses_before_the_lock(cycle_sim: Callable[..., ClusterSim], tmp_path: Any) -> None:
     sim = cycle_sim(with_rules(POD_RULES))
     kube = restricted_kube(sim, tmp_path)
     try:
@@ -232,7 +232,7 @@ def test_without_pods_create_the_plan_refuses_before_the_lock(cycle_sim: Callabl
 
 
 def test_with_exactly_the_pod_verbs_the_plan_asks_etcd_through_the_pod(
-        cycle_sim: Callable[..., CycleSim], tmp_path: Any) -> None:
+        cycle_sim: Callable[..., ClusterSim], tmp_path: Any) -> None:
     sim = cycle_sim(with_rules(POD_RULES + RUN_POD))
     kube = restricted_kube(sim, tmp_path)
     try:

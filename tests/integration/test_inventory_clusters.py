@@ -20,7 +20,7 @@ from cs import CloudStack
 
 from cks_sim.harness import InProcessSim, SimHandle
 
-from in_process_sims import ROOT, load_raw_spec
+from helpers import ROOT, load_raw_spec
 
 ANSIBLE_INVENTORY = os.path.join(ROOT, ".venv", "bin", "ansible-inventory")
 ANSIBLE = os.path.join(ROOT, ".venv", "bin", "ansible")

@@ -15,10 +15,10 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 
-def _node_watch(sim: CycleSim, deadline: Deadline) -> NodeWatch:
+def _node_watch(sim: ClusterSim, deadline: Deadline) -> NodeWatch:
     """A batch's shared watch, started from a list of the nodes as the batch's view is."""
     listed = sim.kube.list_nodes_at()
     watch = NodeWatch.for_batch(sim.kube, deadline, {n["metadata"]["name"]: n for n in listed.items},
@@ -34,18 +34,18 @@ def _labelled(value: str) -> Callable[[Optional[dict[str, Any]]], Optional[dict[
     return check
 
 
-def _label_later(sim: CycleSim, node: str, value: str, after: float = 0.3) -> threading.Timer:
+def _label_later(sim: ClusterSim, node: str, value: str, after: float = 0.3) -> threading.Timer:
     timer = threading.Timer(after, sim.kube.patch_node, args=(node, {"metadata": {"labels": {"watched": value}}}))
     timer.start()
     return timer
 
 
-def _watches(sim: CycleSim, resource: str = "nodes") -> list[dict[str, Any]]:
+def _watches(sim: ClusterSim, resource: str = "nodes") -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("verb") == "watch"
             and c.get("resource") == resource]
 
 
-def test_a_dropped_stream_is_watched_again_from_the_last_version(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_dropped_stream_is_watched_again_from_the_last_version(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     node = sim.names("worker")[0]
     # The stream is cut when the awaited event would be sent: it is only seen after the reconnect.
@@ -60,7 +60,7 @@ def test_a_dropped_stream_is_watched_again_from_the_last_version(cycle_sim: Call
     assert len(watches) == 2
 
 
-def test_a_410_lists_again_and_goes_on(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_410_lists_again_and_goes_on(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     node = sim.names("worker")[1]
     sim.fault(kind="watch_expired", resource="nodes", count=1)
@@ -74,7 +74,7 @@ def test_a_410_lists_again_and_goes_on(cycle_sim: Callable[..., CycleSim]) -> No
     assert 1 <= len(_watches(sim)) <= 2
 
 
-def test_a_compacted_cache_is_a_410_too(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_compacted_cache_is_a_410_too(cycle_sim: Callable[..., ClusterSim]) -> None:
     raw = load_raw_spec("small.yml")
     raw["kube"] = {"watch_cache_size": 2}
     sim = cycle_sim(raw, etcd=False)
@@ -97,7 +97,7 @@ def test_a_compacted_cache_is_a_410_too(cycle_sim: Callable[..., CycleSim]) -> N
     assert sim.kube.watcher.log.relists_after_gone == 1
 
 
-def test_the_deadline_is_kept_while_watching(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_the_deadline_is_kept_while_watching(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     node = sim.names("worker")[2]
     started = time.monotonic()
@@ -112,7 +112,7 @@ def test_the_deadline_is_kept_while_watching(cycle_sim: Callable[..., CycleSim])
     assert 1 <= len(_watches(sim)) <= 2
 
 
-def test_a_server_without_watch_is_polled(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_server_without_watch_is_polled(cycle_sim: Callable[..., ClusterSim]) -> None:
     raw = load_raw_spec("small.yml")
     raw["kube"] = {"watch": False}
     sim = cycle_sim(raw, etcd=False)
@@ -127,7 +127,7 @@ def test_a_server_without_watch_is_polled(cycle_sim: Callable[..., CycleSim]) ->
 
 
 @pytest.mark.parametrize("watch", [True, False], ids=["watch", "poll"])
-def test_a_batch_converges_and_counts_its_kubernetes_calls(cycle_sim: Callable[..., CycleSim], watch: bool,
+def test_a_batch_converges_and_counts_its_kubernetes_calls(cycle_sim: Callable[..., ClusterSim], watch: bool,
                                                            record_property: Any) -> None:
     raw = load_raw_spec("small.yml")
     raw["invariants"] = {"max_unavailable": {"control": 1, "etcd": 1, "worker": 2}}
@@ -180,7 +180,7 @@ def test_a_rollout_converges_through_dropped_and_expired_watches(rollout_sim: Ca
     assert "watch_expired" not in fired
 
 
-def test_one_shared_watch_serves_the_waits_of_several_nodes(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_one_shared_watch_serves_the_waits_of_several_nodes(cycle_sim: Callable[..., ClusterSim]) -> None:
     """Three threads wait on three nodes through one watch: one stream, from the list it was given."""
     sim = cycle_sim("small.yml", etcd=False)
     nodes = sim.names("worker")[:3]
@@ -206,7 +206,7 @@ def test_one_shared_watch_serves_the_waits_of_several_nodes(cycle_sim: Callable[
     assert watch.nodes_after({nodes[0]: written["metadata"]["resourceVersion"]}) is None  # stopped: list instead
 
 
-def test_a_shared_watch_rides_out_a_drop_and_a_410_for_every_node(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_shared_watch_rides_out_a_drop_and_a_410_for_every_node(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     first, second = sim.names("worker")[:2]
     # The first stream is refused with a 410 (it takes one drop fault too, unused); the one after
@@ -231,7 +231,7 @@ def test_a_shared_watch_rides_out_a_drop_and_a_410_for_every_node(cycle_sim: Cal
     assert not sim.admin("GET", "/faults")  # every fault fired
 
 
-def test_a_deadline_reached_while_the_shared_watch_waits(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_deadline_reached_while_the_shared_watch_waits(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     node = sim.names("worker")[0]
     watch = _node_watch(sim, Deadline(20))
@@ -247,7 +247,7 @@ def test_a_deadline_reached_while_the_shared_watch_waits(cycle_sim: Callable[...
     assert len(_watches(sim)) == 1 and not [c for c in sim.calls() if c.get("verb") == "get" and c.get("name") == node]
 
 
-def test_a_stopped_shared_watch_ends_its_stream_at_once(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_stopped_shared_watch_ends_its_stream_at_once(cycle_sim: Callable[..., ClusterSim]) -> None:
     """The batch is done long before its deadline: its watch must not stay open (nor reconnect) until then."""
     sim = cycle_sim("small.yml", etcd=False)
     watch = _node_watch(sim, Deadline(600))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
@@ -22,14 +22,14 @@ def endpoint_on_first_control_node(start_seconds: float) -> dict[str, Any]:
     return raw
 
 
-def first_control_node(sim: CycleSim) -> str:
+def first_control_node(sim: ClusterSim) -> str:
     """The first control node CloudStack created (listVirtualMachines answers in creation order)."""
     vms = sim.cloud.list("listVirtualMachines", listall=True)
     return next(str(vm["name"]).lower() for vm in vms if "-control-" in str(vm["name"]))
 
 
 def test_the_restart_of_the_endpoint_node_is_ridden_out_by_reads_and_the_lock_renewal(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(endpoint_on_first_control_node(1000))
     node = first_control_node(sim)
     before = sim.view().node(node)
@@ -55,7 +55,7 @@ def test_the_restart_of_the_endpoint_node_is_ridden_out_by_reads_and_the_lock_re
     assert sim.invariants() == []
 
 
-def test_an_endpoint_down_past_the_batch_deadline_is_named_unreachable(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_an_endpoint_down_past_the_batch_deadline_is_named_unreachable(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(endpoint_on_first_control_node(3000))
     node = first_control_node(sim)
     lock = Lock(sim.kube, "refuse13b-endpoint", duration_seconds=3)

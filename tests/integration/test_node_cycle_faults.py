@@ -12,10 +12,10 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.drainer im
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 
-def node_events(sim: CycleSim, node: str) -> list[dict[str, Any]]:
+def node_events(sim: ClusterSim, node: str) -> list[dict[str, Any]]:
     return [e for e in sim.timeline() if e.get("node") == node]
 
 
@@ -23,11 +23,11 @@ def index(events: list[dict[str, Any]], **match: Any) -> int:
     return next(i for i, e in enumerate(events) if all(e.get(k) == v for k, v in match.items()))
 
 
-def large(sim: CycleSim) -> Settings:
+def large(sim: ClusterSim) -> Settings:
     return Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None))
 
 
-def test_a_stale_ready_with_the_old_boot_id_is_not_accepted(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_stale_ready_with_the_old_boot_id_is_not_accepted(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     old_boot = sim.view().node(node).boot_id
@@ -50,7 +50,7 @@ def test_a_stale_ready_with_the_old_boot_id_is_not_accepted(cycle_sim: Callable[
     assert sim.invariants() == []
 
 
-def test_a_node_cordoned_by_someone_else_stays_cordoned(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_node_cordoned_by_someone_else_stays_cordoned(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     sim.fault(kind="foreign_cordon", node=node)
@@ -76,14 +76,14 @@ def test_a_node_cordoned_by_someone_else_stays_cordoned(cycle_sim: Callable[...,
     assert sim.invariants() == []
 
 
-def node_with_pod(sim: CycleSim, prefix: str) -> str:
+def node_with_pod(sim: ClusterSim, prefix: str) -> str:
     for name in sim.names("worker"):
         if any(p["metadata"]["name"].startswith(prefix) for p in sim.kube.list_pods(name)):
             return name
     raise AssertionError(f"no worker runs a {prefix} pod")
 
 
-def test_a_pdb_that_never_allows_an_eviction_fails_the_drain(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_pdb_that_never_allows_an_eviction_fails_the_drain(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = node_with_pod(sim, "web-")
     sim.fault(kind="pdb_block", namespace="default", name="web")
@@ -102,7 +102,7 @@ def test_a_pdb_that_never_allows_an_eviction_fails_the_drain(cycle_sim: Callable
     assert sim.invariants() == []
 
 
-def test_a_start_refused_for_capacity_fails_at_the_start(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_start_refused_for_capacity_fails_at_the_start(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     vm_name = sim.view().node(node).vm_name
@@ -123,7 +123,7 @@ def test_a_start_refused_for_capacity_fails_at_the_start(cycle_sim: Callable[...
     assert sim.invariants() == []
 
 
-def test_a_rerun_after_a_failed_start_resumes_the_stopped_node(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_rerun_after_a_failed_start_resumes_the_stopped_node(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     before = sim.view().node(node)
@@ -145,7 +145,7 @@ def test_a_rerun_after_a_failed_start_resumes_the_stopped_node(cycle_sim: Callab
     assert sim.invariants() == []
 
 
-def test_a_rerun_first_uncordons_the_nodes_that_came_back(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_rerun_first_uncordons_the_nodes_that_came_back(cycle_sim: Callable[..., ClusterSim]) -> None:
     """A killed rollout left two restarted workers cordoned. The rerun's next batch takes the other
     two: unless the two that are back go into service first, the pods it evicts have nowhere to go
     and the PodDisruptionBudgets block the drain until the deadline (found by the kill-anywhere trials)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LOCK_NAME, NAMESPACE, Lock, held_lock
@@ -37,7 +37,7 @@ def _kind(call: dict[str, Any]) -> str:
     return f"{call.get('verb')} {call.get('resource') or call.get('path')}"
 
 
-def _batch(sim: CycleSim, nodes: list[str], handed_on: bool = True) -> tuple[Counter, list[dict[str, Any]]]:
+def _batch(sim: ClusterSim, nodes: list[str], handed_on: bool = True) -> tuple[Counter, list[dict[str, Any]]]:
     """One batch, its lock as the role hands it on (``handed_on``: the version the lease was left at)."""
     settings = Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None))
     taken = Lock(sim.kube, holder_identity=HOLDER).acquire()
@@ -62,7 +62,7 @@ def _batch(sim: CycleSim, nodes: list[str], handed_on: bool = True) -> tuple[Cou
     return Counter(_kind(c) for c in calls if "eviction" not in str(c.get("path") or "")), calls
 
 
-def test_one_node_batch_stays_within_its_kubernetes_calls(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_one_node_batch_stays_within_its_kubernetes_calls(cycle_sim: Callable[..., ClusterSim]) -> None:
     raw = load_raw_spec("small.yml")
     sim = cycle_sim(raw, etcd=False)
     node = sim.names("worker")[0]
@@ -86,7 +86,7 @@ def test_one_node_batch_stays_within_its_kubernetes_calls(cycle_sim: Callable[..
     assert first.get("name") == node
 
 
-def test_the_daemonsets_are_read_once_per_batch(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_the_daemonsets_are_read_once_per_batch(cycle_sim: Callable[..., ClusterSim]) -> None:
     raw = load_raw_spec("small.yml")
     raw["invariants"] = {"max_unavailable": {"control": 1, "etcd": 1, "worker": 2}}
     sim = cycle_sim(raw, etcd=False)
@@ -104,7 +104,7 @@ def test_the_daemonsets_are_read_once_per_batch(cycle_sim: Callable[..., CycleSi
     assert sum(kinds.values()) - kinds["get pods"] <= PER_NODE * len(nodes) + PER_BATCH + len(read), kinds
 
 
-def test_a_batch_with_no_version_handed_on_reads_the_lease_once(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_batch_with_no_version_handed_on_reads_the_lease_once(cycle_sim: Callable[..., ClusterSim]) -> None:
     """The rollout's first batch (or a direct call without lock_version): one read proves the lock
     held and the renewal replaces from it, no second read."""
     raw = load_raw_spec("small.yml")
@@ -113,7 +113,7 @@ def test_a_batch_with_no_version_handed_on_reads_the_lease_once(cycle_sim: Calla
     assert kinds["get leases"] == 1 and kinds["update leases"] == 1 and kinds["patch leases"] == 0, kinds
 
 
-def test_a_lease_written_since_is_read_and_the_batch_still_runs(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_lease_written_since_is_read_and_the_batch_still_runs(cycle_sim: Callable[..., ClusterSim]) -> None:
     """The version handed on is stale (someone labelled the lease meanwhile, its holder unchanged):
     the conditional write is refused with 409, the lease is read and judged still ours, and renewed."""
     raw = load_raw_spec("small.yml")
@@ -130,7 +130,7 @@ def test_a_lease_written_since_is_read_and_the_batch_still_runs(cycle_sim: Calla
     assert Lock(sim.kube).read().holder == HOLDER
 
 
-def test_a_five_node_batch_stays_within_its_kubernetes_calls(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_five_node_batch_stays_within_its_kubernetes_calls(cycle_sim: Callable[..., ClusterSim]) -> None:
     """The bench's batch of 5 (c3-w10-mu5): the batch's fixed calls once, the nodes' own five times."""
     raw = load_raw_spec("small.yml")
     raw["clusters"][0]["workers"] = 8

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import (
     LB_EXCLUSION_ANNOTATION,
@@ -28,21 +28,21 @@ PENDING = PENDING_TAINT_KEY
 THEIRS = {"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}
 
 
-def two_workers_at_once(cycle_sim: Callable[..., CycleSim]) -> CycleSim:
+def two_workers_at_once(cycle_sim: Callable[..., ClusterSim]) -> ClusterSim:
     raw = load_raw_spec("small.yml")
     raw["invariants"] = {"max_unavailable": {"control": 1, "etcd": 1, "worker": 2}}
     return cycle_sim(raw)
 
 
-def large(sim: CycleSim) -> Settings:
+def large(sim: ClusterSim) -> Settings:
     return Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None))
 
 
-def raw_node(sim: CycleSim, name: str) -> dict[str, Any]:
+def raw_node(sim: ClusterSim, name: str) -> dict[str, Any]:
     return sim.kube.read_node(name)
 
 
-def test_lb_exclusion_from_before_the_drain_until_after_verify(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_lb_exclusion_from_before_the_drain_until_after_verify(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = two_workers_at_once(cycle_sim)
     ours, theirs = sim.names("worker")[:2]
     # Someone else had excluded the second node already: that label is theirs to keep.
@@ -83,7 +83,7 @@ def test_lb_exclusion_from_before_the_drain_until_after_verify(cycle_sim: Callab
     assert sim.invariants() == []
 
 
-def test_uncordon_takes_the_pending_taint_off_and_release_the_rest(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_uncordon_takes_the_pending_taint_off_and_release_the_rest(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     cycled, waiting = sim.names("worker")[:2]
     tainted = taint_pending(ClusterSession.of({}, None, sim.kube), {"nodes": [cycled, waiting]})
@@ -111,12 +111,12 @@ def test_uncordon_takes_the_pending_taint_off_and_release_the_rest(cycle_sim: Ca
     assert sim.invariants() == []
 
 
-def readyz_calls(sim: CycleSim, since: float) -> list[dict[str, Any]]:
+def readyz_calls(sim: ClusterSim, since: float) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("api") == "kubernetes" and c["path"].endswith("/readyz")
             and c["t"] >= since]
 
 
-def test_validation_rounds_after_the_batch(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_validation_rounds_after_the_batch(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     since = time.time()
@@ -130,7 +130,7 @@ def test_validation_rounds_after_the_batch(cycle_sim: Callable[..., CycleSim]) -
     assert uncordoned["t"] <= calls[0]["t"]  # after the node is done
 
 
-def test_validation_fails_when_another_node_goes_not_ready(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_validation_fails_when_another_node_goes_not_ready(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = two_workers_at_once(cycle_sim)
     node, victim = sim.names("worker")[:2]
     vm_name = next(n.vm_name for n in sim.view().nodes if n.name == victim)

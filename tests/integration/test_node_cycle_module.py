@@ -13,13 +13,13 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import CATALOG_FIELDS
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, Record, RecordStore
 
-from in_process_sims import CycleSim
+from helpers import ClusterSim
 from helpers import run_module
 
 MODULE = "cks_node_cycle"
 
 
-def module_args(sim: CycleSim, **args: Any) -> dict[str, Any]:
+def module_args(sim: ClusterSim, **args: Any) -> dict[str, Any]:
     base = {
         "api_url": sim.env["cloudstack_endpoint"], "api_key": sim.env["cloudstack_key"],
         "api_secret": sim.env["cloudstack_secret"], "kubeconfig": sim.env["kubeconfig"],
@@ -30,15 +30,15 @@ def module_args(sim: CycleSim, **args: Any) -> dict[str, Any]:
     return base
 
 
-def store_settings(sim: CycleSim, settings: Settings) -> None:
+def store_settings(sim: ClusterSim, settings: Settings) -> None:
     RecordStore(sim.kube).write(Record(settings=settings.to_dict()), None)
 
 
-def stops(sim: CycleSim) -> list[dict[str, Any]]:
+def stops(sim: ClusterSim) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"]
 
 
-def test_check_mode_then_cycle_then_release(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_check_mode_then_cycle_then_release(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     store_settings(sim, Settings(worker=TypeSettings(sim.offering_id("cks-large"), 30, None)))
     Lock(sim.kube, holder_identity="run-7", duration_seconds=300).acquire()
@@ -79,7 +79,7 @@ def test_check_mode_then_cycle_then_release(cycle_sim: Callable[..., CycleSim]) 
     assert sim.invariants() == []
 
 
-def test_a_failed_drain_through_the_module_and_its_release(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_failed_drain_through_the_module_and_its_release(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     store_settings(sim, Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None)))
     node = next(n for n in sim.names("worker")
@@ -107,7 +107,7 @@ def test_a_failed_drain_through_the_module_and_its_release(cycle_sim: Callable[.
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/etcd"), reason="Debian etcd-server not installed")
-def test_a_control_node_with_etcd_checks_through_the_module(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_control_node_with_etcd_checks_through_the_module(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     store_settings(sim, Settings(control=TypeSettings(sim.offering_id("cks-large"), None, None)))
     control, other = sim.names("control")[0], sim.names("control")[1]
@@ -128,11 +128,11 @@ def test_a_control_node_with_etcd_checks_through_the_module(cycle_sim: Callable[
 CATALOG_LISTS = ("listServiceOfferings", "listDiskOfferings", "listAffinityGroups")
 
 
-def catalog_lists(sim: CycleSim) -> int:
+def catalog_lists(sim: ClusterSim) -> int:
     return sum(1 for c in sim.calls() if c.get("command") in CATALOG_LISTS)
 
 
-def test_a_batch_given_the_plans_catalog_lists_no_offerings_or_groups(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_batch_given_the_plans_catalog_lists_no_offerings_or_groups(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     store_settings(sim, Settings(worker=TypeSettings(sim.offering_id("cks-large"), 30, None)))
     Lock(sim.kube, holder_identity="run-8", duration_seconds=300).acquire()
@@ -157,7 +157,7 @@ def test_a_batch_given_the_plans_catalog_lists_no_offerings_or_groups(cycle_sim:
     assert sim.invariants() == []
 
 
-def test_a_catalog_that_is_no_catalog_is_refused_before_anything_changes(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_catalog_that_is_no_catalog_is_refused_before_anything_changes(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     store_settings(sim, Settings(worker=TypeSettings(sim.offering_id("cks-large"), 30, None)))
     Lock(sim.kube, holder_identity="run-9", duration_seconds=300).acquire()

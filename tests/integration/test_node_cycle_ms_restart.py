@@ -10,14 +10,14 @@ import time
 from typing import Any, Callable
 
 import pytest
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
 OUTAGE_SECONDS = 8.0  # longer than the six tries (3 to 6 s of backoff) a request used to get
 
 
-def restart_when(sim: CycleSim, node: str, event: str) -> threading.Thread:
+def restart_when(sim: ClusterSim, node: str, event: str) -> threading.Thread:
     """Restart the management server as soon as the timeline shows ``event`` for ``node``."""
     def watch() -> None:
         deadline = time.monotonic() + 60
@@ -35,7 +35,7 @@ def restart_when(sim: CycleSim, node: str, event: str) -> threading.Thread:
 # A restart during the start was tried too; its watcher (60 s) missed the start on the loaded
 # test machine, so it is not yet proven here.
 @pytest.mark.parametrize("during", ["stop_requested"])
-def test_a_management_server_restart_mid_cycle_is_ridden_out(cycle_sim: Callable[..., CycleSim], during: str) -> None:
+def test_a_management_server_restart_mid_cycle_is_ridden_out(cycle_sim: Callable[..., ClusterSim], during: str) -> None:
     raw: dict[str, Any] = load_raw_spec("small.yml")
     # 3 real seconds each: the job is still running when the server goes down.
     raw["timings"].update(stop=300, start=300)

@@ -9,7 +9,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import STOP_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 
 def first_index(events: list[dict[str, Any]], **match: Any) -> int:
@@ -25,7 +25,7 @@ def last_index(events: list[dict[str, Any]], **match: Any) -> int:
     return found[-1]
 
 
-def test_annotate_cordon_drain_stop_change_start_verify_uncordon(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_annotate_cordon_drain_stop_change_start_verify_uncordon(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     before = sim.view().node(node)
@@ -79,7 +79,7 @@ def test_annotate_cordon_drain_stop_change_start_verify_uncordon(cycle_sim: Call
     assert sim.invariants() == []
 
 
-def test_nothing_to_change_still_restarts_but_sends_no_change(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_nothing_to_change_still_restarts_but_sends_no_change(cycle_sim: Callable[..., ClusterSim]) -> None:
     # A node taken for another reason (say, left annotated) with settings it already has: only
     # stop and start, no refused "same offering" call.
     sim = cycle_sim("small.yml")
@@ -94,7 +94,7 @@ def test_nothing_to_change_still_restarts_but_sends_no_change(cycle_sim: Callabl
     assert sim.invariants() == []
 
 
-def test_affinity_groups_replaced_and_the_dedication_group_kept(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_affinity_groups_replaced_and_the_dedication_group_kept(cycle_sim: Callable[..., ClusterSim]) -> None:
     raw = load_raw_spec("small.yml")
     raw["clusters"][0]["affinity_groups"] = {"control": [], "worker": ["workers-soft"], "etcd": []}
     sim = cycle_sim(raw)
@@ -118,7 +118,7 @@ def test_affinity_groups_replaced_and_the_dedication_group_kept(cycle_sim: Calla
     assert sim.invariants() == []
 
 
-def test_two_workers_in_one_batch_are_cycled_at_once(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_two_workers_in_one_batch_are_cycled_at_once(cycle_sim: Callable[..., ClusterSim]) -> None:
     raw = load_raw_spec("small.yml")
     raw["invariants"] = {"max_unavailable": {"control": 1, "etcd": 1, "worker": 2}}
     sim = cycle_sim(raw)

@@ -12,21 +12,21 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
 
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 NODE_EVENTS = ("annotated", "cordoned", "uncordoned", "stop_requested", "started", "boot", "offering_changed")
 
 
-def node_events(sim: CycleSim, node: str, since: float) -> list[str]:
+def node_events(sim: ClusterSim, node: str, since: float) -> list[str]:
     return [e["event"] for e in sim.timeline() if e.get("node") == node and e["t"] >= since
             and e["event"] in NODE_EVENTS]
 
 
-def phase(sim: CycleSim, nodes: list[str], settings: Settings, name: str, **options: Any) -> Any:
+def phase(sim: ClusterSim, nodes: list[str], settings: Settings, name: str, **options: Any) -> Any:
     return sim.cycle(nodes, settings, options=dict(options, phase=name))
 
 
-def test_cordon_then_restart_then_uncordon(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_cordon_then_restart_then_uncordon(cycle_sim: Callable[..., ClusterSim]) -> None:
     raw = load_raw_spec("small.yml")
     raw["invariants"] = {"max_unavailable": {"control": 1, "etcd": 1, "worker": 2}}
     sim = cycle_sim(raw)
@@ -75,7 +75,7 @@ def test_cordon_then_restart_then_uncordon(cycle_sim: Callable[..., CycleSim]) -
     assert sim.invariants() == []
 
 
-def test_uncordon_phase_refuses_a_node_the_restart_phase_did_not_bring_back(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_uncordon_phase_refuses_a_node_the_restart_phase_did_not_bring_back(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     settings = Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None))
@@ -92,7 +92,7 @@ def test_uncordon_phase_refuses_a_node_the_restart_phase_did_not_bring_back(cycl
     assert not [c for c in sim.calls() if c.get("command") == "stopVirtualMachine"]
 
 
-def test_restart_phase_refuses_once_the_batch_deadline_passed(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_restart_phase_refuses_once_the_batch_deadline_passed(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     settings = Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None))

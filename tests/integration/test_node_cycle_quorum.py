@@ -9,18 +9,18 @@ import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
-from in_process_sims import CycleSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/etcd"), reason="Debian etcd-server not installed")
 
 STOPPING = ("stopVirtualMachine",)
 
 
-def stops(sim: CycleSim) -> list[dict[str, Any]]:
+def stops(sim: ClusterSim) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("api") == "cloudstack" and c.get("command") in STOPPING]
 
 
-def powered_off_at_once(sim: CycleSim, names: set[str]) -> int:
+def powered_off_at_once(sim: ClusterSim, names: set[str]) -> int:
     """The most of ``names`` that were powered off at the same time, from the timeline."""
     down: set[str] = set()
     most = 0
@@ -33,7 +33,7 @@ def powered_off_at_once(sim: CycleSim, names: set[str]) -> int:
     return most
 
 
-def test_control_nodes_one_at_a_time_on_a_stacked_control_plane(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_control_nodes_one_at_a_time_on_a_stacked_control_plane(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     controls = sim.names("control")
     assert len(controls) == 3
@@ -59,7 +59,7 @@ def test_control_nodes_one_at_a_time_on_a_stacked_control_plane(cycle_sim: Calla
     assert sim.invariants() == []
 
 
-def test_unhealthy_etcd_member_refuses_a_control_node(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_unhealthy_etcd_member_refuses_a_control_node(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     controls = sim.names("control")
     vm_names = {n.name: n.vm_name for n in sim.view().nodes}
@@ -80,7 +80,7 @@ def test_unhealthy_etcd_member_refuses_a_control_node(cycle_sim: Callable[..., C
     assert sim.invariants() == []
 
 
-def test_two_node_stacked_control_plane_is_never_taken_down(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_two_node_stacked_control_plane_is_never_taken_down(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("two-control.yml")
     controls = sim.names("control")
     assert len(controls) == 2
@@ -94,7 +94,7 @@ def test_two_node_stacked_control_plane_is_never_taken_down(cycle_sim: Callable[
     assert sim.invariants() == []
 
 
-def test_single_control_node_is_refused_while_its_workers_roll(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_single_control_node_is_refused_while_its_workers_roll(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("single-control.yml")
     [control] = sim.names("control")
     settings = Settings(control=TypeSettings(sim.offering_id("cks-large"), None, None),
@@ -114,7 +114,7 @@ def test_single_control_node_is_refused_while_its_workers_roll(cycle_sim: Callab
     assert sim.invariants() == []
 
 
-def test_external_etcd_nodes_and_control_nodes(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_external_etcd_nodes_and_control_nodes(cycle_sim: Callable[..., ClusterSim]) -> None:
     raw = load_raw_spec("two-etcd.yml")
     raw["clusters"][0]["etcd_nodes"] = 3
     sim = cycle_sim(raw)

@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable
 
 import pytest
-from in_process_sims import CycleSim
+from helpers import ClusterSim
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
@@ -24,7 +24,7 @@ LIMIT_TEXT = ("Maximum number of resources of type 'cpu' for account name=admin 
               "Amount of already allocated resources is : 64, amount of resources requested to be allocated is 2")
 
 
-def large(sim: CycleSim, root_disk_gb: Any = None) -> Settings:
+def large(sim: ClusterSim, root_disk_gb: Any = None) -> Settings:
     return Settings(worker=TypeSettings(sim.offering_id("cks-large"), root_disk_gb, None))
 
 
@@ -32,12 +32,12 @@ def steps_of(result: Any) -> dict[str, str]:
     return {s.name: s.outcome for s in result.results[0].steps}
 
 
-def refuse_offering_change(sim: CycleSim) -> None:
+def refuse_offering_change(sim: ClusterSim) -> None:
     sim.fault(kind="cloudstack_error", command="changeServiceForVirtualMachine", code=535, errortext=LIMIT_TEXT,
               count=1)
 
 
-def test_a_refused_offering_change_puts_the_node_back_and_fails_the_batch(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_refused_offering_change_puts_the_node_back_and_fails_the_batch(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     before = sim.view().node(node)
@@ -69,7 +69,7 @@ def test_a_refused_offering_change_puts_the_node_back_and_fails_the_batch(cycle_
 
 
 def test_a_refused_resize_job_puts_the_node_back_with_the_change_made_before_it(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     before = sim.view().node(node)
@@ -91,7 +91,7 @@ def test_a_refused_resize_job_puts_the_node_back_with_the_change_made_before_it(
     assert sim.invariants() == []
 
 
-def test_with_the_put_back_off_a_refused_change_leaves_the_node_stopped(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_with_the_put_back_off_a_refused_change_leaves_the_node_stopped(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     refuse_offering_change(sim)
@@ -106,7 +106,7 @@ def test_with_the_put_back_off_a_refused_change_leaves_the_node_stopped(cycle_si
     assert after.vm_state == "Stopped" and after.unschedulable and after.annotated
 
 
-def test_a_put_back_whose_start_fails_leaves_the_node_stopped_and_cordoned(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_put_back_whose_start_fails_leaves_the_node_stopped_and_cordoned(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     refuse_offering_change(sim)
@@ -128,7 +128,7 @@ def test_a_put_back_whose_start_fails_leaves_the_node_stopped_and_cordoned(cycle
     assert done.running and done.ready and not done.unschedulable and done.offering_name == "cks-large"
 
 
-def test_a_control_node_refused_after_the_stop_is_back_with_its_etcd_member(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_control_node_refused_after_the_stop_is_back_with_its_etcd_member(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("control")[0]
     before = sim.view().node(node)
@@ -144,14 +144,14 @@ def test_a_control_node_refused_after_the_stop_is_back_with_its_etcd_member(cycl
     assert sim.invariants() == []
 
 
-def wait_for_vm_state(sim: CycleSim, node: str, state: str) -> None:
+def wait_for_vm_state(sim: ClusterSim, node: str, state: str) -> None:
     deadline = Deadline(30)
     while sim.view().node(node).vm_state != state:
         assert not deadline.expired(), f"{node} never became {state}"
         time.sleep(0.05)
 
 
-def test_a_start_answered_already_running_counts_as_started(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_start_answered_already_running_counts_as_started(cycle_sim: Callable[..., ClusterSim]) -> None:
     """Someone else (or an earlier run whose answer was lost) started the VM between the batch's
     read and its start: UserVmManagerImpl.startVirtualMachine answers 431 "... is already running"."""
     sim = cycle_sim("small.yml")
@@ -170,7 +170,7 @@ def test_a_start_answered_already_running_counts_as_started(cycle_sim: Callable[
     assert sim.view().node(node).vm_state == "Running"
 
 
-def test_a_431_start_of_a_vm_that_is_not_running_still_fails(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_431_start_of_a_vm_that_is_not_running_still_fails(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
     vm = sim.view().node(node)

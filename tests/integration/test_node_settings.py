@@ -51,7 +51,7 @@ def hold_lock(sim: ClusterSim, holder: str, cluster: str = "alpha", seconds: int
 
 def ids(sim: ClusterSim) -> dict[str, str]:
     """Offering and group names -> ids, as CloudStack lists them."""
-    cloud = sim.cloud_client()
+    cloud = sim.cloud
     found = {o["name"]: o["id"] for o in cloud.list("listServiceOfferings")}
     found.update({g["name"]: g["id"] for g in cloud.list("listAffinityGroups", listall=True)})
     return found

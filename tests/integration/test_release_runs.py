@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from in_process_sims import CycleSim
+from helpers import ClusterSim
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
@@ -15,7 +15,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._services.session i
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, RecordStore
 
 
-def end_state(sim: CycleSim) -> dict[str, Any]:
+def end_state(sim: ClusterSim) -> dict[str, Any]:
     """What release is responsible for: cordons, annotations, the record, the lock holder."""
     view = sim.view()
     record = RecordStore(sim.kube).read()
@@ -29,17 +29,17 @@ def end_state(sim: CycleSim) -> dict[str, Any]:
     }
 
 
-def taken_lock(sim: CycleSim, holder: str = "run-1") -> Lock:
+def taken_lock(sim: ClusterSim, holder: str = "run-1") -> Lock:
     lock = Lock(sim.kube, holder_identity=holder, duration_seconds=300)
     lock.acquire()
     return lock
 
 
-def large(sim: CycleSim) -> Settings:
+def large(sim: ClusterSim) -> Settings:
     return Settings(worker=TypeSettings(sim.offering_id("cks-large"), None, None))
 
 
-def test_release_after_success_twice(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_release_after_success_twice(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     lock = taken_lock(sim)
     cs_cores = sim.view().recorded_cores
@@ -63,14 +63,14 @@ def test_release_after_success_twice(cycle_sim: Callable[..., CycleSim]) -> None
     assert sim.invariants() == []
 
 
-def node_with_pod(sim: CycleSim, prefix: str) -> str:
+def node_with_pod(sim: ClusterSim, prefix: str) -> str:
     for name in sim.names("worker"):
         if any(p["metadata"]["name"].startswith(prefix) for p in sim.kube.list_pods(name)):
             return name
     raise AssertionError(f"no worker runs a {prefix} pod")
 
 
-def test_release_after_a_drain_failure_twice(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_release_after_a_drain_failure_twice(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     lock = taken_lock(sim)
     node = node_with_pod(sim, "web-")
@@ -92,7 +92,7 @@ def test_release_after_a_drain_failure_twice(cycle_sim: Callable[..., CycleSim])
     assert sim.invariants() == []
 
 
-def test_release_after_a_start_failure_twice(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_release_after_a_start_failure_twice(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     lock = taken_lock(sim)
     node = sim.names("worker")[0]
@@ -123,7 +123,7 @@ def test_release_after_a_start_failure_twice(cycle_sim: Callable[..., CycleSim])
     assert sim.invariants() == []
 
 
-def test_release_after_a_cancel_twice(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_release_after_a_cancel_twice(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     lock = taken_lock(sim)
     first_worker, second_worker = sim.names("worker")[:2]
@@ -159,7 +159,7 @@ def test_release_after_a_cancel_twice(cycle_sim: Callable[..., CycleSim]) -> Non
     assert sim.invariants() == []
 
 
-def test_release_after_an_early_exception_twice(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_release_after_an_early_exception_twice(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     lock = taken_lock(sim)
     skipped = ["control nodes not restarted: demo-control-x (offering cks-medium -> cks-large): a single control node"]
@@ -176,7 +176,7 @@ def test_release_after_an_early_exception_twice(cycle_sim: Callable[..., CycleSi
     assert sim.invariants() == []
 
 
-def test_release_never_touches_a_lock_held_by_another_rollout(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_release_never_touches_a_lock_held_by_another_rollout(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     taken_lock(sim, "someone-else")
     mine = Lock(sim.kube, holder_identity="run-1")
@@ -186,7 +186,7 @@ def test_release_never_touches_a_lock_held_by_another_rollout(cycle_sim: Callabl
     assert sim.invariants() == []
 
 
-def test_a_lost_lock_stops_the_batch_before_anything_changes(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_lost_lock_stops_the_batch_before_anything_changes(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     taken_lock(sim, "someone-else")
     node = sim.names("worker")[0]

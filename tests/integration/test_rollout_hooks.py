@@ -68,7 +68,7 @@ def test_each_restarted_node_runs_its_hooks_between_cordon_and_drain_and_between
         workers = sorted(rh.names(sim, "worker"))
         control = rh.names(sim, "control")
         addresses = {vm["name"].lower(): vm["nic"][0]["ipaddress"]
-                     for vm in sim.cloud_client().list("listVirtualMachines", listall=True)}
+                     for vm in sim.cloud.list("listVirtualMachines", listall=True)}
         since = time.time()
         run = rh.run_playbook(sim, "rollout.yml", rh.rollout_vars(
             sim, rollout_node_offerings={"worker": "cks-large"}, rollout_max_unavailable=2,

@@ -138,7 +138,7 @@ def test_a_project_cluster_rolls_with_its_project_id(rollout_sim: Any) -> None:
 
 
 def _alice_limited(cpu: int) -> dict[str, Any]:
-    from in_process_sims import load_raw_spec
+    from helpers import load_raw_spec
 
     raw = load_raw_spec("tenants.yml")
     for account in raw["accounts"]:

@@ -21,7 +21,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._state.record impor
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseUnfinished
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
 
-from in_process_sims import CycleSim
+from helpers import ClusterSim
 
 STEP_OF = {
     "stopVirtualMachine": "stop",
@@ -32,17 +32,17 @@ STEP_OF = {
 }
 
 
-def every_change(sim: CycleSim) -> Settings:
+def every_change(sim: ClusterSim) -> Settings:
     """Workers to cks-large, a 30 GB root disk, and the workers-spread group: all five changes."""
     return Settings(worker=TypeSettings(sim.offering_id("cks-large"), 30, (sim.group_id("workers-spread"),)))
 
 
-def sent(sim: CycleSim, command: str) -> list[dict[str, Any]]:
+def sent(sim: ClusterSim, command: str) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("api") == "cloudstack" and c.get("command") == command]
 
 
 @pytest.mark.parametrize("command", list(STEP_OF))
-def test_a_lost_answer_to_a_change_is_settled_and_never_sent_twice(cycle_sim: Callable[..., CycleSim],
+def test_a_lost_answer_to_a_change_is_settled_and_never_sent_twice(cycle_sim: Callable[..., ClusterSim],
                                                                    command: str) -> None:
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
@@ -68,7 +68,7 @@ def test_a_lost_answer_to_a_change_is_settled_and_never_sent_twice(cycle_sim: Ca
     assert sim.invariants() == []
 
 
-def test_a_change_whose_request_never_arrived_is_sent_again(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_change_whose_request_never_arrived_is_sent_again(cycle_sim: Callable[..., ClusterSim]) -> None:
     """A drop before CloudStack ran the stop: no pending job, the VM still Running, so it is sent again."""
     sim = cycle_sim("small.yml")
     node = sim.names("worker")[0]
@@ -90,7 +90,7 @@ def test_a_change_whose_request_never_arrived_is_sent_again(cycle_sim: Callable[
 
 
 def test_an_eviction_answered_429_with_retry_after_is_posted_again_after_it(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     node = next(n for n in sim.names("worker")
                 if any(p["metadata"]["name"].startswith("web-") for p in sim.kube.list_pods(n)))
@@ -117,12 +117,12 @@ def test_an_eviction_answered_429_with_retry_after_is_posted_again_after_it(
     assert sim.invariants() == []
 
 
-def lease_writes(sim: CycleSim) -> list[dict[str, Any]]:
+def lease_writes(sim: ClusterSim) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("resource") == "leases"
             and c.get("verb") in ("update", "patch")]
 
 
-def test_a_503_on_the_release_lease_write_is_ridden_out(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_503_on_the_release_lease_write_is_ridden_out(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     lock = Lock(sim.kube, holder_identity="run-503")
     lock.acquire()
@@ -139,7 +139,7 @@ def test_a_503_on_the_release_lease_write_is_ridden_out(cycle_sim: Callable[...,
     assert sum(n for action, n in kube_retries.items() if "lease" in action) == 2, kube_retries
 
 
-def test_a_503_on_the_conditional_renewal_is_ridden_out_and_written_once(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_503_on_the_conditional_renewal_is_ridden_out_and_written_once(cycle_sim: Callable[..., ClusterSim]) -> None:
     """The renewal's one write (a merge patch on the version last written) answered 503 twice: each
     time a read shows the version still there (it did not happen) and it is sent again, once it lands."""
     sim = cycle_sim("small.yml", etcd=False)
@@ -157,7 +157,7 @@ def test_a_503_on_the_conditional_renewal_is_ridden_out_and_written_once(cycle_s
     assert Lock(sim.kube).read().resource_version == renewed.resource_version == lock.written_version
 
 
-def test_a_release_whose_api_stays_down_says_what_it_left(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_release_whose_api_stays_down_says_what_it_left(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     lock = Lock(sim.kube, holder_identity="run-down", duration_seconds=300)
     taken = lock.acquire()

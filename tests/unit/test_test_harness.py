@@ -75,7 +75,7 @@ def test_no_file_under_tests_breaks_the_harness_rules() -> None:
 # -- each rule fails on a violation (and lets the allowed through) ---------------------------------
 
 @pytest.mark.parametrize("path, source, message", [
-    ("tests/integration/test_x.py", "from conftest import CycleSim\n", "imports conftest"),
+    ("tests/integration/test_x.py", "from conftest import ClusterSim\n", "imports conftest"),
     ("tests/integration/test_x.py", "import conftest\n", "imports conftest"),
     ("tests/integration/test_x.py", "def f():\n    from conftest import load_raw_spec\n", "imports conftest"),
     ("tests/integration/helpers.py", "def admin(env, method, path):\n    pass\n", "defines admin()"),
@@ -103,7 +103,7 @@ def test_each_rule_finds_its_violation(path: str, source: str, message: str) -> 
     ("tests/unit/clock.py", "class FakeClock:\n    pass\n"),
     ("tests/sim/cks_sim/core.py", "class Clock:\n    pass\n"),
     ("tests/integration/test_x.py", "def wait_for_vm_state(sim, vm, state):\n    pass\n"),
-    ("tests/integration/test_x.py", "from cks_sim.harness import admin, wait_until\nfrom in_process_sims import CycleSim\n"),
+    ("tests/integration/test_x.py", "from cks_sim.harness import admin, wait_until\nfrom helpers import ClusterSim\n"),
     ("tests/unit/test_x.py", "from clock import FakeClock\nfrom fakes import FakeKube\nimport testinfra\n"),
     ("tests/unit/test_x.py", "SAMPLE = 'from conftest import x; def admin(): pass; class Clock: pass'\n"),
 ])

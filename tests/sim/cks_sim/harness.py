@@ -21,7 +21,7 @@ returns once the sim is ready and leaves it running, its pid in a file; ``stop``
 
 ``SimHandle`` is how a test talks to a running sim, whichever way it was started: the admin API
 (``admin``, ``fault``, ``action``, the journals, ``state``), a ``cs`` client, the VMs and offerings.
-The integration tests' handles (``helpers.ClusterSim``, ``in_process_sims.CycleSim``) build on it.
+The integration tests' one handle (``helpers.ClusterSim``, started by ``helpers.start_sim``) builds on it.
 
 Only the standard library is imported here (``SimServer`` lazily, for in-process sims, and ``cs`` only
 when a handle makes a client), so the chaos runner, the benchmarks and the demo import it without the
