@@ -12,7 +12,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks im
 
 
 def return_to_service(kube: NodesApi, name: str, marks: Marks, uncordon: bool,
-             node: Optional[Mapping[str, Any]] = None) -> Optional[dict[str, Any]]:
+                      node: Optional[Mapping[str, Any]] = None) -> Optional[dict[str, Any]]:
     """Write ``return_patch`` to the node: uncordon it (if ``uncordon``) and take ``marks`` off.
 
     With the pending taint the list is written whole, so it is computed from the node as read

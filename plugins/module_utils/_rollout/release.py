@@ -209,7 +209,7 @@ class Release:
         return result
 
     def _return_nodes(self, view: ClusterView, result: ReleaseResult, steps: Persistent,
-                        last_error: Optional[str], skipped: Optional[Sequence[str] | str]) -> None:
+                      last_error: Optional[str], skipped: Optional[Sequence[str] | str]) -> None:
         uncordon, leave = release_plan(view)
         marks, kept = release_marks(view, [name for name, _why in uncordon])
         for name, why in uncordon:

@@ -433,4 +433,3 @@ class SimServer:
             self.stop()
 
         threading.Thread(target=stop_soon, name="cks-sim-shutdown", daemon=True).start()
-
