@@ -58,7 +58,7 @@ def defined_in(path: Path) -> dict[str, set[str]]:
 
 
 def resolves(symbol: str, names: dict[str, set[str]]) -> bool:
-    head, _, member = symbol.partition(".")
+    head, _dot, member = symbol.partition(".")
     return head in names and (not member or member in names[head])
 
 
