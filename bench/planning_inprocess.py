@@ -24,7 +24,7 @@ from factories import ClusterFactory, loader_for  # noqa: E402
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection  # noqa: E402
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest  # noqa: E402
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report  # noqa: E402
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import outdated_report  # noqa: E402
 
 SECRETS = ["s" * 40, "k" * 1700, "t" * 900]  # an API secret, a client key, a token
 
@@ -36,8 +36,8 @@ def cost(nodes: int) -> float:
     # As cks_node_outdated does it (services/outdated.node_outdated).
     with no_cycle_collection():
         view = loader.load("demo")
-        result = report(view, None, None, max_unavailable=10,
-                        changes=SettingsRequest.from_params({"node_root_disk_sizes": {"worker": 99}}))
+        result = outdated_report(view, None, None, max_unavailable=10,
+                                 changes=SettingsRequest.from_params({"node_root_disk_sizes": {"worker": 99}}))
     json.dumps(remove_values(result, SECRETS))
     return time.process_time() - started
 

@@ -211,8 +211,10 @@ from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.display import Display
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import HAS_CS, CloudStackClient, CloudStackOptions
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import HAS_KUBERNETES, KubeClient, KubeOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import HAS_CS, CloudStackClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack_options import CloudStackOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import HAS_KUBERNETES, KubeClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_options import KubeOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.inventory import InventoryHost
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.inventory import Inventory, InventoryOptions, list_inventory

@@ -26,21 +26,20 @@ from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol
 from ansible.module_utils.basic import AnsibleFallbackNotFound, env_fallback, missing_required_lib
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CS_IMPORT_ERROR, HAS_CS, CloudStackClient, CloudStackOptions, redact
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CS_IMPORT_ERROR, HAS_CS, CloudStackClient, redact
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack_options import CloudStackOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import DEFAULT_TIMEOUT as ETCD_TIMEOUT
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import EtcdExecClient
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import (
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, KubeClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_auth import VERIFY_ENV, BearerTarget, choose_tls, kube_warnings
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import scrub_secrets
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_options import (
     DEFAULT_REQUEST_TIMEOUT,
-    HAS_KUBERNETES,
-    KUBERNETES_IMPORT_ERROR,
-    KubeClient,
     KubeOptions,
     fetch_kubeconfig,
     parse_kubeconfig,
 )
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_auth import VERIFY_ENV, BearerTarget, choose_tls, kube_warnings
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http import scrub_secrets
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import Catalog
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.quorum import ENDPOINTS, KUBECONFIG, QuorumClient, quorum_path

@@ -170,7 +170,8 @@ class ClusterSim(harness.SimHandle):
     @functools.cached_property
     def cloud(self) -> Any:
         """The collection's CloudStack client, polling jobs fast as the sim runs them."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack_options import CloudStackOptions
 
         return CloudStackClient(CloudStackOptions(api_url=self.env["cloudstack_endpoint"],
                                                   api_key=self.env["cloudstack_key"],
@@ -179,7 +180,8 @@ class ClusterSim(harness.SimHandle):
     @functools.cached_property
     def kube(self) -> Any:
         """The collection's Kubernetes client for the first cluster (closed by ``close``)."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_options import KubeOptions
 
         return KubeClient.connect(KubeOptions(kubeconfig=self.env["kubeconfig"]))
 
@@ -205,7 +207,8 @@ class ClusterSim(harness.SimHandle):
 
     def kube_client(self, cluster: Optional[str] = None) -> Any:
         """A Kubernetes client of its own for one cluster of this sim; close it when done."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient
+        from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_options import KubeOptions
 
         return KubeClient.connect(KubeOptions(kubeconfig=self.cluster(cluster)["kubeconfig"]))
 
@@ -272,7 +275,7 @@ class ClusterSim(harness.SimHandle):
                           options=cycle_options, etcd_check=check, lock=lock).run()
 
     def release(self, last_error: Optional[str] = None, skipped: Any = None, lock: Any = None) -> Any:
-        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release
+        from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release_steps import Release
         from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
 
         return Release(self.cloud, self.kube, self.loader, self.cluster_id, RecordStore(self.kube),

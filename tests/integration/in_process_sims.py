@@ -129,10 +129,10 @@ class RolloutSim(ClusterSim):
 
     def status(self) -> dict[str, Any]:
         """What cks_node_outdated would return now (read in-process with the collection's code)."""
-        from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
+        from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import outdated_report
         from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, RecordStore
 
-        return report(self.view(), RecordStore(self.kube).read(), Lock(self.kube).read())
+        return outdated_report(self.view(), RecordStore(self.kube).read(), Lock(self.kube).read())
 
     def lease(self) -> Optional[dict[str, Any]]:
         return self.kube.get_lease("kube-system", "cloudstack-cks-rollout")

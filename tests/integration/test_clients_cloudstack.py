@@ -13,7 +13,8 @@ import pytest
 import yaml
 from helpers import running_sim
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack_options import CloudStackOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, DeadlineExceeded
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
@@ -71,7 +72,8 @@ def test_list_pages_through_more_than_500_vms(client: CloudStackClient) -> None:
 def test_kube_nodes_page_with_continue_past_500(client: CloudStackClient, sim: Any) -> None:
     import time
 
-    from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
+    from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient
+    from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_options import KubeOptions
 
     since = time.time()
     with KubeClient.connect(KubeOptions(), cloudstack=client, cluster_id=sim.env["cluster_id"]) as kube:

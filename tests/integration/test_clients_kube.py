@@ -18,9 +18,11 @@ from cryptography.x509.oid import NameOID
 from helpers import running_sim
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as rec
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack_options import CloudStackOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError, LockHeld
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_options import KubeOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 
 ANNOTATION = "cloudstack.apache.org/rollout-boot-id"

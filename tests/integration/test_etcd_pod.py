@@ -24,7 +24,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod i
     etcd_servers,
     quorum_client,
 )
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient, KubeOptions
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import KubeClient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_options import KubeOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import CANNOT, NOT_NEEDED

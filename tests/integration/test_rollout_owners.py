@@ -168,7 +168,8 @@ def test_a_batch_past_the_cpu_limit_stops_before_its_cordon(cycle_sim: Any) -> N
     # The limit spent between the plan and the batch (6 of 6 cores): the batch's own check,
     # right before its cordon, refuses it; the node is not cordoned, drained or stopped.
     sim = cycle_sim(_alice_limited(6))
-    from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient, CloudStackOptions
+    from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack import CloudStackClient
+    from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack_options import CloudStackOptions
     from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
     from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 

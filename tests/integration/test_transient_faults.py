@@ -18,7 +18,7 @@ import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseUnfinished
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release_steps import Release, ReleaseUnfinished
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import RecordStore
 
 from helpers import ClusterSim

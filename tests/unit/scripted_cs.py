@@ -12,6 +12,7 @@ from typing import Any, Callable
 import cs
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack as mod
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack_options as cs_options
 
 SECRET = "s3cr3t-S3CR3T"
 
@@ -46,8 +47,8 @@ def api_error(status: int, text: str, code: int | None = None) -> cs.CloudStackA
 
 
 def client_and_fake(script: dict[str, list[Any]], **options: Any) -> tuple[mod.CloudStackClient, FakeCS]:
-    c = mod.CloudStackClient(mod.CloudStackOptions(api_url="http://127.0.0.1:9/client/api", api_key="k",
-                                                   api_secret=SECRET, **options))
+    c = mod.CloudStackClient(cs_options.CloudStackOptions(api_url="http://127.0.0.1:9/client/api", api_key="k",
+                                                          api_secret=SECRET, **options))
     fake = FakeCS(script)
     c._cs = fake
     c._sleep = lambda s: None

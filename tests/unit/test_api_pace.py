@@ -12,6 +12,7 @@ from clock import FakeClock
 from scripted_cs import api_error, client_and_fake
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack as mod
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack_options as cs_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pacing import ApiPacer, api_rate_from_env
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
@@ -127,10 +128,10 @@ def test_the_rate_from_the_environment_is_checked() -> None:
 
 def test_the_options_take_the_rate_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLOUDSTACK_API_RATE", "4")
-    options = mod.CloudStackOptions.from_params({"api_url": "https://c/client/api", "api_key": "k", "api_secret": "s"})
+    options = cs_options.CloudStackOptions.from_params({"api_url": "https://c/client/api", "api_key": "k", "api_secret": "s"})
     assert options.api_rate == 4.0
     monkeypatch.delenv("CLOUDSTACK_API_RATE")
-    assert mod.CloudStackOptions.from_params({"api_url": "u", "api_key": "k", "api_secret": "s"}).api_rate is None
+    assert cs_options.CloudStackOptions.from_params({"api_url": "u", "api_key": "k", "api_secret": "s"}).api_rate is None
 
 
 # -- the client -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from clock import FakeClock
 from scripted_cs import SECRET, FakeCS, api_error, client_and_fake
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack as mod
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack_options as cs_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, DeadlineExceeded, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 
@@ -26,30 +27,30 @@ def client(script: dict[str, list[Any]], **options: Any) -> mod.CloudStackClient
 # -- options --------------------------------------------------------------------------------------
 
 def test_options_from_params_defaults_and_validation(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mod, "_read_cs_config", lambda: pytest.fail("ini must not be read"))
-    o = mod.CloudStackOptions.from_params({"api_url": "https://c/client/api", "api_key": "k", "api_secret": SECRET})
+    monkeypatch.setattr(cs_options, "_read_cs_config", lambda: pytest.fail("ini must not be read"))
+    o = cs_options.CloudStackOptions.from_params({"api_url": "https://c/client/api", "api_key": "k", "api_secret": SECRET})
     assert (o.api_http_method, o.api_timeout, o.validate_certs, o.api_verify_ssl_cert) == ("get", 10, True, None)
     assert SECRET not in repr(o)
     with pytest.raises(InvalidInput, match="api_http_method"):
-        mod.CloudStackOptions.from_params({"api_url": "u", "api_key": "k", "api_secret": "s", "api_http_method": "put"})
+        cs_options.CloudStackOptions.from_params({"api_url": "u", "api_key": "k", "api_secret": "s", "api_http_method": "put"})
     with pytest.raises(InvalidInput, match="api_timeout"):
-        mod.CloudStackOptions.from_params({"api_url": "u", "api_key": "k", "api_secret": "s", "api_timeout": 0})
+        cs_options.CloudStackOptions.from_params({"api_url": "u", "api_key": "k", "api_secret": "s", "api_timeout": 0})
 
 
 def test_options_fall_back_to_cs_config_only_for_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     ini = {"endpoint": "https://ini/client/api", "key": "ini-key", "secret": "ini-secret", "method": "post",
            "timeout": "30", "verify": "/etc/ca.pem", "dangerous_no_tls_verify": False}
-    monkeypatch.setattr(mod, "_read_cs_config", lambda: ini)
-    o = mod.CloudStackOptions.from_params({"api_url": None, "api_key": None, "api_secret": None, "api_timeout": 5})
+    monkeypatch.setattr(cs_options, "_read_cs_config", lambda: ini)
+    o = cs_options.CloudStackOptions.from_params({"api_url": None, "api_key": None, "api_secret": None, "api_timeout": 5})
     assert (o.api_url, o.api_key, o.api_secret, o.api_http_method, o.api_timeout) == (
         "https://ini/client/api", "ini-key", "ini-secret", "post", 5)
     assert o.api_verify_ssl_cert == "/etc/ca.pem" and o.validate_certs is True
 
 
 def test_options_missing_everywhere_name_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mod, "_read_cs_config", lambda: {})
+    monkeypatch.setattr(cs_options, "_read_cs_config", lambda: {})
     with pytest.raises(InvalidInput, match="api_url"):
-        mod.CloudStackOptions.from_params({})
+        cs_options.CloudStackOptions.from_params({})
 
 
 def test_read_cs_config_survives_no_config_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
@@ -57,18 +58,18 @@ def test_read_cs_config_survives_no_config_file(monkeypatch: pytest.MonkeyPatch,
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    assert mod._read_cs_config() == {}  # cs itself would SystemExit here
+    assert cs_options._read_cs_config() == {}  # cs itself would SystemExit here
     (tmp_path / "cloudstack.ini").write_text("[cloudstack]\nendpoint = https://x/client/api\nkey = a\nsecret = b\n")
-    assert mod._read_cs_config()["endpoint"] == "https://x/client/api"
+    assert cs_options._read_cs_config()["endpoint"] == "https://x/client/api"
 
 
 def test_validate_certs_false_wins_over_a_ca_path() -> None:
-    c = mod.CloudStackClient(mod.CloudStackOptions("https://x/client/api", "k", SECRET,
-                                                   api_verify_ssl_cert="/ca.pem", validate_certs=False))
+    c = mod.CloudStackClient(cs_options.CloudStackOptions("https://x/client/api", "k", SECRET,
+                                                          api_verify_ssl_cert="/ca.pem", validate_certs=False))
     assert c._cs.verify is False
-    c = mod.CloudStackClient(mod.CloudStackOptions("https://x/client/api", "k", SECRET, api_verify_ssl_cert="/ca.pem"))
+    c = mod.CloudStackClient(cs_options.CloudStackOptions("https://x/client/api", "k", SECRET, api_verify_ssl_cert="/ca.pem"))
     assert c._cs.verify == "/ca.pem"
-    c = mod.CloudStackClient(mod.CloudStackOptions("https://x/client/api", "k", SECRET))
+    c = mod.CloudStackClient(cs_options.CloudStackOptions("https://x/client/api", "k", SECRET))
     assert c._cs.verify is True
 
 

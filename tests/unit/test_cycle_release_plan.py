@@ -7,7 +7,7 @@ from typing import Any, Optional
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, build_view
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NO_BOOT_ID, STOP_ANNOTATION
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import release_plan
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import compose_last_error
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release_steps import compose_last_error
 
 
 def k8s(name: str, boot: str, ready: bool = True, unschedulable: bool = False,

@@ -17,7 +17,7 @@ from fakes import FakeCloudStack
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import cloudstack as cs_doc
 from ansible_collections.cloudstack.cks.plugins.doc_fragments import kubernetes as kube_doc
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as am
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube, kube_answers, kube_http
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients import kube, kube_answers, kube_http, kube_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
 
 KUBECONFIG = {
@@ -29,24 +29,24 @@ KUBECONFIG = {
 
 
 def test_kube_options_from_params() -> None:
-    o = kube.KubeOptions.from_params({"kubeconfig": "/x", "validate_certs": "false", "request_timeout": "3"})
+    o = kube_options.KubeOptions.from_params({"kubeconfig": "/x", "validate_certs": "false", "request_timeout": "3"})
     assert (o.kubeconfig, o.validate_certs, o.request_timeout, o.context) == ("/x", False, 3.0, None)
-    assert kube.KubeOptions.from_params({}).request_timeout == kube.DEFAULT_REQUEST_TIMEOUT
-    assert "tok-123" not in repr(kube.KubeOptions(kubeconfig=KUBECONFIG))
+    assert kube_options.KubeOptions.from_params({}).request_timeout == kube_options.DEFAULT_REQUEST_TIMEOUT
+    assert "tok-123" not in repr(kube_options.KubeOptions(kubeconfig=KUBECONFIG))
     with pytest.raises(InvalidInput):
-        kube.KubeOptions.from_params({"request_timeout": 0})
+        kube_options.KubeOptions.from_params({"request_timeout": 0})
 
 
 def test_parse_kubeconfig_path_dict_and_text(tmp_path: Any) -> None:
     path = tmp_path / "config"
     path.write_text(yaml.safe_dump(KUBECONFIG))
-    assert kube.parse_kubeconfig(str(path)) == (str(path), None)
-    assert kube.parse_kubeconfig(KUBECONFIG) == (None, KUBECONFIG)
-    assert kube.parse_kubeconfig(yaml.safe_dump(KUBECONFIG)) == (None, KUBECONFIG)
+    assert kube_options.parse_kubeconfig(str(path)) == (str(path), None)
+    assert kube_options.parse_kubeconfig(KUBECONFIG) == (None, KUBECONFIG)
+    assert kube_options.parse_kubeconfig(yaml.safe_dump(KUBECONFIG)) == (None, KUBECONFIG)
     with pytest.raises(InvalidInput, match="no such file"):
-        kube.parse_kubeconfig(str(tmp_path / "missing"))
+        kube_options.parse_kubeconfig(str(tmp_path / "missing"))
     with pytest.raises(InvalidInput) as info:
-        kube.parse_kubeconfig("a: b\nc: d\n")
+        kube_options.parse_kubeconfig("a: b\nc: d\n")
     assert "a: b" not in info.value.msg  # inline content is never echoed
 
 
@@ -93,21 +93,21 @@ def test_scrub_removes_key_material() -> None:
 def test_fetch_kubeconfig_reads_configdata() -> None:
     cloud = FakeCloudStack(calls={"getKubernetesClusterConfig": {
         "clusterconfig": {"id": "c1", "name": "demo", "configdata": yaml.safe_dump(KUBECONFIG)}}})
-    assert kube.fetch_kubeconfig(cloud, "c1") == KUBECONFIG
+    assert kube_options.fetch_kubeconfig(cloud, "c1") == KUBECONFIG
     assert cloud.asked == [("getKubernetesClusterConfig", {"id": "c1"})] and cloud.targets == ["c1"]
     with pytest.raises(CloudStackError, match="no stored kubeconfig"):
-        kube.fetch_kubeconfig(FakeCloudStack(calls={"getKubernetesClusterConfig": {"clusterconfig": {"id": "c1"}}}), "c1")
+        kube_options.fetch_kubeconfig(FakeCloudStack(calls={"getKubernetesClusterConfig": {"clusterconfig": {"id": "c1"}}}), "c1")
 
 
 def test_connect_needs_a_kubeconfig_or_a_cluster() -> None:
     with pytest.raises(InvalidInput, match="kubeconfig"):
-        kube.KubeClient.connect(kube.KubeOptions())
+        kube.KubeClient.connect(kube_options.KubeOptions())
 
 
 def test_connect_keeps_embedded_certificates_private_and_removes_them(tmp_path: Any) -> None:
     config = json.loads(json.dumps(KUBECONFIG))
     config["clusters"][0]["cluster"]["certificate-authority-data"] = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
-    client = kube.KubeClient.connect(kube.KubeOptions(kubeconfig=config, validate_certs=True))
+    client = kube.KubeClient.connect(kube_options.KubeOptions(kubeconfig=config, validate_certs=True))
     ca = client.api_client.configuration.ssl_ca_cert
     temp_dir = os.path.dirname(ca)
     assert os.stat(temp_dir).st_mode & 0o777 == 0o700
@@ -117,7 +117,7 @@ def test_connect_keeps_embedded_certificates_private_and_removes_them(tmp_path: 
     client.close()
     assert not os.path.exists(temp_dir)
     # The client library caches temp files by content: a second client must get a live file.
-    again = kube.KubeClient.connect(kube.KubeOptions(kubeconfig=config))
+    again = kube.KubeClient.connect(kube_options.KubeOptions(kubeconfig=config))
     assert os.path.exists(again.api_client.configuration.ssl_ca_cert)
     again.close()
 
@@ -127,18 +127,18 @@ def test_overrides_win_over_the_kubeconfig(tmp_path: Any) -> None:
     config["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
     ca = tmp_path / "ca.pem"
     ca.write_text("x")
-    client = kube.KubeClient.connect(kube.KubeOptions(kubeconfig=config, validate_certs=True, ca_cert=str(ca)))
+    client = kube.KubeClient.connect(kube_options.KubeOptions(kubeconfig=config, validate_certs=True, ca_cert=str(ca)))
     assert client.api_client.configuration.verify_ssl is True
     assert client.api_client.configuration.ssl_ca_cert == str(ca)
     client.close()
-    as_written = kube.KubeClient.connect(kube.KubeOptions(kubeconfig=config))
+    as_written = kube.KubeClient.connect(kube_options.KubeOptions(kubeconfig=config))
     assert as_written.api_client.configuration.verify_ssl is False
     as_written.close()
 
 
 def test_bad_context_is_a_kubernetes_error() -> None:
     with pytest.raises(KubernetesError, match="load kubeconfig"):
-        kube.KubeClient.connect(kube.KubeOptions(kubeconfig=KUBECONFIG, context="nope"))
+        kube.KubeClient.connect(kube_options.KubeOptions(kubeconfig=KUBECONFIG, context="nope"))
 
 
 # -- Ansible glue ----------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def test_run_reports_unexpected_errors_without_query_strings() -> None:
 def test_the_transport_retries_nothing_so_that_the_policy_counts_every_retry() -> None:
     import urllib3
 
-    client = kube.KubeClient.connect(kube.KubeOptions(kubeconfig=json.loads(json.dumps(KUBECONFIG))))
+    client = kube.KubeClient.connect(kube_options.KubeOptions(kubeconfig=json.loads(json.dumps(KUBECONFIG))))
     retries = client.api_client.configuration.retries
     client.close()
     dropped = urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError())

@@ -112,7 +112,7 @@ def test_no_import_cycle() -> None:
 
 
 #: The longest a module_utils file may be (the architecture page names it).
-MAX_LINES = 560
+MAX_LINES = 550
 
 
 def test_every_module_utils_file_is_in_a_layer_and_small() -> None:

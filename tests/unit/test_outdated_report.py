@@ -7,9 +7,9 @@ import json
 import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report import DrainCheck, daemonset_owners
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report import EtcdHealth
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.outdated_report import DrainCheck, daemonset_owners
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import outdated_report
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.outdated_report import EtcdHealth
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import read_etcd_health
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions import settings as plans
 from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as records
@@ -33,7 +33,7 @@ def lock(holder: str, expired: bool = False) -> records.LockInfo:
 
 def test_before_first_use_the_initial_settings_are_reported_and_nothing_differs() -> None:
     factory = ClusterFactory(groups={"worker": ["spread"]})
-    result = report(factory.view(), None, None)
+    result = outdated_report(factory.view(), None, None)
     assert result["settings_recorded"] is False
     assert result["settings"]["worker"]["affinity_groups"] == ["spread"]
     assert result["plan"] == [] and result["serial"] == [] and result["out_of_date"] == []
@@ -46,7 +46,7 @@ def test_node_records_carry_state_readiness_boot_id_annotation_and_foreign_cordo
     factory.cordon_for_rollout(factory.w(1))
     factory.set(factory.w(2), unschedulable=True)
     factory.stop(factory.w(3))
-    nodes = {n["name"]: n for n in report(factory.view(), None, None)["nodes"]}
+    nodes = {n["name"]: n for n in outdated_report(factory.view(), None, None)["nodes"]}
     w1, w2, w3 = (nodes[factory.w(i)] for i in (1, 2, 3))
     assert w1["annotated"] and w1["rollout_boot_id"] == w1["boot_id"] and not w1["cordoned_by_others"]
     assert w2["cordoned_by_others"] and not w2["annotated"]
@@ -60,19 +60,19 @@ def test_stored_max_unavailable_is_the_default_and_the_option_wins() -> None:
     factory = ClusterFactory(workers=5)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
-    stored = report(view, recorded(settings, 10), None)
+    stored = outdated_report(view, recorded(settings, 10), None)
     assert stored["max_unavailable"] == 10 and stored["worker_batch_size"] == 4 and stored["serial"] == [4, 1]
-    given = report(view, recorded(settings, 10), None, max_unavailable=2)
+    given = outdated_report(view, recorded(settings, 10), None, max_unavailable=2)
     assert given["serial"] == [2, 2, 1]
     with pytest.raises(InvalidInput):
-        report(view, None, None, max_unavailable=0)
+        outdated_report(view, None, None, max_unavailable=0)
 
 
 def test_lock_holder_only_while_held_and_last_error_from_the_record() -> None:
     view = ClusterFactory().view()
     settings = plans.initial_settings(view)
-    assert report(view, recorded(settings), lock("run-1"))["lock_holder"] == "run-1"
-    gone = report(view, recorded(settings), lock("run-1", expired=True))
+    assert outdated_report(view, recorded(settings), lock("run-1"))["lock_holder"] == "run-1"
+    gone = outdated_report(view, recorded(settings), lock("run-1", expired=True))
     assert gone["lock_holder"] is None and gone["lock"]["expired"] is True
     assert gone["last_error"] == "drain failed"
 
@@ -81,7 +81,7 @@ def test_unrollable_types_are_reported_ready_for_the_last_error() -> None:
     factory = ClusterFactory(control=1, workers=2)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"control": so("large"), "worker": so("large")})
-    result = report(view, recorded(settings), None)
+    result = outdated_report(view, recorded(settings), None)
     assert list(result["unrollable"]) == ["control"]
     assert result["unrollable_error"] == result["unrollable"]["control"]
     assert "skipped" not in result  # Ansible would read a truthy "skipped" as a skipped task
@@ -94,13 +94,13 @@ def test_select_picks_records_or_names_and_limits_only_the_batches() -> None:
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large"), "control": so("large")})
     record = recorded(settings, 3)
-    by_records = report(view, record, None, select="[?node_type=='worker'] | [1:3]")
+    by_records = outdated_report(view, record, None, select="[?node_type=='worker'] | [1:3]")
     assert by_records["selected"] == [factory.w(2).lower(), factory.w(3).lower()]
     assert by_records["hosts"] == by_records["selected"]
     assert by_records["workernodesoutofdate"] == 4 and by_records["controlnodesoutofdate"] == 3
-    by_names = report(view, record, None, select=f"[?name=='{factory.c(1).lower()}'].name")
+    by_names = outdated_report(view, record, None, select=f"[?name=='{factory.c(1).lower()}'].name")
     assert by_names["hosts"] == [factory.c(1).lower()]
-    assert report(view, record, None, select="[?node_type=='nothing']")["plan"] == []
+    assert outdated_report(view, record, None, select="[?node_type=='nothing']")["plan"] == []
 
 
 @pytest.mark.parametrize("expression, why", [("[?", "not a valid JMESPath"), ("length(@)", "not int"),
@@ -108,7 +108,7 @@ def test_select_picks_records_or_names_and_limits_only_the_batches() -> None:
 def test_bad_select_expressions_are_refused(expression: str, why: str) -> None:
     view = ClusterFactory().view()
     with pytest.raises(InvalidInput) as err:
-        report(view, None, None, select=expression)
+        outdated_report(view, None, None, select=expression)
     assert err.value.parameter == "select" and why in err.value.msg
 
 
@@ -116,7 +116,7 @@ def test_reasons_name_groups_and_leave_dedication_out() -> None:
     factory = ClusterFactory(workers=1, groups={"worker": ["spread"]})
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(affinity_groups={"worker": [ag("soft")]})
-    (node,) = [n for n in report(view, recorded(settings), None)["nodes"] if n["node_type"] == "worker"]
+    (node,) = [n for n in outdated_report(view, recorded(settings), None)["nodes"] if n["node_type"] == "worker"]
     (reason,) = node["reasons"]
     assert reason["from"] == [{"id": ag("spread"), "name": "spread"}]
     assert reason["to"] == [{"id": ag("soft"), "name": "soft"}]
@@ -129,7 +129,7 @@ def test_given_settings_are_judged_as_a_rollout_would_store_them() -> None:
     view = factory.view()
     changes = SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"},
                                            "node_root_disk_sizes": {"control": 30}})
-    result = report(view, None, None, changes=changes)
+    result = outdated_report(view, None, None, changes=changes)
     assert result["settings_given"] is True and result["settings_recorded"] is False
     assert result["workernodesoutofdate"] == 3 and result["controlnodesoutofdate"] == 3
     assert result["settings"]["worker"]["offering"] == "cks-large"
@@ -137,17 +137,17 @@ def test_given_settings_are_judged_as_a_rollout_would_store_them() -> None:
     assert work[factory.w(1).lower()] == "offering cks-medium -> cks-large"
     assert work[factory.c(1).lower()] == "root disk 20 GB -> 30 GB"
     # Nothing given: the stored (here: initial) settings, as before.
-    assert report(view, None, None)["settings_given"] is False
+    assert outdated_report(view, None, None)["settings_given"] is False
 
 
 def test_given_settings_a_rollout_would_refuse_are_refused_naming_the_parameter() -> None:
     view = ClusterFactory(workers=2).view()
     with pytest.raises(InvalidInput) as err:
-        report(view, None, None, changes=SettingsRequest.from_params(
+        outdated_report(view, None, None, changes=SettingsRequest.from_params(
             {"node_root_disk_sizes": {"worker": 10}}))
     assert err.value.parameter == "node_root_disk_sizes.worker" and "shrink" in err.value.msg
     with pytest.raises(InvalidInput) as err:
-        report(view, None, None, changes=SettingsRequest.from_params({"node_offerings": {"worker": "nope"}}))
+        outdated_report(view, None, None, changes=SettingsRequest.from_params({"node_offerings": {"worker": "nope"}}))
     assert err.value.parameter == "node_offerings.worker"
 
 
@@ -155,8 +155,8 @@ def test_given_settings_laid_over_the_stored_ones_keep_the_other_types() -> None
     factory = ClusterFactory(workers=2)
     view = factory.view()
     stored = plans.initial_settings(view).with_changes(offerings={"control": so("large")})
-    result = report(view, recorded(stored), None,
-                    changes=SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"}}))
+    result = outdated_report(view, recorded(stored), None,
+                             changes=SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"}}))
     assert result["controlnodesoutofdate"] == 3 and result["workernodesoutofdate"] == 2
 
 
@@ -164,7 +164,7 @@ def test_canary_marks_the_first_worker_batch() -> None:
     factory = ClusterFactory(workers=5)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
-    result = report(view, recorded(settings), None, max_unavailable=3, canary=True)
+    result = outdated_report(view, recorded(settings), None, max_unavailable=3, canary=True)
     assert result["serial"] == [1, 3, 1] and result["canary"] is True
     assert [b["canary"] for b in result["plan"]] == [True, False, False]
 
@@ -173,11 +173,11 @@ def test_not_selected_lists_the_left_out_nodes_that_stay_out_of_date() -> None:
     factory = ClusterFactory(workers=4)
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"worker": so("large")})
-    result = report(view, recorded(settings), None, select="[?node_type=='worker'] | [0:2]")
+    result = outdated_report(view, recorded(settings), None, select="[?node_type=='worker'] | [0:2]")
     assert result["hosts"] == [factory.w(1).lower(), factory.w(2).lower()]
     assert result["not_selected"] == [factory.w(3).lower(), factory.w(4).lower()]
     assert result["workernodesoutofdate"] == 4
-    assert report(view, recorded(settings), None)["not_selected"] == []
+    assert outdated_report(view, recorded(settings), None)["not_selected"] == []
 
 
 def k8s_pod(name: str, node: str, app: str, owner: str = "ReplicaSet", empty_dir: bool = False) -> dict:
@@ -201,7 +201,7 @@ def test_drain_check_names_blocking_budgets_per_batch_and_node_in_plan_order() -
             k8s_pod("cache-1", w2, "cache", empty_dir=True), k8s_pod("kube-proxy-a", w1, "proxy", owner="DaemonSet")]
     check = DrainCheck(pods=pods, pdbs=[k8s_pdb("web", 0), k8s_pdb("api", 1)],
                        daemonsets=frozenset({("default", "proxy-x")}))
-    result = report(view, recorded(settings), None, max_unavailable=1, drain_check=check)
+    result = outdated_report(view, recorded(settings), None, max_unavailable=1, drain_check=check)
     found = {(b["batch"], b["node"]): b for b in result["drain_blockers"]}
     assert list(found) == [(1, w1), (2, w2), (3, w3)]
     assert found[(1, w1)]["pdbs"][0]["pdb"] == "default/web" and found[(1, w1)]["pdbs"][0]["pods"] == ["default/web-1"]
@@ -211,7 +211,7 @@ def test_drain_check_names_blocking_budgets_per_batch_and_node_in_plan_order() -
     # With delete_emptydir_data the cache pod no longer stops w2's drain; api allows one disruption.
     check = DrainCheck(pods=pods, pdbs=check.pdbs, daemonsets=check.daemonsets,
                        options=DrainOptions(delete_emptydir_data=True))
-    nodes = [b["node"] for b in report(view, recorded(settings), None, drain_check=check)["drain_blockers"]]
+    nodes = [b["node"] for b in outdated_report(view, recorded(settings), None, drain_check=check)["drain_blockers"]]
     assert nodes == [w1, w3]
 
 
@@ -220,8 +220,8 @@ def test_drain_check_skips_etcd_nodes_and_is_absent_without_it() -> None:
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"etcd": so("large")})
     check = DrainCheck(pods=[], pdbs=[])
-    assert report(view, recorded(settings), None, drain_check=check)["drain_blockers"] == []
-    assert "drain_blockers" not in report(view, recorded(settings), None)
+    assert outdated_report(view, recorded(settings), None, drain_check=check)["drain_blockers"] == []
+    assert "drain_blockers" not in outdated_report(view, recorded(settings), None)
 
 
 def test_daemonset_owners_are_the_ones_to_look_up_once() -> None:
@@ -235,13 +235,13 @@ def test_etcd_health_orders_the_plan_and_is_reported() -> None:
     view = factory.view()
     settings = plans.initial_settings(view).with_changes(offerings={"control": so("large")})
     health = EtcdHealth(down=(factory.c(2),), message="2 of 3 voting members healthy; 2 needed")
-    result = report(view, recorded(settings), None, etcd_health=health)
+    result = outdated_report(view, recorded(settings), None, etcd_health=health)
     assert [b["nodes"] for b in result["plan"]] == [[factory.c(2)], [factory.c(1)], [factory.c(3)]]
     assert result["etcd"] == {"asked": True, "down": [factory.c(2)], "message": health.message, "error": None}
-    unasked = report(view, recorded(settings), None, etcd_health=EtcdHealth(error="refused"))
+    unasked = outdated_report(view, recorded(settings), None, etcd_health=EtcdHealth(error="refused"))
     assert [b["nodes"] for b in unasked["plan"]] == [[factory.c(1)], [factory.c(2)], [factory.c(3)]]
     assert unasked["etcd"]["asked"] is False and unasked["etcd"]["error"] == "refused"
-    assert "etcd" not in report(view, recorded(settings), None)
+    assert "etcd" not in outdated_report(view, recorded(settings), None)
 
 
 def test_etcd_options_that_could_never_reach_etcd_are_refused_not_reported() -> None:
@@ -261,12 +261,12 @@ def test_a_strict_group_too_few_hosts_can_hold_is_reported_and_a_key_without_hos
     changes = SettingsRequest.from_params({"node_affinity_groups": {"worker": ["spread"]}})
     host = {"state": "Up", "resourcestate": "Enabled", "cpunumber": 64, "cpuspeed": 2000, "memorytotal": 1 << 40}
     two = PlacementReads(tuple(HostRoom.from_listed(dict(host, id=f"h{i}", name=f"h{i}")) for i in (1, 2)))
-    result = report(view, None, None, changes=changes, placement=(two, []))
+    result = outdated_report(view, None, None, changes=changes, placement=(two, []))
     (misfit,) = result["would_not_be_placed"]
     assert (misfit["group"], misfit["members"], misfit["hosts"]) == ("spread", 3, 2)
     assert result["placement_error"] and "affinity group spread" in result["placement_error"]
     # A key that cannot list hosts: nothing judged, the note says so.
-    unread = report(view, None, None, changes=changes, placement=(None, ["hosts not listed"]))
+    unread = outdated_report(view, None, None, changes=changes, placement=(None, ["hosts not listed"]))
     assert unread["would_not_be_placed"] == [] and unread["placement_error"] is None
     assert unread["not_checked"] == ["hosts not listed"]
 
@@ -274,6 +274,6 @@ def test_a_strict_group_too_few_hosts_can_hold_is_reported_and_a_key_without_hos
 def test_a_stopped_node_is_work_left_though_nothing_is_out_of_date() -> None:
     factory = ClusterFactory(workers=2)
     factory.stop(factory.w(2))
-    result = report(factory.view(), None, None)
+    result = outdated_report(factory.view(), None, None)
     assert result["out_of_date"] == []
     assert [e["node"] for e in result["work_left"]] == [factory.w(2).lower()]

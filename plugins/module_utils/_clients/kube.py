@@ -32,8 +32,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Mapping, Optional, TypeVar
 from urllib.parse import quote
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_answers import EvictionResult, eviction_result
@@ -45,17 +44,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_http 
     merge_patch_applied,
     scrub_secrets,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_options import KubeOptions, fetch_kubeconfig, parse_kubeconfig
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube_watch import KubeWatcher, State, WatchUnsupported, object_key
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput, KubernetesError
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput, KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import ObjectList, PodList
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
-
-try:
-    import yaml
-
-    HAS_YAML = True
-except ImportError:  # pragma: no cover
-    HAS_YAML = False
 
 try:
     import urllib3
@@ -69,62 +62,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the libr
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = str(exc)
 
-DEFAULT_REQUEST_TIMEOUT = 20.0
 LIST_LIMIT = 500
 MERGE_PATCH = "application/merge-patch+json"
 # Read-modify-write rounds before a node that keeps changing under us is reported.
 CONFLICT_ATTEMPTS = 5
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class KubeOptions:
-    """How to reach a cluster's API (the option names of kubernetes.core's k8s_auth_options).
-
-    ``kubeconfig``: a path, a dict, or the YAML text of a kubeconfig; None means fetch it from
-    CloudStack. ``validate_certs`` None keeps what the kubeconfig says
-    (``insecure-skip-tls-verify``); ``ca_cert`` replaces the kubeconfig's CA.
-    """
-
-    kubeconfig: Union[None, str, dict] = field(default=None, repr=False)
-    context: Optional[str] = None
-    validate_certs: Optional[bool] = None
-    ca_cert: Optional[str] = None
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> KubeOptions:
-        timeout = params.get("request_timeout")
-        try:
-            timeout = float(timeout) if timeout not in (None, "") else DEFAULT_REQUEST_TIMEOUT
-        except (TypeError, ValueError):
-            raise InvalidInput("request_timeout", timeout, "must be a number of seconds")
-        if timeout <= 0:
-            raise InvalidInput("request_timeout", timeout, "must be positive")
-        validate = params.get("validate_certs")
-        if isinstance(validate, str):
-            validate = validate.strip().lower() in ("1", "true", "yes", "on", "y", "t")
-        return cls(kubeconfig=params.get("kubeconfig") or None, context=params.get("context") or None,
-                   validate_certs=validate, ca_cert=params.get("ca_cert") or None, request_timeout=timeout)
-
-
-def parse_kubeconfig(value: Union[str, dict]) -> tuple[Optional[str], Optional[dict]]:
-    """``(path, None)`` for a file, ``(None, dict)`` for inline content."""
-    if isinstance(value, dict):
-        return None, value
-    text = str(value)
-    if "\n" not in text and os.path.exists(os.path.expanduser(text)):
-        return os.path.expanduser(text), None
-    if HAS_YAML:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            data = None
-        if isinstance(data, dict) and ("clusters" in data or "apiVersion" in data):
-            return None, data
-    if "\n" in text:
-        raise InvalidInput("kubeconfig", "<inline content>", "is neither a kubeconfig file path nor kubeconfig YAML")
-    raise InvalidInput("kubeconfig", text, "no such file")
 
 
 if HAS_KUBERNETES:
@@ -520,22 +462,6 @@ class KubeClient(KubeHttp):
 
         answer = self._json(f"delete {what}", "DELETE", path, body=body, missing_is_none=True, settle=settle)
         return answer is not None
-
-
-def fetch_kubeconfig(cloudstack: Any, cluster_id: str) -> dict[str, Any]:
-    """The cluster's kubeconfig as CKS stored it (admin credentials), via getKubernetesClusterConfig."""
-    response = cloudstack.call("getKubernetesClusterConfig", target=cluster_id, id=cluster_id)
-    config = (response.get("clusterconfig") or {}).get("configdata")
-    if not config:
-        raise CloudStackError("getKubernetesClusterConfig", "the cluster has no stored kubeconfig", target=cluster_id)
-    try:
-        data = yaml.safe_load(config)
-    except yaml.YAMLError:
-        data = None
-    if not isinstance(data, dict):
-        raise CloudStackError("getKubernetesClusterConfig", "the stored kubeconfig is not valid YAML",
-                              target=cluster_id)
-    return data
 
 
 def _remove_temp_dir(temp_dir: Optional[str]) -> None:

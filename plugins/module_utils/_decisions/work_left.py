@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 
 def work_left(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The nodes (as ``_decisions.report.node_record`` shapes them) with work left, each with why."""
+    """The nodes (as ``_decisions.outdated_report.node_record`` shapes them) with work left, each with why."""
     left = []
     for node in nodes:
         why = []

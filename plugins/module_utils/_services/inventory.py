@@ -10,7 +10,7 @@ admin its domain's subtree, a user only itself), once for accounts' clusters and
 clusters cost 2 calls; the nodes' SSH port forwards 2 more, whatever the number of clusters.
 
 ``out_of_date`` reads each cluster as ``cks_node_outdated`` does (the same session, view, record,
-lock and ``outdated.report``): per cluster 6 CloudStack calls (getKubernetesClusterConfig and the
+lock and ``outdated.outdated_report``): per cluster 6 CloudStack calls (getKubernetesClusterConfig and the
 loader's 5 lists) and 3 Kubernetes reads (nodes, the record's ConfigMap, the lock's Lease).
 """
 
@@ -31,7 +31,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.inventor
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import outdated_report
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession, KubeConnector
 
 #: The states a rollout may start from (Running, or the Alert one causes); in the others the cluster's
@@ -99,7 +99,7 @@ class OutOfDateReader:
         try:
             with ClusterSession(self.cloud, self.connect_kube, str(entry["id"]), entry.get("projectid"),
                                 entry=entry) as session:
-                result = report(session.view(), session.store.read(), session.lock().read())
+                result = outdated_report(session.view(), session.store.read(), session.lock().read())
         except CksError as exc:
             why = f"could not be read: {exc.msg}"
             return out_of_date_vars(None, None, skipped=why), f"cluster {entry.get('name')} ({entry.get('id')}) {why}"

@@ -32,9 +32,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain im
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, PodAccess, etcd_check_paths, etcd_check_refusal
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.holder import describe_controller
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.order import plan
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import PlacementReads, placement_error, placement_refusals
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report import (
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.outdated_report import (
     DrainCheck,
     EtcdHealth,
     daemonset_owners,
@@ -44,6 +42,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.report i
     requested_settings,
     select_nodes,
 )
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import PlacementReads, placement_error, placement_refusals
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest, describe
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS, Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.stop_refusals import refusal_error, stop_refusals
@@ -61,14 +61,14 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_sto
 )
 
 
-def report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo],
-           max_unavailable: Optional[int] = None, select: Optional[str] = None,
-           changes: Optional[SettingsRequest] = None, canary: bool = False,
-           drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None,
-           etcd_endpoints_given: bool = False, etcd_exec_access: Optional[ExecAccess] = None,
-           owner_reads: Optional[OwnerReads] = None, etcd_pod_access: Optional[PodAccess] = None,
-           placement: Optional[tuple[Optional[PlacementReads], list[str]]] = None,
-           restart: str = RESTART_OUTDATED) -> dict[str, Any]:
+def outdated_report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo],
+                    max_unavailable: Optional[int] = None, select: Optional[str] = None,
+                    changes: Optional[SettingsRequest] = None, canary: bool = False,
+                    drain_check: Optional[DrainCheck] = None, etcd_health: Optional[EtcdHealth] = None,
+                    etcd_endpoints_given: bool = False, etcd_exec_access: Optional[ExecAccess] = None,
+                    owner_reads: Optional[OwnerReads] = None, etcd_pod_access: Optional[PodAccess] = None,
+                    placement: Optional[tuple[Optional[PlacementReads], list[str]]] = None,
+                    restart: str = RESTART_OUTDATED) -> dict[str, Any]:
     """Everything cks_node_outdated returns, from what was read. Pure.
 
     ``owner_reads``: who the key is and the owner's headroom (``planned_settings`` and
@@ -294,7 +294,7 @@ def _plan_report(session: ClusterSession, params: Mapping[str, Any], view: Clust
     asked: dict[str, Any] = {"max_unavailable": max_unavailable, "select": params.get("select"), "changes": changes,
                              "canary": bool(params.get("canary")), "drain_check": check, "etcd_endpoints_given": given,
                              "restart": params.get("restart") or RESTART_OUTDATED}
-    first = report(view, record, lock, **asked)
+    first = outdated_report(view, record, lock, **asked)
     # Only the reads the planned changes need: a plan with no growth and no group change costs none.
     reads = read_for(session.cloud, view, planned_settings(view, record, changes), planned_nodes(view, first["hosts"]))
     # Whether the deployment planner can place the nodes a change puts into strict groups: read only
@@ -302,15 +302,15 @@ def _plan_report(session: ClusterSession, params: Mapping[str, Any], view: Clust
     placement = read_placement(session.cloud, view, planned_settings(view, record, changes),
                                planned_nodes(view, first["hosts"]))
     if reads.caller is not None or reads.headroom is not None or reads.notes or placement != (None, []):
-        first = report(view, record, lock, **asked, owner_reads=reads, placement=placement)
+        first = outdated_report(view, record, lock, **asked, owner_reads=reads, placement=placement)
     # etcd is asked only when the plan has etcd members to restart: a workers-only plan costs no
     # exec and no access review (the planning call budget of a large cluster).
     if not given and not any(w.get("node_type") in (CONTROL, ETCD) for w in first["work"]):
         return dict(first, catalog=session.catalog_dict())
     access = read_exec_access(params, session, view)
     pod = read_pod_access(params, session, view)
-    judged = report(view, record, lock, **asked, etcd_health=read_etcd_health(params, session, view, access, pod),
-                    etcd_exec_access=access, owner_reads=reads, etcd_pod_access=pod, placement=placement)
+    judged = outdated_report(view, record, lock, **asked, etcd_health=read_etcd_health(params, session, view, access, pod),
+                             etcd_exec_access=access, owner_reads=reads, etcd_pod_access=pod, placement=placement)
     # The later runs of a rollout take it over (their catalog option) instead of listing it again.
     judged["catalog"] = session.catalog_dict()
     return judged

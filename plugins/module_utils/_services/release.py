@@ -17,9 +17,9 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import RFC3339
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.timeline_picture import picture_path, timeline_svg
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, ClusterView
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release import Release, ReleaseResult
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release_steps import Release, ReleaseResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.state import Rollout
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import outdated_report
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, LockInfo, Record
 
@@ -30,7 +30,7 @@ def after_counts(view: Optional[ClusterView], record: Optional[Record]) -> Optio
     own. None when the cluster could not be read."""
     if view is None:
         return None
-    judged = report(view, record, None)
+    judged = outdated_report(view, record, None)
     after: dict[str, Any] = {"out_of_date": judged["out_of_date"], "work_left": judged["work_left"],
                              "node_types": {t: {"nodes": judged["node_types"][t]["nodes"],
                                                 "out_of_date": judged["node_types"][t]["out_of_date"]}
