@@ -10,7 +10,8 @@ from typing import Any, Callable
 import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
-from in_process_sims import CycleSim, RolloutSim, load_raw_spec
+from helpers import ClusterSim, load_raw_spec
+from in_process_sims import RolloutSim
 
 LIVE = {"live_scale": "auto", "live_scale_timeout": 5.0}
 
@@ -23,19 +24,19 @@ def live_spec(version: str = "4.23.0.0", dynamic_scale: bool = True, **cluster: 
     return raw
 
 
-def workers(sim: CycleSim, offering: str = "cks-large", root_gb: Any = None, groups: Any = None) -> Settings:
+def workers(sim: ClusterSim, offering: str = "cks-large", root_gb: Any = None, groups: Any = None) -> Settings:
     return Settings(worker=TypeSettings(sim.offering_id(offering), root_gb, groups))
 
 
-def calls(sim: CycleSim, command: str) -> list[dict[str, Any]]:
+def calls(sim: ClusterSim, command: str) -> list[dict[str, Any]]:
     return [c for c in sim.calls() if c.get("command") == command]
 
 
-def evictions(sim: CycleSim) -> list[dict[str, Any]]:
+def evictions(sim: ClusterSim) -> list[dict[str, Any]]:
     return [e for e in sim.timeline() if e.get("event") in ("evicted", "eviction")]
 
 
-def node_capacity(sim: CycleSim, node: str) -> tuple[str, str, str]:
+def node_capacity(sim: ClusterSim, node: str) -> tuple[str, str, str]:
     raw = sim.kube.read_node(node)
     return raw["status"]["capacity"]["cpu"], raw["status"]["capacity"]["memory"], raw["status"]["nodeInfo"]["bootID"]
 
@@ -44,7 +45,7 @@ def path_of(result: Any, node: str) -> dict[str, Any]:
     return next(r for r in result.results if r.name == node).changes["path"]
 
 
-def test_workers_grow_live_without_stop_or_eviction(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_workers_grow_live_without_stop_or_eviction(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(live_spec())
     nodes = sim.names("worker")[:2]
     boots = {n: node_capacity(sim, n)[2] for n in nodes}
@@ -73,7 +74,7 @@ def test_workers_grow_live_without_stop_or_eviction(cycle_sim: Callable[..., Cyc
     (dict(dynamically_scalable=False), "cks-large", {}, "not dynamically scalable"),
     ({}, "cks-large", {"root_gb": 30}, "root disk"),
 ], ids=["before-4.23-fixed-offering", "zone-without-dynamic-scaling", "vm-not-dynamically-scalable", "root-disk-too"])
-def test_what_cloudstack_cannot_scale_live_restarts(cycle_sim: Callable[..., CycleSim], spec: dict[str, Any], offering: str,
+def test_what_cloudstack_cannot_scale_live_restarts(cycle_sim: Callable[..., ClusterSim], spec: dict[str, Any], offering: str,
                                                     settings_extra: dict[str, Any], words: str) -> None:
     sim = cycle_sim(live_spec(**spec))
     node = sim.names("worker")[0]
@@ -87,7 +88,7 @@ def test_what_cloudstack_cannot_scale_live_restarts(cycle_sim: Callable[..., Cyc
     assert sim.invariants() == []
 
 
-def test_scale_down_restarts(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_scale_down_restarts(cycle_sim: Callable[..., ClusterSim]) -> None:
     raw = live_spec()
     raw["service_offerings"].append({"name": "cks-tiny", "cpu": 1, "memory": 2048})
     sim = cycle_sim(raw)
@@ -98,7 +99,7 @@ def test_scale_down_restarts(cycle_sim: Callable[..., CycleSim]) -> None:
     assert result.error is None and node_capacity(sim, node)[0] == "1"
 
 
-def test_domain_started_without_headroom_restarts_before_any_scale(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_domain_started_without_headroom_restarts_before_any_scale(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(live_spec(started_on_version="4.22.1.0"))
     node = sim.names("worker")[0]
     result = sim.cycle([node], workers(sim), options=LIVE)
@@ -111,7 +112,7 @@ def test_domain_started_without_headroom_restarts_before_any_scale(cycle_sim: Ca
     assert sim.invariants() == []
 
 
-def test_refused_after_the_decision_falls_back_in_the_same_batch(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_refused_after_the_decision_falls_back_in_the_same_batch(cycle_sim: Callable[..., ClusterSim]) -> None:
     # The host fills up between the decision and the scale: CloudStack refuses (530) and the node
     # takes the restart path, whose start places it where there is room.
     sim = cycle_sim(live_spec())
@@ -129,7 +130,7 @@ def test_refused_after_the_decision_falls_back_in_the_same_batch(cycle_sim: Call
     assert sim.invariants() == []
 
 
-def test_guest_that_does_not_online_falls_back(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_guest_that_does_not_online_falls_back(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(live_spec(guest_onlines_hotplug=False))
     node = sim.names("worker")[0]
     result = sim.cycle([node], workers(sim), options=LIVE, batch_timeout=200)
@@ -143,7 +144,7 @@ def test_guest_that_does_not_online_falls_back(cycle_sim: Callable[..., CycleSim
     assert sim.invariants() == []
 
 
-def test_kubelet_that_never_reports_falls_back(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_kubelet_that_never_reports_falls_back(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(live_spec())
     node = sim.names("worker")[0]
     sim.fault(kind="kubelet_stale_capacity", node=node)

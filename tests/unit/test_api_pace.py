@@ -11,7 +11,6 @@ import pytest
 from clock import FakeClock
 from scripted_cs import api_error, client_and_fake
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack as mod
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import cloudstack_options as cs_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pacing import ApiPacer, api_rate_from_env
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, InvalidInput

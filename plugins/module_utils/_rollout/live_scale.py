@@ -91,7 +91,7 @@ class LivePath:
         changes = frozenset(k for k in ("offering", "root_disk", "affinity_groups") if getattr(c.plan, k))
         offering = c.plan.offering
         if c.options.live_scale == AUTO and changes == {"offering"} and offering is not None:
-            self.facts = read_facts(c.cloud, c.node.vm_id, offering.to, c._changes.scope)
+            self.facts = read_facts(c.cloud, c.node.vm_id, offering.to, c.vm_changes.scope)
         return scale_path(c.options.live_scale, changes, self.facts, phased=c.options.phase != PHASE_ALL)
 
     def run(self) -> bool:
@@ -105,7 +105,7 @@ class LivePath:
             detail = self._live()
         except Fallback as why:
             c.result.changes["path"] = {"path": "restart", "reason": str(why), "fell_back_from": LIVE}
-            c._event(NodeEvent("LiveScaleFellBack", "ScaleLive", f"restart instead: {why}"[:1000], WARNING))
+            c.write_event(NodeEvent("LiveScaleFellBack", "ScaleLive", f"restart instead: {why}"[:1000], WARNING))
             return False
         c.result.changes["path"] = {"path": LIVE, "reason": decided.reason, "capacity": detail}
         c.result.outcome = "done"
@@ -118,7 +118,7 @@ class LivePath:
         if offering is None or facts is None or facts.current is None or facts.target is None:
             raise Fallback("the VM or its offerings were not read")
         old, new = facts.current, facts.target
-        before_node = c._last_read or c.kube.read_node(c.node.name)
+        before_node = c.last_read or c.kube.read_node(c.node.name)
         boot_id = boot_id_of(before_node)
         allocatable = quantity_kib(str(((before_node.get("status") or {}).get("allocatable") or {}).get("memory", "")))
         if allocatable is None or not boot_id:
@@ -137,7 +137,7 @@ class LivePath:
                 c.result.changes["left_behind"] = f"pod kube-system/{shell.left_behind} could not be seen deleted"
         expected = expected_capacity(new, old.memory_mb, allocatable)
         status = self._must("node_reports", lambda: self._node_reports(expected, boot_id))
-        c._event(NodeEvent("ScaledLive", "ScaleLive", event_words(new.name, status)))
+        c.write_event(NodeEvent("ScaledLive", "ScaleLive", event_words(new.name, status)))
         return capacity_words(status)
 
     # -- the steps -----------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ class LivePath:
 
     def _has_offering(self, offering_id: str) -> bool:
         try:
-            vm = self.cycle._changes.read_vm()
+            vm = self.cycle.vm_changes.read_vm()
         except CksError:
             return False  # unknown: the restart path's change settles it (it skips an offering already set)
         return str(vm.get("serviceofferingid") or "").lower() == offering_id.lower()
@@ -205,7 +205,7 @@ class LivePath:
         except DeadlineExceeded:
             raise Fallback(f"the node did not report its new size within {c.options.live_scale_timeout:g}s: "
                            f"{last['why']} ({expected.why})")
-        c._last_read = node
+        c.last_read = node
         return dict(node.get("status") or {})
 
     # -- recording ----------------------------------------------------------------------------------

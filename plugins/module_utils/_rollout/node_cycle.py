@@ -59,7 +59,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.live_scale
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import return_to_service
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.node_back import wait_for_etcd, wait_for_load_balancers, wait_until_back
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.options import BatchContext
-from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord, step_failure_cause
+from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import NodeResult, StepRecord, error_answer, step_failure_cause
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_OUTCOMES, PHASE_UNCORDON, STEPS, steps_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.vm_changes import VmChanges, settled
 
@@ -86,7 +86,7 @@ class NodeCycle:
         self._old_boot_ids: list[Optional[str]] = []
         self._ours = False
         self._lb_ours = False  # the load-balancer exclusion label is the rollout's
-        self._last_read: Optional[dict[str, Any]] = None  # the node as last read (by verify, at the latest)
+        self.last_read: Optional[dict[str, Any]] = None  # the node as last read (by verify, at the latest)
         self._since_stop: Optional[dict[str, Any]] = None  # the node as the stop annotation's write left it
         #: The resourceVersion the cycle's last write of the node answered: the validation reads the
         #: batch's watch only once it shows every node's (a state from after the batch).
@@ -94,7 +94,7 @@ class NodeCycle:
         self._cordoned_with_annotation = False
         self._cordon = CordonDecision(False, False, False, None, "not read")
         self._exclusion = ExclusionDecision(False, False, "not read")
-        self._changes = VmChanges(self.cloud, node.vm_id, target=node.vm_name, project_id=view.project_id)
+        self.vm_changes = VmChanges(self.cloud, node.vm_id, target=node.vm_name, project_id=view.project_id)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ class NodeCycle:
         except CksError as exc:
             record.ended, record.outcome, record.detail = time.time(), "failed", exc.msg
             self._tell(name, "failed", exc.msg)
-            raise StepFailed(self.node.name, name, exc.msg, **_answer(exc)) from exc
+            raise StepFailed(self.node.name, name, exc.msg, **error_answer(exc)) from exc
         record.ended, record.outcome, record.detail = time.time(), "ok", detail or ""
         self._tell(name, "ok", record.detail)
 
@@ -124,13 +124,14 @@ class NodeCycle:
         sink = self.batch.node_events
         event = step_event(step, outcome, detail, sink.run) if sink is not None else None
         if event is not None:
-            self._event(event)
+            self.write_event(event)
 
-    def _event(self, event: NodeEvent) -> None:
+    def write_event(self, event: NodeEvent) -> None:
+        """The node's Event (the live path's too, _rollout/live_scale.py, which reads last_read and vm_changes)."""
         sink = self.batch.node_events
         if sink is None or not self._k8s:
             return  # an external etcd node is no Node: nothing to tell describe
-        known = self._last_read or self.view.k8s_objects.get(self.node.name) or {}
+        known = self.last_read or self.view.k8s_objects.get(self.node.name) or {}
         sink.record(self.node.name, (known.get("metadata") or {}).get("uid"), event)
 
     @property
@@ -151,7 +152,7 @@ class NodeCycle:
         self._old_boot_ids = [self._cordon.boot_id, boot_id_of(current)]
         self._exclusion = exclusion_decision(current)
         self._lb_ours = self._exclusion.ours
-        self._last_read = current
+        self.last_read = current
 
     def _first_look(self) -> dict[str, Any]:
         """The node as the batch's view listed it moments ago (else a read): the annotate-and-cordon
@@ -161,7 +162,7 @@ class NodeCycle:
 
     def _marks_left(self) -> bool:
         """Whether the node carries (in check mode: would carry) marks of the rollout when it goes back."""
-        marks = marks_of(self._last_read or {})
+        marks = marks_of(self.last_read or {})
         if self.options.check_mode:
             return marks.any or bool(self.options.exclude_from_load_balancers and self._exclusion.label)
         return marks.any
@@ -254,19 +255,19 @@ class NodeCycle:
             raise AssertionError("only a change of groups is undone")
         names = self.result.changes.get("affinity_groups", {})
         return settled(f"{names.get('to')} -> {names.get('from')} (as before the rollout)",
-                       self._changes.set_affinity_groups(list(groups.from_), self._job_deadline()))
+                       self.vm_changes.set_affinity_groups(list(groups.from_), self._job_deadline()))
 
     def _restore_offering(self) -> str:
         offering = self.plan.offering
         if offering is None or offering.from_ is None:
             raise StepFailed(self.node.name, "restore_offering", "the VM's previous offering is not known")
         return settled(f"{self.view.offering_name(offering.to)} -> {self.view.offering_name(offering.from_)} "
-                       "(as before the rollout)", self._changes.change_offering(offering.from_, self.deadline))
+                       "(as before the rollout)", self.vm_changes.change_offering(offering.from_, self.deadline))
 
     def _verify_put_back(self) -> str:
         """As verify, but the VM still differs from the settings: that is what was refused."""
         parts = [self._wait_until_back()] if self._k8s else []
-        state = self._changes.read_vm().get("state")
+        state = self.vm_changes.read_vm().get("state")
         if state != "Running":
             raise StepFailed(self.node.name, "verify", f"VM is {state}")
         parts.append("VM Running on what it had (still out of date)")
@@ -282,11 +283,11 @@ class NodeCycle:
         cause = step_failure_cause(failed)
         put_back = self.failure.details.get("put_back")
         if put_back is True:
-            self._event(put_back_event(failed.step, cause, None, self._ours, sink.run))
+            self.write_event(put_back_event(failed.step, cause, None, self._ours, sink.run))
         elif put_back is False:
-            self._event(put_back_event(failed.step, cause, step_failure_cause(self.failure), self._ours, sink.run))
-        elif self._ours and ((self._last_read or {}).get("spec") or {}).get("unschedulable"):
-            self._event(left_cordoned(failed.step, f"{failed.step} failed: {cause}", sink.run))
+            self.write_event(put_back_event(failed.step, cause, step_failure_cause(self.failure), self._ours, sink.run))
+        elif self._ours and ((self.last_read or {}).get("spec") or {}).get("unschedulable"):
+            self.write_event(left_cordoned(failed.step, f"{failed.step} failed: {cause}", sink.run))
 
     # -- the steps ----------------------------------------------------------------------------------
 
@@ -298,7 +299,7 @@ class NodeCycle:
         (resourceVersion); on a 409 the node is read again and judged again (client-go's
         RetryOnConflict), so a cordon someone made meanwhile stays theirs.
         """
-        first = self._last_read
+        first = self.last_read
 
         def build(current: dict[str, Any]) -> Optional[dict[str, Any]]:
             if current is not first:
@@ -313,7 +314,7 @@ class NodeCycle:
 
         answer = self._wrote(self.kube.patch_node_checked(self.node.name, build, node=first))
         if answer is not None:
-            self._last_read = answer
+            self.last_read = answer
         return f"boot ID {self._cordon.boot_id}"
 
     def _run_cordon(self) -> str:
@@ -327,21 +328,21 @@ class NodeCycle:
     def _run_drain(self) -> str:
         drainer = Drainer(self.kube, self.options.drain, self.batch.daemonsets)
         self._tell("drain", STARTED, "")
-        drainer.on_blocked = lambda pod, pdb, answer: self._event(eviction_blocked(pod, pdb, answer))
+        drainer.on_blocked = lambda pod, pdb, answer: self.write_event(eviction_blocked(pod, pdb, answer))
         return self._drain(drainer)
 
     def _run_lb_wait(self) -> str:
         return wait_for_load_balancers(self.node, self.options.exclude_delay, self.deadline)
 
     def _run_stop(self) -> str:
-        return self._stop(self._changes)
+        return self._stop(self.vm_changes)
 
     def _run_change_offering(self) -> str:
         offering = self.plan.offering
         if offering is None:
             raise AssertionError("change_offering runs only for an offering change")
         return settled(f"{self.view.offering_name(offering.from_)} -> {self.view.offering_name(offering.to)}",
-                       self._changes.change_offering(offering.to, self.deadline))
+                       self.vm_changes.change_offering(offering.to, self.deadline))
 
     def _run_resize_root_disk(self) -> str:
         disk = self.plan.root_disk
@@ -351,7 +352,7 @@ class NodeCycle:
         if not volume_id:
             raise StepFailed(self.node.name, "resize_root_disk", "no ROOT volume visible to resize")
         return settled(f"{disk.from_} GB -> {disk.to} GB",
-                       self._changes.resize_root_disk(volume_id, disk.to, self._job_deadline()))
+                       self.vm_changes.resize_root_disk(volume_id, disk.to, self._job_deadline()))
 
     def _run_update_affinity_groups(self) -> str:
         groups = self.plan.affinity_groups
@@ -359,16 +360,16 @@ class NodeCycle:
             raise AssertionError("update_affinity_groups runs only for a change of groups")
         names = self.result.changes.get("affinity_groups", {})
         return settled(f"{names.get('from')} -> {names.get('to')}",
-                       self._changes.set_affinity_groups(groups.to, self._job_deadline()))
+                       self.vm_changes.set_affinity_groups(groups.to, self._job_deadline()))
 
     def _run_start(self) -> str:
         gates = self.batch.start_gates
         if not gates.groups_of(self.node.name):
-            return settled("Running", self._changes.start(self._job_deadline()))
+            return settled("Running", self.vm_changes.start(self._job_deadline()))
         # Not at the same moment as another node of its strict groups: each is planned with the
         # one before already on its host.
         with gates.held(self.node.name):
-            how = self._changes.start(self._job_deadline())
+            how = self.vm_changes.start(self._job_deadline())
         self.result.changes["start"] = {"waited_for_planner": gates.waited.get(self.node.name, 0.0)}
         return settled("Running", how) + " (one at a time in its strict affinity groups)"
 
@@ -405,18 +406,18 @@ class NodeCycle:
         return self._return(False)
 
     def _wait_until_back(self) -> str:
-        self._last_read, why = wait_until_back(self.batch, self.node, self._old_boot_ids, self._since_stop,
-                                               self.deadline)
+        self.last_read, why = wait_until_back(self.batch, self.node, self._old_boot_ids, self._since_stop,
+                                              self.deadline)
         return why
 
     def _vm_matches(self) -> str:
         # The start's and the resize's own answers are the VM and volume as they are now: read
         # again only what no job of this cycle answered (a lost answer, no resize planned).
-        vm = self._changes.job_answer("startVirtualMachine") or self._changes.read_vm()
+        vm = self.vm_changes.job_answer("startVirtualMachine") or self.vm_changes.read_vm()
         if self.plan.root_disk is None:
             root: Optional[dict[str, Any]] = None  # unchanged since the batch read it
         else:
-            root = self._changes.job_answer("resizeVolume", self.node.root_volume_id) or self._changes.read_root()
+            root = self.vm_changes.job_answer("resizeVolume", self.node.root_volume_id) or self.vm_changes.read_root()
         refreshed = node_with_vm(self.node, vm, root, self.view)
         if refreshed.vm_state != "Running":
             raise StepFailed(self.node.name, "verify", f"VM is {refreshed.vm_state}")
@@ -439,7 +440,6 @@ class NodeCycle:
 
     def _drain(self, drainer: Drainer) -> str:
         report = drainer.drain(self.node.name, self.deadline, node_down=not self.node.running)
-        self.result.changes.setdefault("drain", {})
         self.result.changes["drain"] = {"evicted": report.evicted, "skipped": len(report.skipped)}
         if report.warnings:
             self.result.changes["drain"]["warnings"] = report.warnings
@@ -466,19 +466,13 @@ class NodeCycle:
         return settled("Stopped", how)
 
     def _return(self, uncordon: bool) -> str:
-        current = self._last_read if self._last_read is not None else self.kube.read_node(self.node.name)
+        current = self.last_read if self.last_read is not None else self.kube.read_node(self.node.name)
         marks = marks_of(current)
         self._wrote(return_to_service(self.kube, self.node.name, marks, uncordon, node=current))
         done = ["uncordoned, annotation removed"] if uncordon else []
         if marks.any:
             done.append(f"{marks.words()} removed")
         return ", ".join(done)
-
-
-def _answer(exc: CksError) -> dict[str, Any]:
-    """What CloudStack or Kubernetes answered, for the result (no secrets are in these fields)."""
-    keep = ("command", "errorcode", "errortext", "target", "action", "status", "reason", "what", "jobid")
-    return {k: v for k, v in exc.details.items() if k in keep}
 
 
 def _now_text() -> str:

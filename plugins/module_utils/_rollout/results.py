@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.steps import PHASE_ALL, READ_ONLY_STEPS
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationResult
 
@@ -101,3 +101,9 @@ def step_failure_cause(error: StepFailed) -> str:
     """The failure's message without the node and step it starts with."""
     prefix = f"node {error.node}: {error.step} failed: "
     return error.msg[len(prefix):] if error.msg.startswith(prefix) else error.msg
+
+
+def error_answer(exc: CksError) -> dict[str, Any]:
+    """What CloudStack or Kubernetes answered, for a step's failure (no secrets are in these fields)."""
+    keep = ("command", "errorcode", "errortext", "target", "action", "status", "reason", "what", "jobid")
+    return {k: v for k, v in exc.details.items() if k in keep}
