@@ -152,11 +152,11 @@ lint: setup shellcheck-installed
 # used). The allow-list, the names read by name at run time: Ansible's plugin entry points
 # (DOCUMENTATION ... v2_*, TRANSFERS_FILES, is_conditional of v2_playbook_on_task_start), pytest's
 # (test_*, pytest_*, pytestmark, @pytest.fixture), cks-sim's @handler commands and HANDLER_MODULES (imported
-# to register them), HTMLParser's and BaseHTTPRequestHandler's hooks, a type named in a cast's string, and
+# to register them), HTMLParser's and BaseHTTPRequestHandler's hooks, requests' Session.trust_env, a type named in a cast's string, and
 # the members of a table kept whole (a job status, an exec channel, the Event reasons, an old error text,
 # an exec request field).
 VULTURE_ARGS := plugins tests bench --min-confidence 60 --exclude tests/docs/conf.py \
-	--ignore-names 'DOCUMENTATION,EXAMPLES,RETURN,FilterModule,ActionModule,CallbackModule,InventoryModule,ModuleDocFragment,NAME,CALLBACK_*,v2_*,TRANSFERS_FILES,is_conditional,test_*,pytest_*,pytestmark,HANDLER_MODULES,handle_starttag,handle_data,handle_endtag,log_request,CertificateIssuerPublicKeyTypes,JOB_FAILED,RESIZE,PUT_BACK,LEFT_CORDONED,LEGACY_LIMIT_TEXT,tty' \
+	--ignore-names 'DOCUMENTATION,EXAMPLES,RETURN,FilterModule,ActionModule,CallbackModule,InventoryModule,ModuleDocFragment,NAME,CALLBACK_*,v2_*,TRANSFERS_FILES,is_conditional,test_*,pytest_*,pytestmark,HANDLER_MODULES,handle_starttag,handle_data,handle_endtag,log_request,trust_env,CertificateIssuerPublicKeyTypes,JOB_FAILED,RESIZE,PUT_BACK,LEFT_CORDONED,LEGACY_LIMIT_TEXT,tty' \
 	--ignore-decorators '@handler,@pytest.fixture'
 dead-code: setup
 	$(BIN)/vulture $(VULTURE_ARGS)

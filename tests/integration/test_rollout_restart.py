@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import pytest
-from in_process_sims import load_raw_spec
+from helpers import load_raw_spec
 
 pytestmark = pytest.mark.timeout(900)
 

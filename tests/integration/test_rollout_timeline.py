@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 from headless_chromium import dump_dom
-from in_process_sims import load_raw_spec
+from helpers import load_raw_spec
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -23,14 +23,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 os.environ["CKS_SIM_KUBE"] = "real"
 
-from in_process_sims import CycleSim, RolloutSim, cycle_sims, rollout_sims  # noqa: E402
+from helpers import ClusterSim  # noqa: E402
+from in_process_sims import RolloutSim, cycle_sims, rollout_sims  # noqa: E402
 
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 
 @pytest.fixture
-def cycle_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., CycleSim]]:
-    """``cycle_sim(spec="small.yml", etcd=True)`` -> CycleSim on a real control plane."""
+def cycle_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ClusterSim]]:
+    """``cycle_sim(spec="small.yml", etcd=True)`` -> ClusterSim on a real control plane."""
     yield from cycle_sims(tmp_path_factory)
 
 

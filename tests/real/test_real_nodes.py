@@ -9,14 +9,14 @@ from typing import Any, Callable
 
 import pytest
 from cks_sim.harness import wait_until
-from in_process_sims import CycleSim
+from helpers import ClusterSim
 
 pytestmark = pytest.mark.timeout(600)
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
 
-def node(sim: CycleSim, name: str) -> dict[str, Any]:
+def node(sim: ClusterSim, name: str) -> dict[str, Any]:
     return next(n for n in sim.kube.list_nodes() if n["metadata"]["name"] == name)
 
 
@@ -24,17 +24,17 @@ def ready(raw: dict[str, Any]) -> str:
     return next(c["status"] for c in raw["status"]["conditions"] if c["type"] == "Ready")
 
 
-def web_budget(sim: CycleSim) -> dict[str, Any]:
+def web_budget(sim: ClusterSim) -> dict[str, Any]:
     return next(p["status"] for p in sim.kube.list_pdbs() if p["metadata"]["name"] == "web")
 
 
-def api(sim: CycleSim) -> Any:
+def api(sim: ClusterSim) -> Any:
     """The real API server, read as the actors read it (the world in this process)."""
     return next(iter(sim.sim.kube.values())).kubelets.api
 
 
 def test_a_stopped_vm_goes_unknown_and_a_started_one_comes_back_with_a_new_boot(
-        cycle_sim: Callable[..., CycleSim]) -> None:
+        cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     web_nodes = {p["spec"]["nodeName"] for p in api(sim).list("/api/v1/namespaces/default/pods")
                  if p["metadata"]["name"].startswith("web-")}
