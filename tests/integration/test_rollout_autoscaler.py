@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from cks_sim.harness import wait_until
-from in_process_sims import ROOT, load_raw_spec
+from helpers import ROOT, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import HOLD_ANNOTATION, SCALE_DOWN_DISABLED
 
