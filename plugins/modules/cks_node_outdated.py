@@ -303,7 +303,10 @@ nodes:
       type: bool
     reasons:
       description: How it differs. V(kind) is V(offering), V(root_disk) or V(affinity_groups); V(from) and V(to) are
-        offering or group references (id and name) or sizes in GB; V(message) says it in words.
+        offering or group references (id and name) or sizes in GB; V(message) says it in words. V(kind)
+        V(kubelet_capacity) (V(from) and V(to) null) - its kubelet reports fewer CPUs or well less memory than its
+        VM has, a live scale it has not seen (V(message) says both); such a node is out of date whatever the
+        settings.
       type: list
       elements: dict
     path:

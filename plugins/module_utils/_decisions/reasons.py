@@ -1,13 +1,17 @@
 # Copyright (c) 2026 cloudstack.cks contributors
 # Apache License 2.0 (see LICENSE)
 
-"""Why a node is out of date: its offering, root disk or affinity groups differ from its type's settings."""
+"""Why a node is out of date: its offering, root disk or affinity groups differ from its type's
+settings, or its kubelet reports less CPU or memory than its VM has (``kubelet_capacity``: a live
+scale the kubelet has not seen, as a run that stopped between the scale and the kubelet's restart
+leaves it; no node ends a rollout unaware of its resources)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_path import kubelet_unaware
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import TypeSettings, unique_ids
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, WORKER, ClusterView, Node
 
@@ -51,16 +55,22 @@ def _words(value: ReasonValue) -> str:
     return "none"
 
 
+KUBELET_CAPACITY = "kubelet_capacity"
+
+
 @dataclass(frozen=True)
 class Reason:
     """Why a node differs from its type's settings. ``from_``/``to`` are names and ids."""
 
-    kind: str  # "offering" | "root_disk" | "affinity_groups"
+    kind: str  # "offering" | "root_disk" | "affinity_groups" | "kubelet_capacity"
     from_: ReasonValue
     to: ReasonValue
+    words: str = ""  # kubelet_capacity: what the kubelet reports against its VM
 
     @property
     def message(self) -> str:
+        if self.kind == KUBELET_CAPACITY:
+            return self.words
         label = {"offering": "offering", "root_disk": "root disk",
                  "affinity_groups": "affinity groups"}[self.kind]
         return f"{label} {_words(self.from_)} -> {_words(self.to)}"
@@ -83,8 +93,12 @@ def is_dedication(view: ClusterView, group_id: str) -> bool:
     return bool(group and group.is_dedication)
 
 
-def outdated_reasons(node: Node, type_settings: TypeSettings, view: ClusterView) -> list[Reason]:
-    """How ``node`` differs from ``type_settings``; empty when it is up to date."""
+def outdated_reasons(node: Node, type_settings: TypeSettings, view: ClusterView, kubelet: bool = True) -> list[Reason]:
+    """How ``node`` differs from ``type_settings``; empty when it is up to date.
+
+    ``kubelet``: also judge what its kubelet reports (``kubelet_capacity``); a check of the VM
+    alone (the cycle's verify, on a VM re-read without its Node) leaves it out.
+    """
     reasons: list[Reason] = []
     wanted_offering = type_settings.offering_id
     if wanted_offering is not None and node.offering_id != wanted_offering:
@@ -102,6 +116,10 @@ def outdated_reasons(node: Node, type_settings: TypeSettings, view: ClusterView)
         if node.chosen_group_ids != wanted:
             reasons.append(Reason("affinity_groups", _group_refs(view, node.chosen_group_ids),
                                   _group_refs(view, wanted)))
+    unaware = kubelet_unaware(node.kubelet_cpu, node.kubelet_memory, node.cpu, node.memory_mb) \
+        if kubelet and node.running and node.is_kubernetes_node else None
+    if unaware is not None:
+        reasons.append(Reason(KUBELET_CAPACITY, None, None, unaware))
     return reasons
 
 

@@ -28,6 +28,9 @@ LIVE_SCALE_CHOICES = (NEVER, AUTO)
 LIVE_HYPERVISORS = frozenset({"KVM", "XenServer", "VMware", "Simulator"})
 #: The kernel keeps a struct page (64 bytes) per 4 KiB page of memory it onlines: 1/64 of the added memory.
 PAGE_TABLE_SHARE = 64
+#: What a booted kernel keeps of its VM's memory besides those page structures (its image, the
+#: firmware's ranges, a crash kernel) stays under 1/8: a kubelet reporting less has not seen all of it.
+BOOT_KEPT_SHARE = 8
 
 
 @dataclass(frozen=True)
@@ -69,14 +72,20 @@ def _at_least(version: str, wanted: tuple[int, int]) -> bool:
     return len(parts) == 2 and parts >= wanted
 
 
-def scale_path(mode: str, changes: frozenset[str], facts: Optional[LiveFacts], phased: bool = False) -> ScalePath:
+def scale_path(mode: str, changes: frozenset[str], facts: Optional[LiveFacts], phased: bool = False,
+               unaware: Optional[str] = None) -> ScalePath:
     """The path of one node. ``changes``: the kinds of its change (offering, root_disk, affinity_groups).
 
     ``phased``: a batch run in phases for per-node hooks; its hooks are written around a drain and a
-    restart, so such a batch keeps the restart path.
+    restart, so such a batch keeps the restart path. ``unaware``: why its kubelet has not seen what
+    its VM has (``kubelet_unaware``); with nothing to change, the live path restarts only the kubelet.
     """
     if mode != AUTO:
         return ScalePath(RESTART, "rollout_live_scale is never")
+    if not changes and unaware is not None:
+        if phased:
+            return ScalePath(RESTART, "per-node hooks run around a drain and a restart")
+        return ScalePath(LIVE, f"the VM already has its offering, the kubelet is restarted to see it: {unaware}")
     if not changes:
         return ScalePath(RESTART, "nothing to change")
     if "root_disk" in changes:
@@ -140,9 +149,40 @@ def expected_capacity(new: OfferingFacts, old_memory_mb: int, old_allocatable_ki
     kept = max(0, old_memory_mb * 1024 - old_allocatable_kib)
     added = max(0, new.memory_mb - old_memory_mb) * 1024
     page_tables = added // PAGE_TABLE_SHARE
-    floor = new.memory_mb * 1024 - kept - page_tables
+    floor = memory_floor_kib(new.memory_mb, kept, added)
     return ExpectedCapacity(new.cpu, floor, f"{kept // 1024} MiB kept by the kubelet and the kernel before the scale,"
                                             f" {page_tables // 1024} MiB of page structures for the added memory")
+
+
+def memory_floor_kib(memory_mb: int, kept_kib: int, onlined_kib: int) -> int:
+    """The least memory a node shows for a VM of ``memory_mb``: less what is kept (measured on the
+    node, or the most a kernel keeps), and the kernel's page structures of what it onlined."""
+    return memory_mb * 1024 - kept_kib - onlined_kib // PAGE_TABLE_SHARE
+
+
+def kubelet_unaware(kubelet_cpu: Optional[int], kubelet_memory: Optional[str], vm_cpu: int,
+                    vm_memory_mb: int) -> Optional[str]:
+    """Why a node's kubelet reports less than its VM has (a live scale it has not seen: its VM was
+    scaled and the kubelet not restarted since), else None. What is not reported is not judged.
+
+    CPUs are exact. Memory (``status.capacity``, the guest's MemTotal) is judged against the floor
+    ``memory_floor_kib`` draws for the whole of the VM's memory, as booted (at most 1/8 kept, and
+    the page structures of it all): only a kubelet that saw well less than the VM has is below it.
+    """
+    unseen = "a live scale not yet seen by the kubelet"
+    if kubelet_cpu is not None and kubelet_cpu < vm_cpu:
+        return f"kubelet reports {kubelet_cpu} CPU, its VM has {vm_cpu} ({unseen})"
+    memory = quantity_kib(kubelet_memory)
+    if memory is not None and vm_memory_mb > 0 and memory < aware_memory_kib(vm_memory_mb):
+        return (f"kubelet reports {memory / 1024 ** 2:.1f} GiB of memory, its VM has {vm_memory_mb / 1024:.1f} GiB"
+                f" ({unseen})")
+    return None
+
+
+def aware_memory_kib(vm_memory_mb: int) -> int:
+    """The least memory capacity of a kubelet that has seen all of its VM's ``vm_memory_mb``."""
+    whole = vm_memory_mb * 1024
+    return memory_floor_kib(vm_memory_mb, whole // BOOT_KEPT_SHARE, whole)
 
 
 def quantity_kib(value: Optional[str]) -> Optional[int]:
@@ -172,6 +212,15 @@ def reports_capacity(status: Mapping[str, Any], expected: ExpectedCapacity) -> t
     if memory is None or memory < expected.memory_kib:
         return False, f"reports {memory or 0} KiB allocatable memory, less than {expected.memory_kib} KiB"
     return True, f"{cpu} CPU, {memory} KiB allocatable"
+
+
+def reports_vm_size(status: Mapping[str, Any], vm_cpu: int, vm_memory_mb: int) -> tuple[bool, str]:
+    """Whether a Node's status shows all its VM has (``kubelet_unaware``'s rule), and what it shows."""
+    capacity = _section(status, "capacity")
+    cpu = str(capacity.get("cpu", ""))
+    unaware = kubelet_unaware(int(cpu) if cpu.isdigit() else None, str(capacity.get("memory", "")) or None,
+                              vm_cpu, vm_memory_mb)
+    return unaware is None, unaware or f"{cpu} CPU, {capacity.get('memory')} as its VM has"
 
 
 def capacity_words(status: Mapping[str, Any]) -> str:

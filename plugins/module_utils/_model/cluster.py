@@ -155,6 +155,10 @@ class Node:
     ip_address: Optional[str] = None
     external: bool = False  # added with addNodesToKubernetesCluster
     root_storage_type: Optional[str] = None  # shared | local: the ROOT volume's pool (listVolumes storagetype)
+    # What the kubelet reports (status.capacity): None when not reported. Beside ``cpu`` and
+    # ``memory_mb`` (the VM's), it shows a kubelet that has not seen a live scale yet.
+    kubelet_cpu: Optional[int] = None
+    kubelet_memory: Optional[str] = None  # the quantity as reported ("8388608Ki")
 
     @property
     def running(self) -> bool:
@@ -364,6 +368,8 @@ class _KubeNode:
     annotations: Mapping[str, str]
     labels: Mapping[str, str]
     taint_keys: frozenset[str]
+    cpu: Optional[int]
+    memory: Optional[str]
 
 
 def _kube_node(raw: Mapping[str, Any]) -> _KubeNode:
@@ -382,7 +388,14 @@ def _kube_node(raw: Mapping[str, Any]) -> _KubeNode:
         annotations=MappingProxyType(dict(metadata.get("annotations") or {})),
         labels=MappingProxyType(dict(metadata.get("labels") or {})),
         taint_keys=frozenset(str(k) for k in taints if k),
+        cpu=_opt_int((status.get("capacity") or {}).get("cpu")),
+        memory=_opt_str((status.get("capacity") or {}).get("memory")),
     )
+
+
+def _opt_int(value: Any) -> Optional[int]:
+    """A whole number as Kubernetes writes a CPU count ("4"); None for anything else ("3500m")."""
+    return int(value) if isinstance(value, (int, str)) and str(value).isdigit() else None
 
 
 def build_view(
@@ -459,6 +472,8 @@ def build_view(
             ip_address=_default_ip(vm),
             external=_bool(vm.get("isexternalnode")),
             root_storage_type=_opt_str(root.get("storagetype")) if root else None,
+            kubelet_cpu=kube_node.cpu if kube_node else None,
+            kubelet_memory=kube_node.memory if kube_node else None,
         ))
 
     node_offerings = {t: str(cluster[f"{t}offeringid"]) for t in (CONTROL, WORKER, ETCD)
