@@ -8,41 +8,9 @@ import json
 from typing import Any, Callable
 
 import pytest
-
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
-from helpers import ClusterSim, load_raw_spec
+from helpers import ClusterSim
 from in_process_sims import RolloutSim
-
-LIVE = {"live_scale": "auto", "live_scale_timeout": 5.0}
-
-
-def live_spec(version: str = "4.23.0.0", dynamic_scale: bool = True, **cluster: Any) -> dict[str, Any]:
-    raw = load_raw_spec("small.yml")
-    raw["cloud"] = {"version": version}
-    raw["zone"] = dict(raw["zone"], dynamic_scale=dynamic_scale)
-    raw["clusters"][0].update(cluster)
-    return raw
-
-
-def workers(sim: ClusterSim, offering: str = "cks-large", root_gb: Any = None, groups: Any = None) -> Settings:
-    return Settings(worker=TypeSettings(sim.offering_id(offering), root_gb, groups))
-
-
-def calls(sim: ClusterSim, command: str) -> list[dict[str, Any]]:
-    return [c for c in sim.calls() if c.get("command") == command]
-
-
-def evictions(sim: ClusterSim) -> list[dict[str, Any]]:
-    return [e for e in sim.timeline() if e.get("event") in ("evicted", "eviction")]
-
-
-def node_capacity(sim: ClusterSim, node: str) -> tuple[str, str, str]:
-    raw = sim.kube.read_node(node)
-    return raw["status"]["capacity"]["cpu"], raw["status"]["capacity"]["memory"], raw["status"]["nodeInfo"]["bootID"]
-
-
-def path_of(result: Any, node: str) -> dict[str, Any]:
-    return next(r for r in result.results if r.name == node).changes["path"]
+from live_scale_helpers import LIVE, calls, evictions, live_spec, node_capacity, path_of, workers
 
 
 def test_workers_grow_live_without_stop_or_eviction(cycle_sim: Callable[..., ClusterSim]) -> None:

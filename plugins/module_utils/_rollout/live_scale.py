@@ -49,8 +49,10 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_pa
     expected_capacity,
     guest_sees,
     headroom_refusal,
+    kubelet_unaware,
     quantity_kib,
     reports_capacity,
+    reports_vm_size,
     scale_path,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import StepRecord
@@ -64,7 +66,11 @@ def grew_live(cycle: Any) -> bool:
     """The live path of a cycle whose offering changes, under ``live_scale: auto``: True when the node
     grew without a restart; else the restart path follows, without the offering change when the live
     scale made it."""
-    if cycle.options.live_scale == NEVER or cycle.plan.offering is None:
+    if cycle.options.live_scale == NEVER:
+        return False
+    if cycle.plan.empty:
+        return LivePath(cycle).catch_up()
+    if cycle.plan.offering is None:
         return False
     live = LivePath(cycle)
     if live.run():
@@ -96,13 +102,16 @@ class LivePath:
 
     def run(self) -> bool:
         """True when the node grew live and reports it; False: the restart path follows."""
+        return self._follow(self.decide(), self._live)
+
+    def _follow(self, decided: ScalePath, live: Callable[[], str]) -> bool:
+        """The decided path, ``live`` run for a live one: True when it ended live."""
         c = self.cycle
-        decided = self.decide()
         if decided.path != LIVE:
             c.result.changes["path"] = decided.to_dict()
             return False
         try:
-            detail = self._live()
+            detail = live()
         except Fallback as why:
             c.result.changes["path"] = {"path": "restart", "reason": str(why), "fell_back_from": LIVE}
             c.write_event(NodeEvent("LiveScaleFellBack", "ScaleLive", f"restart instead: {why}"[:1000], WARNING))
@@ -110,6 +119,41 @@ class LivePath:
         c.result.changes["path"] = {"path": LIVE, "reason": decided.reason, "capacity": detail}
         c.result.outcome = "done"
         return True
+
+    def catch_up(self) -> bool:
+        """A VM that has its offering already and a kubelet that has not seen it (a run stopped
+        between the live scale and the kubelet's restart): the kubelet restarted and the node's new
+        size awaited, no scale; False: the restart path follows (it changes nothing on the VM)."""
+        c = self.cycle
+        node = c.node
+        unaware = kubelet_unaware(node.kubelet_cpu, node.kubelet_memory, node.cpu, node.memory_mb)
+        decided = scale_path(c.options.live_scale, frozenset(), None, phased=c.options.phase != PHASE_ALL,
+                             unaware=unaware)
+        if unaware is None:
+            return False
+        return self._follow(decided, lambda: self._restart_kubelet(
+            lambda status: reports_vm_size(status, node.cpu, node.memory_mb),
+            f"{node.cpu} CPU and {node.memory_mb} MiB as its VM has"))
+
+    def _restart_kubelet(self, judge: Callable[[dict[str, Any]], tuple[bool, str]], expected: str) -> str:
+        c = self.cycle
+        before_node = c.last_read or c.kube.read_node(c.node.name)
+        boot_id = boot_id_of(before_node)
+        if not boot_id:
+            raise Fallback("the node's boot ID could not be read")
+        shell = NodeShell(c.kube, c.node.name, c.options.live_scale_image, c.deadline, c.options.poll_interval)
+        try:
+            with shell:
+                self._must("kubelet_restart", lambda: f"kubelet restart queued ({shell.restart_kubelet()})")
+        except CksError as exc:
+            raise Fallback(f"the pod on the node failed: {exc.msg}") from exc
+        finally:
+            if shell.left_behind:
+                c.result.changes["left_behind"] = f"pod kube-system/{shell.left_behind} could not be seen deleted"
+        status = self._must("node_reports", lambda: self._node_reports(judge, expected, boot_id))
+        c.write_event(NodeEvent("ScaledLive", "ScaleLive", f"kubelet restarted to see its VM's size; capacity now "
+                                                      f"{capacity_words(status)}"))
+        return capacity_words(status)
 
     def _live(self) -> str:
         c = self.cycle
@@ -136,7 +180,8 @@ class LivePath:
             if shell.left_behind:
                 c.result.changes["left_behind"] = f"pod kube-system/{shell.left_behind} could not be seen deleted"
         expected = expected_capacity(new, old.memory_mb, allocatable)
-        status = self._must("node_reports", lambda: self._node_reports(expected, boot_id))
+        status = self._must("node_reports", lambda: self._node_reports(
+            lambda found: reports_capacity(found, expected), expected.why, boot_id))
         c.write_event(NodeEvent("ScaledLive", "ScaleLive", event_words(new.name, status)))
         return capacity_words(status)
 
@@ -182,7 +227,8 @@ class LivePath:
             raise Fallback(last["why"])
         return last["why"]
 
-    def _node_reports(self, expected: Any, boot_id: str) -> dict[str, Any]:
+    def _node_reports(self, judge: Callable[[dict[str, Any]], tuple[bool, str]], expected: str,
+                      boot_id: str) -> dict[str, Any]:
         c = self.cycle
         last = {"why": ""}
 
@@ -191,7 +237,7 @@ class LivePath:
                 last["why"] = "the Node is not in the API"
                 return None
             status = node.get("status") or {}
-            ok, why = reports_capacity(status, expected)
+            ok, why = judge(status)
             ready = any(x.get("type") == "Ready" and x.get("status") == "True" for x in status.get("conditions") or [])
             if boot_id_of(node) != boot_id:
                 last["why"] = f"boot ID changed from {boot_id}: the node rebooted"
@@ -204,7 +250,7 @@ class LivePath:
                                      c.options.poll_interval, what=f"node {c.node.name} to report its new size")
         except DeadlineExceeded:
             raise Fallback(f"the node did not report its new size within {c.options.live_scale_timeout:g}s: "
-                           f"{last['why']} ({expected.why})")
+                           f"{last['why']} ({expected})")
         c.last_read = node
         return dict(node.get("status") or {})
 

@@ -20,6 +20,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_pa
     LIVE,
     LIVE_SCALE_CHOICES,
     NEVER,
+    kubelet_unaware,
     scale_path,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings
@@ -59,7 +60,9 @@ def with_paths(result: dict[str, Any], session: ClusterSession, view: ClusterVie
                     caps = {}
             scope = {"projectid": view.project_id} if view.project_id else {}
             facts = read_facts(session.cloud, node.vm_id, plan.offering.to, scope, caps)
-        decided = scale_path(mode, changes, facts, phased=phased)
+        unaware = kubelet_unaware(node.kubelet_cpu, node.kubelet_memory, node.cpu, node.memory_mb) \
+            if node.running and node.is_kubernetes_node else None
+        decided = scale_path(mode, changes, facts, phased=phased, unaware=unaware)
         record["path"] = decided.to_dict()
         (live if decided.path == LIVE else restart).append(node.name)
     result["live_paths"] = {"live": live, "restart": restart}
