@@ -398,6 +398,14 @@ live_paths:
   description: With O(plan=true) and O(live_scale=auto), the planned nodes by path - C(live) and C(restart) (names).
   returned: when O(plan=true) and O(live_scale=auto)
   type: dict
+live_scale_refused:
+  description:
+    - With O(plan=true) and O(live_scale=auto), why the API key cannot take the live path (listApis does not list
+      C(scaleVirtualMachine), C(listServiceOfferings) or C(listCapabilities)); every planned node is then on the
+      restart path with this reason, and the rollout role runs its batches with O(live_scale=never).
+  returned: when the key may not call what the live path calls
+  type: str
+  sample: the API key may not call scaleVirtualMachine
 plan:
   description:
     - With O(plan=true), the batches in order, as M(cloudstack.cks.cks_node_outdated) returns them. Every other key

@@ -17,6 +17,13 @@ only what the key may call) is compared with the commands the plan will send, pe
 - new affinity groups: ``updateVMAffinityGroup`` (also the put-back's previous groups);
 - a larger root disk: ``resizeVolume`` and ``listVolumes``.
 
+The live path (``rollout_live_scale: auto``) sends ``scaleVirtualMachine`` and reads
+``listServiceOfferings`` and ``listCapabilities`` to decide: a key without one of them has the plan's
+live-path nodes planned on the restart path, with the reason, and the batches run without the live
+path, instead of a refusal of the scale after the lock. A node whose VM has its offering already
+would only restart its kubelet, which no CloudStack command does; it restarts too, so that what the
+plan shows is what the batches do.
+
 A key pair's end date (``listUserKeys``' ``enddate``; after it every call is answered 401) that
 falls within the rollout's longest expected time gets a warning naming it. Pure.
 """
@@ -36,6 +43,7 @@ EVERY_NODE = ("stopVirtualMachine", "startVirtualMachine", "listVirtualMachines"
 FOR_OFFERING = ("changeServiceForVirtualMachine",)
 FOR_GROUPS = ("updateVMAffinityGroup",)
 FOR_ROOT_DISK = ("resizeVolume", "listVolumes")
+FOR_LIVE_PATH = ("scaleVirtualMachine", "listServiceOfferings", "listCapabilities")
 #: CloudStack's date format (``2026-12-07T05:00:00+0000``).
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 
@@ -86,6 +94,27 @@ def missing_commands(settings: Settings, nodes: Sequence[Node], reads: ApiAccess
             types = tuple(dict.fromkeys(n.node_type for n in senders))
             missing.append(MissingCommand(command, types, tuple(n.name for n in senders)))
     return missing
+
+
+def live_path_refusal(reads: ApiAccessReads) -> Optional[str]:
+    """Why the live path cannot scale a VM with this key (None: it may, or listApis was not read)."""
+    if reads.allowed is None:
+        return None
+    missing = [c for c in FOR_LIVE_PATH if c not in reads.allowed]
+    return f"the API key may not call {', '.join(missing)}" if missing else None
+
+
+def without_live_scale(result: Mapping[str, Any], why: str) -> dict[str, Any]:
+    """``result`` (a plan with ``live_paths``) with each planned live node on the restart path for
+    ``why``, and ``live_scale_refused`` (the batches run with ``live_scale: never``)."""
+    planned = result.get("live_paths")
+    if not planned:
+        return dict(result)
+    live = set(planned["live"])
+    nodes = [dict(r, path={"path": "restart", "reason": why}) if r.get("name") in live else r
+             for r in result.get("nodes") or []]
+    paths = {"live": [], "restart": list(planned["restart"]) + list(planned["live"])}
+    return dict(result, nodes=nodes, live_paths=paths, live_scale_refused=why)
 
 
 def api_access_error(missing: Sequence[MissingCommand], key_name: Optional[str] = None) -> Optional[str]:

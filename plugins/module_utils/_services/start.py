@@ -34,7 +34,13 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_event
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_access import api_access_error, expiry_warning, missing_commands
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_access import (
+    api_access_error,
+    expiry_warning,
+    live_path_refusal,
+    missing_commands,
+    without_live_scale,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import autoscaler_of, autoscaler_words
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
@@ -72,6 +78,9 @@ def judge_api_access(session: ClusterSession, params: Mapping[str, Any], view: C
     judged["would_not_be_allowed"] = [m.to_dict() for m in missing]
     judged["api_access_error"] = api_access_error(missing, reads.key_name)
     judged["api_key_ends"] = reads.key_end
+    live_refused = live_path_refusal(reads)
+    if live_refused is not None:
+        judged.update(without_live_scale(judged, live_refused))
     judged["not_checked"] = list(judged.get("not_checked") or []) + notes
     batch_timeout = float(params.get("batch_timeout") or default_of("batch_timeout"))
     warning = expiry_warning(reads, datetime.now(timezone.utc), len(judged.get("plan") or []), batch_timeout)
