@@ -39,9 +39,11 @@ GIB_KI = 1024 * 1024
     (4, f"{8 * GIB_KI}Ki", 4, 8192, None),
     # a real kernel keeps some: MemTotal of an 8 GiB VM near 7.7 GiB is still aware
     (4, f"{int(7.7 * GIB_KI)}Ki", 4, 8192, None),
+    # a small VM's crash kernel and kernel (2 GiB, MemTotal near 1.7 GiB): aware, never restarted for it
+    (2, f"{int(1.7 * GIB_KI)}Ki", 2, 2048, None),
     # the floor itself is aware, one KiB under it is not
     (4, f"{aware_memory_kib(8192)}Ki", 4, 8192, None),
-    (4, f"{aware_memory_kib(8192) - 1}Ki", 4, 8192, "kubelet reports 6.9 GiB of memory, its VM has 8.0 GiB"),
+    (4, f"{aware_memory_kib(8192) - 1}Ki", 4, 8192, "kubelet reports 5.9 GiB of memory, its VM has 8.0 GiB"),
     # the CPUs the VM gained, the kubelet not
     (2, f"{8 * GIB_KI}Ki", 4, 8192, "kubelet reports 2 CPU, its VM has 4"),
     (2, f"{4 * GIB_KI}Ki", 4, 8192, "kubelet reports 2 CPU, its VM has 4"),  # CPUs named first
@@ -70,7 +72,7 @@ def test_kubelet_unaware_rule(cpu: Optional[int], memory: Optional[str], vm_cpu:
 def test_the_floor_is_the_live_paths_rule() -> None:
     # One rule: the live path's expected memory and the awareness floor both come from memory_floor_kib.
     whole = 8192 * 1024
-    assert aware_memory_kib(8192) == memory_floor_kib(8192, whole // 8, whole) == whole - whole // 8 - whole // 64
+    assert aware_memory_kib(8192) == memory_floor_kib(8192, whole // 4, whole) == whole - whole // 4 - whole // 64
     new = OfferingFacts("m-8", 4, 8192, 2000, custom=False, dynamic_scaling=True)
     kept = 4096 * 1024 - 3900 * 1024
     assert expected_capacity(new, 4096, 3900 * 1024).memory_kib == memory_floor_kib(8192, kept, 4096 * 1024)

@@ -29,8 +29,9 @@ LIVE_HYPERVISORS = frozenset({"KVM", "XenServer", "VMware", "Simulator"})
 #: The kernel keeps a struct page (64 bytes) per 4 KiB page of memory it onlines: 1/64 of the added memory.
 PAGE_TABLE_SHARE = 64
 #: What a booted kernel keeps of its VM's memory besides those page structures (its image, the
-#: firmware's ranges, a crash kernel) stays under 1/8: a kubelet reporting less has not seen all of it.
-BOOT_KEPT_SHARE = 8
+#: firmware's ranges, a crash kernel: up to an eighth of a small VM) stays well under 1/4: a kubelet
+#: reporting less has not seen all of it. Generous, so that no VM is judged unaware for its kernel alone.
+BOOT_KEPT_SHARE = 4
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def kubelet_unaware(kubelet_cpu: Optional[int], kubelet_memory: Optional[str], v
     scaled and the kubelet not restarted since), else None. What is not reported is not judged.
 
     CPUs are exact. Memory (``status.capacity``, the guest's MemTotal) is judged against the floor
-    ``memory_floor_kib`` draws for the whole of the VM's memory, as booted (at most 1/8 kept, and
+    ``memory_floor_kib`` draws for the whole of the VM's memory, as booted (at most 1/4 kept, and
     the page structures of it all): only a kubelet that saw well less than the VM has is below it.
     """
     unseen = "a live scale not yet seen by the kubelet"
