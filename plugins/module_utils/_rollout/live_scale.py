@@ -65,7 +65,8 @@ GUEST_WAIT = 30.0
 def grew_live(cycle: Any) -> bool:
     """The live path of a cycle whose offering changes, under ``live_scale: auto``: True when the node
     grew without a restart; else the restart path follows, without the offering change when the live
-    scale made it."""
+    scale made it. A cycle with nothing to change on its VM takes it only for a kubelet that has not
+    seen its VM's size (``LivePath.catch_up``)."""
     if cycle.options.live_scale == NEVER:
         return False
     if cycle.plan.empty:
@@ -127,10 +128,10 @@ class LivePath:
         c = self.cycle
         node = c.node
         unaware = kubelet_unaware(node.kubelet_cpu, node.kubelet_memory, node.cpu, node.memory_mb)
-        decided = scale_path(c.options.live_scale, frozenset(), None, phased=c.options.phase != PHASE_ALL,
-                             unaware=unaware)
         if unaware is None:
             return False
+        decided = scale_path(c.options.live_scale, frozenset(), None, phased=c.options.phase != PHASE_ALL,
+                             unaware=unaware)
         return self._follow(decided, lambda: self._restart_kubelet(
             lambda status: reports_vm_size(status, node.cpu, node.memory_mb),
             f"{node.cpu} CPU and {node.memory_mb} MiB as its VM has"))
@@ -141,15 +142,7 @@ class LivePath:
         boot_id = boot_id_of(before_node)
         if not boot_id:
             raise Fallback("the node's boot ID could not be read")
-        shell = NodeShell(c.kube, c.node.name, c.options.live_scale_image, c.deadline, c.options.poll_interval)
-        try:
-            with shell:
-                self._must("kubelet_restart", lambda: f"kubelet restart queued ({shell.restart_kubelet()})")
-        except CksError as exc:
-            raise Fallback(f"the pod on the node failed: {exc.msg}") from exc
-        finally:
-            if shell.left_behind:
-                c.result.changes["left_behind"] = f"pod kube-system/{shell.left_behind} could not be seen deleted"
+        self._in_pod(self._restart_in)
         status = self._must("node_reports", lambda: self._node_reports(judge, expected, boot_id))
         c.write_event(NodeEvent("ScaledLive", "ScaleLive", f"kubelet restarted to see its VM's size; capacity now "
                                                       f"{capacity_words(status)}"))
@@ -167,25 +160,37 @@ class LivePath:
         allocatable = quantity_kib(str(((before_node.get("status") or {}).get("allocatable") or {}).get("memory", "")))
         if allocatable is None or not boot_id:
             raise Fallback("the node's allocatable memory or boot ID could not be read")
-        shell = NodeShell(c.kube, c.node.name, c.options.live_scale_image, c.deadline, c.options.poll_interval)
-        try:
-            with shell:
-                before = self._must("guest_check", lambda: self._guest_room(shell.guest(), new))
-                self._must("scale_live", lambda: self._scale(old, new, offering.to))
-                self._must("guest_sees", lambda: self._guest_grew(shell, before, old, new))
-                self._must("kubelet_restart", lambda: f"kubelet restart queued ({shell.restart_kubelet()})")
-        except CksError as exc:
-            raise Fallback(f"the pod on the node failed: {exc.msg}") from exc
-        finally:
-            if shell.left_behind:
-                c.result.changes["left_behind"] = f"pod kube-system/{shell.left_behind} could not be seen deleted"
+
+        def scale_in(shell: NodeShell) -> None:
+            before = self._must("guest_check", lambda: self._guest_room(shell.guest(), new))
+            self._must("scale_live", lambda: self._scale(old, new, offering.to))
+            self._must("guest_sees", lambda: self._guest_grew(shell, before, old, new))
+            self._restart_in(shell)
+
+        self._in_pod(scale_in)
         expected = expected_capacity(new, old.memory_mb, allocatable)
         status = self._must("node_reports", lambda: self._node_reports(
             lambda found: reports_capacity(found, expected), expected.why, boot_id))
         c.write_event(NodeEvent("ScaledLive", "ScaleLive", event_words(new.name, status)))
         return capacity_words(status)
 
+    def _in_pod(self, steps: Callable[[NodeShell], None]) -> None:
+        """``steps`` with the privileged pod on the node, deleted however they end."""
+        c = self.cycle
+        shell = NodeShell(c.kube, c.node.name, c.options.live_scale_image, c.deadline, c.options.poll_interval)
+        try:
+            with shell:
+                steps(shell)
+        except CksError as exc:
+            raise Fallback(f"the pod on the node failed: {exc.msg}") from exc
+        finally:
+            if shell.left_behind:
+                c.result.changes["left_behind"] = f"pod kube-system/{shell.left_behind} could not be seen deleted"
+
     # -- the steps -----------------------------------------------------------------------------------
+
+    def _restart_in(self, shell: NodeShell) -> None:
+        self._must("kubelet_restart", lambda: f"kubelet restart queued ({shell.restart_kubelet()})")
 
     def _guest_room(self, guest: GuestView, new: OfferingFacts) -> GuestView:
         refusal = headroom_refusal(guest, new)
