@@ -421,7 +421,6 @@ class NodeCycle:
         refreshed = node_with_vm(self.node, vm, root, self.view)
         if refreshed.vm_state != "Running":
             raise StepFailed(self.node.name, "verify", f"VM is {refreshed.vm_state}")
-        # The VM only: the kubelet's capacity is what wait_until_back read, of the new boot.
         reasons = outdated_reasons(refreshed, self.type_settings, self.view, kubelet=False)
         if reasons:
             raise StepFailed(self.node.name, "verify", "the VM still differs from the settings: "
