@@ -16,7 +16,7 @@ from live_scale_helpers import LIVE, calls, live_spec, node_capacity, path_of, w
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.live_scale import scale
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import report
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import outdated_report
 
 UNAWARE = "kubelet reports 2 CPU, its VM has 4 (a live scale not yet seen by the kubelet)"
 
@@ -32,7 +32,7 @@ def scaled_behind_the_kubelet(sim: ClusterSim, offering: str = "cks-large") -> s
 
 def judged(sim: ClusterSim) -> dict[str, Any]:
     """cks_node_outdated's answer for the workers on cks-large, from the cluster as read now."""
-    return report(sim.view(), None, None, changes=SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"}}))
+    return outdated_report(sim.view(), None, None, changes=SettingsRequest.from_params({"node_offerings": {"worker": "cks-large"}}))
 
 
 def reasons(sim: ClusterSim, node: str) -> list[dict[str, Any]]:
