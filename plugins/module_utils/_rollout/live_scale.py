@@ -144,8 +144,8 @@ class LivePath:
             raise Fallback("the node's boot ID could not be read")
         self._in_pod(self._restart_in)
         status = self._must("node_reports", lambda: self._node_reports(judge, expected, boot_id))
-        c.write_event(NodeEvent("ScaledLive", "ScaleLive", f"kubelet restarted to see its VM's size; capacity now "
-                                                      f"{capacity_words(status)}"))
+        words = f"kubelet restarted to see its VM's size; capacity now {capacity_words(status)}"
+        c.write_event(NodeEvent("ScaledLive", "ScaleLive", words))
         return capacity_words(status)
 
     def _live(self) -> str:
