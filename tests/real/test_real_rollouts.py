@@ -79,8 +79,12 @@ def test_a_budget_that_blocks_then_relaxes(rollout_sim: Callable[..., RolloutSim
     sim = rollout_sim("small.yml")
     # web: 4 replicas, at least 4 available: the disruption controller allows no disruption.
     kubectl(sim, "patch", "pdb", "web", "-n", "default", "--type", "merge", "-p", '{"spec":{"minAvailable":4}}')
-    wait_until(lambda: (lambda s: s.get("observedGeneration") == 2 and s.get("disruptionsAllowed") == 0)(
-        budget(sim, "web").get("status") or {}), 60, "the disruption controller to process the budget", interval=0.2)
+
+    def processed() -> bool:
+        status = budget(sim, "web").get("status") or {}
+        return status.get("observedGeneration") == 2 and status.get("disruptionsAllowed") == 0
+
+    wait_until(processed, 60, "the disruption controller to process the budget", interval=0.2)
 
     since = time.time()
     run = sim.rollout(rollout_batch_timeout=8, **WORKERS_LARGER)

@@ -111,12 +111,11 @@ def _eviction(name: str, ns: str = "default") -> dict[str, Any]:
 
 def _pod(name: str) -> dict[str, Any]:
     # The external etcd check's short-lived pod (etcd_pod.py), on a node: no scheduler involved.
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "kube-system",
-                                                              "labels": {"app": "cks-etcd-check"}},
-            "spec": {"nodeName": CONTROL, "restartPolicy": "Never",
-                     "tolerations": [{"operator": "Exists"}],
-                     "containers": [{"name": "etcdctl", "image": "registry.k8s.io/etcd:3.5.21-0",
-                                     "command": ["etcdctl", "endpoint", "health"]}]}}
+    metadata = {"name": name, "namespace": "kube-system", "labels": {"app": "cks-etcd-check"}}
+    spec = {"nodeName": CONTROL, "restartPolicy": "Never", "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "etcdctl", "image": "registry.k8s.io/etcd:3.5.21-0",
+                            "command": ["etcdctl", "endpoint", "health"]}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def steps() -> list[Step]:

@@ -107,7 +107,7 @@ def recorded_not_replayed(kinds: list[str]) -> list[str]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="sim-diff", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="sim-diff", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "out", "sim-diff"))
     args = parser.parse_args(argv)
     from cks_sim.real_kube.plane import ControlPlane  # pylint: disable=import-outside-toplevel

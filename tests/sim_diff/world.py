@@ -179,9 +179,9 @@ def seed_real(sim: Api, real: Api) -> dict[str, str]:
     """Copy the sim's nodes, node Leases, pods and budgets to ``real``; the real nodes' uids by name."""
     uids: dict[str, str] = {}
     for node in sim.json("GET", "/api/v1/nodes")["items"]:
-        created = real.json("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
-                                                       "metadata": _meta_for_create(node["metadata"], uids),
-                                                       "spec": node["spec"]})
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": _meta_for_create(node["metadata"], uids),
+                "spec": node["spec"]}
+        created = real.json("POST", "/api/v1/nodes", body)
         uids[node["metadata"]["name"]] = created["metadata"]["uid"]
         # A patch, as the kubelet's status updates: the node controller writes the Node meanwhile.
         real.json("PATCH", f"/api/v1/nodes/{node['metadata']['name']}/status", {"status": _fresh_status(node["status"])},

@@ -26,6 +26,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings
 
 # -- which groups are judged ------------------------------------------------------------------------
 
+
 def test_a_new_strict_group_is_judged_with_every_planned_node_in_it() -> None:
     v = view()
     changed = strict_groups_changed(v, spread(), list(v.nodes))

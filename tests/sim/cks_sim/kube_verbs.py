@@ -178,8 +178,8 @@ class KubeVerbs(KubeConcern):
             cause = "Invalid value: 0: must be specified for an update"
             raise ApiError(422, f'{res.kind}.{res.group} "{name}" is invalid: metadata.resourceVersion: {cause}'
                            if res.group else f'{res.kind} "{name}" is invalid: metadata.resourceVersion: {cause}',
-                           "Invalid", _details(res, name, causes=[{"reason": "FieldValueInvalid", "message": cause,
-                                                                    "field": "metadata.resourceVersion"}]))
+                           "Invalid", _details(res, name, causes=[
+                               {"reason": "FieldValueInvalid", "message": cause, "field": "metadata.resourceVersion"}]))
         if rv not in (None, "") and rv != current["metadata"]["resourceVersion"]:
             raise conflict(res, name, STALE_OBJECT)
         if meta.get("uid") not in (None, "") and meta["uid"] != current["metadata"]["uid"]:

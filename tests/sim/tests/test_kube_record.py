@@ -8,8 +8,8 @@ from typing import Any
 from kubekit import WORKERS, KubeEnv
 
 
-def test_requests_recorded_with_query_and_body_shape_not_values(kube_env: KubeEnv, tmp_path: Any,
-                                                                 monkeypatch: Any) -> None:
+def test_requests_recorded_with_query_and_body_shape_not_values(
+        kube_env: KubeEnv, tmp_path: Any, monkeypatch: Any) -> None:
     path = tmp_path / "recording.jsonl"
     monkeypatch.setenv("CKS_SIM_KUBE_RECORD", str(path))
     kube_env.raw("GET", "/api/v1/pods", headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})

@@ -228,8 +228,8 @@ class ControlPlane:
         cert, key = pair
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": user,
-            "clusters": [{"name": "kube-plane", "cluster": {"server": self.url,
-                                                             "certificate-authority": self.tls["ca_cert"]}}],
+            "clusters": [{"name": "kube-plane", "cluster": {
+                "server": self.url, "certificate-authority": self.tls["ca_cert"]}}],
             "users": [{"name": user, "user": {"client-certificate": cert, "client-key": key}}],
             "contexts": [{"name": user, "context": {"cluster": "kube-plane", "user": user}}],
         }
