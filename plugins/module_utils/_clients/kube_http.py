@@ -2,8 +2,9 @@
 # Apache License 2.0 (see LICENSE)
 
 """The HTTP side of the Kubernetes client: one request as raw JSON, transport failures turned into
-clear errors, and the retry policy (retry.py) around it: reads sent again on a dropped connection,
-a 429 (Retry-After) or a 5xx; writes sent again only after ``settle`` read that they did not happen."""
+clear errors, and the retry policy (retry.py) around it: a request that changes nothing (a read, an
+access review, a dry run: ``_decisions.request_kinds``) is sent again on a dropped connection, a
+429 (Retry-After) or a 5xx; a write only after ``settle`` read that it did not happen."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Callable, Mapping, Optional
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient, parse_retry_after
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request_kinds import changes_nothing, kube_kind
 
 try:
     import urllib3
@@ -100,11 +102,12 @@ class KubeHttp:
                  retry_statuses: Optional[frozenset[int]] = None) -> Any:
         """(status, text), or ``_Settled`` when a write's lost answer was settled by ``settle``.
 
-        Reads are sent again on a dropped connection, a 429 or a 5xx (retry.RetryPolicy). A write
-        is sent again only after ``settle`` said it did not happen; without ``settle`` it is sent
-        once and its fault is the caller's.
+        A request that changes nothing is sent again on a dropped connection, a 429 or a 5xx
+        (retry.RetryPolicy), whatever its method: what it does decides (``request_kinds``), so an
+        access review (a POST) is retried like a GET. A write is sent again only after ``settle``
+        said it did not happen; without ``settle`` it is sent once and its fault is the caller's.
         """
-        reading = method == "GET"
+        reading = changes_nothing(kube_kind(method, path, query), query)
         statuses = retry_statuses if retry_statuses is not None else (
             READ_RETRY_STATUSES if reading else WRITE_RETRY_STATUSES)
 
