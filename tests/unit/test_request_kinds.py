@@ -7,6 +7,9 @@ SelfSubjectAccessReview, a POST that changes nothing, failed a rollout)."""
 from __future__ import annotations
 
 import ast
+import http.server
+import socket
+import threading
 import json
 from pathlib import Path
 from typing import Optional
@@ -183,3 +186,43 @@ def test_cloudstack_reads_are_retried_and_changes_are_settled() -> None:
 def test_every_kind_says_what_it_is() -> None:
     assert set(REQUEST_KINDS.values()) <= {READ, SETTLED, ONCE}
     assert all(k.split(" ", 1)[0] in ("cloudstack", "kubernetes", "etcd") for k in REQUEST_KINDS)
+
+
+class _DropsFirst(http.server.BaseHTTPRequestHandler):
+    """Closes the first connection without an answer, then answers /readyz as a healthy member."""
+
+    dropped: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if not self.dropped:
+            self.dropped.append(self.path)
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_etcd_question_whose_connection_dropped_is_asked_again() -> None:
+    """An etcd question changes nothing (``etcd readyz`` is READ): a connection dropped before the
+    answer does not make a healthy member look unhealthy."""
+    from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import EtcdClient
+    from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import Member
+
+    assert effect("etcd readyz") == READ
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DropsFirst)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        client = EtcdClient([url], timeout=5)
+        member = client.probe(Member(id="1", name="m1", peer_urls=(), client_urls=(url,), learner=False))
+        assert _DropsFirst.dropped == ["/readyz"]
+        assert member.healthy, member
+    finally:
+        server.shutdown()
