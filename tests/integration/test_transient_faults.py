@@ -181,3 +181,19 @@ def test_a_release_whose_api_stays_down_says_what_it_left(cycle_sim: Callable[..
     assert details["left_cordoned"] == []
     sim.clear_faults()
     assert Lock(sim.kube).read().holder == "run-down"
+
+
+@pytest.mark.parametrize("mode", ["503", "drop"])
+def test_an_access_review_is_asked_again_after_a_fault_as_a_read_is(cycle_sim: Callable[..., CycleSim], mode: str) -> None:
+    """Issue 33: a SelfSubjectAccessReview is a POST that changes nothing; one 503 (or a dropped
+    connection) on the one the etcd checks ask before the lock failed the rollout."""
+    sim = cycle_sim("small.yml", etcd=False)
+    sim.fault(kind="request_fault", request="kubernetes create selfsubjectaccessreviews", mode=mode, count=1)
+
+    review = sim.kube.review_access({"namespace": "kube-system", "verb": "create", "resource": "pods",
+                                     "subresource": "exec"})
+
+    assert review["status"]["allowed"] is True
+    calls = [c for c in sim.calls() if c.get("request") == "kubernetes create selfsubjectaccessreviews"]
+    assert [c["status"] for c in calls] == ([503, 201] if mode == "503" else [0, 201]), calls
+    assert sim.kube.retry_log.snapshot()["by_action"] == {"review access": 1}

@@ -123,6 +123,9 @@ def changes_nothing(kind: str, query: Optional[Mapping[str, str]] = None) -> boo
     server checks and answers, and persists nothing: ``dryRun=All``)."""
     if query and str(query.get("dryRun", "")) == "All":
         return True
+    # A GET changes nothing whatever it reads (RFC 9110 safe methods); the table still names each.
+    if kind.startswith("kubernetes ") and kind.split(" ")[1] in ("get", "list", "watch"):
+        return True
     return effect(kind) == READ
 
 
