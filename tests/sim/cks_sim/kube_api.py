@@ -79,7 +79,7 @@ class KubeApp:
         log = {"api": "kubernetes", "cluster": cluster_id, "verb": verb, "path": request.path,
                "resource": route.resource_label if route else "", "namespace": route.namespace if route else None,
                "name": route.name if route else None}
-        log["request"] = request_kinds.kubernetes(verb, log["resource"], "/" + "/".join(parts[2:]))
+        log["request"] = request_kinds.kubernetes(verb, route.resource_label if route else "", "/" + "/".join(parts[2:]))
 
         delay = self.sim.delay("api_latency") + self.sim.faults.latency("kubernetes")
         if delay > 0:
