@@ -161,7 +161,3 @@ def kube_kind(method: str, path: str, query: Optional[Mapping[str, str]] = None)
                 "DELETE": "delete" if name else "deletecollection"}.get(method, method.lower())
     return f"kubernetes {verb} {label}"
 
-
-def etcd_kind(call: str) -> str:
-    """``member list``, ``endpoint health``, ... (etcdctl's words), or the HTTP path's last part."""
-    return f"etcd {call}"
