@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -21,9 +21,6 @@ from kubernetes.stream import stream
 
 from cks_sim.harness import SimHandle, wait_until
 from cks_sim.request_kinds import INTERNAL_ERROR_TEXT, etcd
-from cks_sim.server import SimServer
-from cks_sim.spec import normalize
-from simkit import small_spec
 from cks_sim.tools import needs
 
 NAMESPACE = "kube-system"
@@ -137,14 +134,6 @@ def test_etcd_calls_are_named_by_etcdctls_words() -> None:
     assert etcd(["sh", "-c", "etcdctl member list"]) is None
 
 
-@pytest.fixture(scope="module")
-def etcd_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    server = SimServer(normalize(small_spec()), str(tmp_path_factory.mktemp("request-faults")), with_etcd=True)
-    server.start()
-    yield SimHandle(server.env, server)
-    server.stop()
-
-
 def etcdctl(sim: SimHandle, pod: str, *args: str) -> Any:
     resp = stream(core_of(sim).connect_get_namespaced_pod_exec, pod, NAMESPACE,
                   command=["etcdctl", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
@@ -157,7 +146,8 @@ def etcdctl(sim: SimHandle, pod: str, *args: str) -> Any:
 
 
 @needs("etcd", "etcdctl")
-def test_an_etcd_fault_fails_etcdctl_as_a_member_that_does_not_answer(etcd_sim: SimHandle) -> None:
+def test_an_etcd_fault_fails_etcdctl_as_a_member_that_does_not_answer(sim_factory: Any) -> None:
+    etcd_sim = sim_factory(etcd=True)
     pod = core_of(etcd_sim).list_namespaced_pod(NAMESPACE, label_selector="component=etcd").items[0].metadata.name
     etcd_sim.fault(kind="request_fault", request="etcd member list", mode="503", count=1)
     stdout, stderr, status = etcdctl(etcd_sim, pod, "member", "list")
@@ -170,7 +160,8 @@ def test_an_etcd_fault_fails_etcdctl_as_a_member_that_does_not_answer(etcd_sim: 
 
 
 @needs("etcd", "etcdctl")
-def test_an_etcd_drop_cuts_the_stream_before_the_exit_status(etcd_sim: SimHandle) -> None:
+def test_an_etcd_drop_cuts_the_stream_before_the_exit_status(sim_factory: Any) -> None:
+    etcd_sim = sim_factory(etcd=True)
     pod = core_of(etcd_sim).list_namespaced_pod(NAMESPACE, label_selector="component=etcd").items[0].metadata.name
     etcd_sim.fault(kind="request_fault", request="etcd endpoint status", mode="drop", count=1)
     # The client sees the connection closed with no status: the command's outcome is unknown.
