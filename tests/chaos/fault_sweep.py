@@ -196,7 +196,7 @@ class Runner:
             problems.append(f"lock left held by {status['lock_holder']}")
         if step.rollout:
             if status["out_of_date"]:
-                problems.append(f"nodes left out of date: {[n.get('name', n) for n in status['out_of_date']]}")
+                problems.append(f"nodes left out of date: {status['out_of_date']}")
             if run.rc != 0 or status["out_of_date"]:
                 self._recover(step)
             self.flips += 1
@@ -222,7 +222,7 @@ def fault_for(kind: str, mode: str) -> dict[str, Any]:
     return {"kind": "request_fault", "request": kind, "mode": mode, "count": 1}
 
 
-def sweep_scenario(index: int, scenario: Scenario, out_dir: str, only: Optional[str] = None,
+def sweep_scenario(index: int, scenario: Scenario, out_dir: str, only: Optional[list[str]] = None,
                    record_only: bool = False, shard: int = 0) -> dict[str, Any]:
     """Record the scenario's kinds, then fault each one no earlier scenario sends (their recordings
     are read from ``out_dir`` once written: the scenarios run at once) and that falls to ``shard``
@@ -255,11 +255,15 @@ def sweep_scenario(index: int, scenario: Scenario, out_dir: str, only: Optional[
         taken = _recorded_before(index, out_dir)
         mine = set(sorted(first_step)[shard::scenario.shards])
         for kind, step in first_step.items():
-            if kind in taken or kind not in mine or (only and kind != only):
+            if kind in taken or kind not in mine or (only and kind not in only):
                 continue
             for mode in FAULTS:
                 started = time.monotonic()
-                ok, what, _calls = runner.run(step, fault_for(kind, mode))
+                try:
+                    ok, what, _calls = runner.run(step, fault_for(kind, mode))
+                except Exception as exc:  # a run the sweep could not judge is a failed run, and the next goes on
+                    ok, what = False, f"the sweep could not judge the run: {type(exc).__name__}: {exc}"
+                    runner.sim.clear_faults()
                 result = {"kind": kind, "fault": mode, "step": f"{scenario.name} {step.name}", "ok": ok,
                           "what": what, "seconds": round(time.monotonic() - started, 1)}
                 out["results"].append(result)
@@ -296,7 +300,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "out", "fault-sweep"))
     parser.add_argument("--jobs", type=int, default=2, help="scenarios at once (at most 2 on a 2-core machine)")
-    parser.add_argument("--only", help="sweep this one kind")
+    parser.add_argument("--only", action="append", help="sweep only this kind (repeatable)")
     parser.add_argument("--record", action="store_true", help="only record the kinds each scenario sends")
     parser.add_argument("--scenario", action="append", help="only these scenarios (by name)")
     options = parser.parse_args(argv)

@@ -35,7 +35,9 @@ except ImportError:  # pragma: no cover - exercised only without the library
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
 # What a read is sent again on (kube-apiserver restarting, a proxy in front of it, load shedding).
 READ_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-# A write's 500 can be the API's answer (an eviction covered by two PDBs): only these are retried.
+# A write's 500 can be the API's answer (an eviction covered by two PDBs), and so is a health
+# check's (/readyz answers 500 naming the check that failed): only these are retried then. A 503 is
+# an API server or a proxy in front of it that cannot answer now, never a health verdict.
 WRITE_RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
@@ -92,9 +94,10 @@ class KubeHttp:
         """GET a path that is no API object (``/readyz``, ``/readyz/etcd``, ``/version``).
 
         Returns the HTTP status and body text whatever the status (a 500 of /readyz is an
-        answer); transport failures are retried, then raise.
+        answer); a dropped connection, a 429 and a 502/503/504 (the server or a proxy unable to
+        answer now) are retried like any read, then their answer returned, and transport failures raise.
         """
-        return self._request(f"GET {path}", "GET", path, query=query, accept="*/*", retry_statuses=frozenset())
+        return self._request(f"GET {path}", "GET", path, query=query, accept="*/*", retry_statuses=WRITE_RETRY_STATUSES)
 
     def _request(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
                  body: Optional[Any] = None, accept: str = "application/json",
