@@ -9,7 +9,8 @@ POST that changes nothing, and a 503 on it must not fail a rollout (issue 33). T
   question): sent again after a 5xx, a 429 or a dropped connection, like any read;
 - ``SETTLED``: a write sent again only after reading what it changes showed it did not happen
   (``CloudStackClient.run_change``, the Kubernetes client's ``settle`` read-backs);
-- ``ONCE``: a write whose failure costs nothing but itself (an Event about a node), sent once.
+- ``ONCE``: a write sent once, whose failure its caller rides out: an Event about a node (a
+  warning), the live path's scaleVirtualMachine (the node takes the restart path instead).
 
 A kind is named ``<api> <what>``: ``cloudstack <command>``, ``kubernetes <verb> <resource>[/<subresource>]``
 (or ``kubernetes get <path>`` below no resource, e.g. ``/readyz``), ``etcd <call>``; cks-sim's call
@@ -53,6 +54,9 @@ _CLOUDSTACK: dict[str, str] = {
     "changeServiceForVirtualMachine": SETTLED,
     "resizeVolume": SETTLED,
     "updateVMAffinityGroup": SETTLED,
+    # the live path's grow of a running VM: any fault on it hands the node to the restart path
+    # (stop, change, start), which settles what it finds (_rollout/live_scale.py)
+    "scaleVirtualMachine": ONCE,
 }
 
 _KUBERNETES: dict[str, str] = {
