@@ -11,14 +11,17 @@
    on the first request of that kind (cks-sim's ``request_fault``; CloudStack: a proxy's HTTP 503;
    etcd: etcdctl failing with deadline exceeded) and one with the connection ``drop``ped after the
    request was carried out, before its answer. A run passes when the playbook exits 0 in one go
-   (a dry run: with its report), the fault fell, no simulator invariant broke, the lock is free,
+   (a dry run: with its plan), the fault fell, no simulator invariant broke, the lock is free,
    and a rollout left every node up to date.
 
-The steps (``SCENARIOS``): on the demo cluster (small.yml, stacked etcd, two workers) status,
-cancel, a dry run, a rollout changing the control and worker offerings, and unlock of a lock left
-by a run that stopped; on the external-etcd cluster a rollout changing the etcd and worker
-offerings. Each rollout flips the offerings between two sets, so one sim per scenario serves every
-run (a failed run is followed by a clean rerun). Scenarios run in parallel up to ``--jobs``.
+The steps (``scenarios()``), with nothing but the kubeconfig (etcd asked through the Kubernetes
+API, so the sim sees every etcd call): on the demo cluster (small.yml, stacked etcd, two workers)
+status, cancel, a dry run, a rollout changing the control and worker offerings, and unlock of a
+lock left by a run that stopped; on the external-etcd cluster a rollout changing the etcd and
+worker offerings. Before each step the lock lease and the rollout record are removed, as the
+recording found the cluster. Each rollout flips the offerings between two sets and grows the root
+disks by 1 GB, so one sim serves every run (a failed run is followed by a clean rerun); the demo's
+kinds are shared between two such sims. Sims run in parallel up to ``--jobs`` (2 at most).
 
 Kinds come from the recording, so a request kind added later is swept without a new test.
 Output: the table of kinds x faults, and OUT/report.json:
