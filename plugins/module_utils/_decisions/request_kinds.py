@@ -47,6 +47,11 @@ _CLOUDSTACK: dict[str, str] = {
     "listZones": READ,
     "listClusters": READ,
     "listDedicatedHosts": READ,
+    "listDedicatedClusters": READ,
+    "listDedicatedPods": READ,
+    "listDedicatedZones": READ,
+    "listUserKeys": READ,
+    "listUserKeyRules": READ,
     "queryAsyncJobResult": READ,
     # changes, each settled by reading the VM or volume it changes (run_change)
     "stopVirtualMachine": SETTLED,
