@@ -128,7 +128,7 @@ def scenarios() -> list[Scenario]:
 
 
 def _spec(scenario: Scenario) -> dict[str, Any]:
-    from in_process_sims import load_raw_spec
+    from helpers import load_raw_spec
 
     raw = load_raw_spec(scenario.spec, TIME_SCALE)
     raw["clusters"][0].update(scenario.cluster)
@@ -155,7 +155,7 @@ class Runner:
         self.scenario = scenario
         os.makedirs(work, exist_ok=True)
         self._sim = InProcessSim.start(_spec(scenario), os.path.join(work, "sim"), etcd=True)
-        self.sim = RolloutSim(self._sim.server, work)
+        self.sim = RolloutSim(self._sim.env, server=self._sim.server, work_dir=work)
         self.flips = 0
         # Nothing but the kubeconfig, as the demo runs (and the case): etcd is asked through
         # the Kubernetes API (etcdctl in the etcd pods, or a check pod), so the sim sees every etcd call.

@@ -184,7 +184,7 @@ def test_a_release_whose_api_stays_down_says_what_it_left(cycle_sim: Callable[..
 
 
 @pytest.mark.parametrize("mode", ["503", "drop"])
-def test_an_access_review_is_asked_again_after_a_fault_as_a_read_is(cycle_sim: Callable[..., CycleSim], mode: str) -> None:
+def test_an_access_review_is_asked_again_after_a_fault_as_a_read_is(cycle_sim: Callable[..., ClusterSim], mode: str) -> None:
     """Issue 33: a SelfSubjectAccessReview is a POST that changes nothing; one 503 (or a dropped
     connection) on the one the etcd checks ask before the lock failed the rollout."""
     sim = cycle_sim("small.yml", etcd=False)
@@ -199,7 +199,7 @@ def test_an_access_review_is_asked_again_after_a_fault_as_a_read_is(cycle_sim: C
     assert sim.kube.retry_log.snapshot()["by_action"] == {"review access": 1}
 
 
-def test_a_503_on_a_health_check_is_asked_again_and_its_500_is_the_answer(cycle_sim: Callable[..., CycleSim]) -> None:
+def test_a_503_on_a_health_check_is_asked_again_and_its_500_is_the_answer(cycle_sim: Callable[..., ClusterSim]) -> None:
     """The sweep's finding: a 503 on /readyz/etcd (an API server or proxy that cannot answer now) was
     read as "etcd not ready" and failed the preflight. A 503 is asked again; a 500 is the verdict."""
     sim = cycle_sim("small.yml", etcd=False)

@@ -74,6 +74,7 @@ _KUBERNETES: dict[str, str] = {
     "get pods/log": READ,
     "list poddisruptionbudgets": READ,
     "get daemonsets": READ,
+    "list deployments": READ,
     "get leases": READ,
     "get configmaps": READ,
     "get /readyz": READ,
