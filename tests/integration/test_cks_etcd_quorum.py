@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import pytest
 import requests
 
+from cks_sim.tools import needs
 from cks_sim import core
 from cks_sim.harness import wait_until
 from cks_sim.etcd import EtcdManager
@@ -21,7 +22,7 @@ from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ModuleRunError
 # A member's health takes a request of its own: the waits on etcd poll at this pace.
 ETCD_POLL = 0.1
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/etcd"), reason="Debian etcd-server not installed")
+pytestmark = needs("etcd")
 
 MODULE = "cks_etcd_quorum"
 

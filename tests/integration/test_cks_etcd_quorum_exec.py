@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
 from typing import Any, Iterator
 
 import pytest
+from cks_sim.tools import needs
 from helpers import ANSIBLE_PLAYBOOK, COLLECTIONS, PYTHON, ClusterSim, ModuleRunError, run_module, running_sim
 
-pytestmark = pytest.mark.skipif(not (os.path.exists("/usr/bin/etcd") and shutil.which("etcdctl")),
-                                reason="Debian etcd-server and etcd-client not installed")
+pytestmark = needs("etcd", "etcdctl")
 
 MODULE = "cks_etcd_quorum"
 # The module's environment without the operator's own connection variables: only what a test gives counts.

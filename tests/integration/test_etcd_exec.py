@@ -8,11 +8,10 @@ endpoint and no etcd certificate.
 from __future__ import annotations
 
 import copy
-import os
-import shutil
 from typing import Any, Callable
 
 import pytest
+from cks_sim.tools import needs
 from helpers import ClusterSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import EtcdClient
@@ -27,8 +26,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._services.cycle imp
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import node_outdated
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 
-pytestmark = pytest.mark.skipif(not (os.path.exists("/usr/bin/etcd") and shutil.which("etcdctl")),
-                                reason="Debian etcd-server and etcd-client not installed")
+pytestmark = needs("etcd", "etcdctl")
 
 
 def exec_cycle(sim: ClusterSim, nodes: list[str], settings: Settings) -> Any:

@@ -4,15 +4,14 @@ and release."""
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
-import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import CATALOG_FIELDS
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, Record, RecordStore
 
+from cks_sim.tools import needs
 from helpers import ClusterSim
 from helpers import run_module
 
@@ -106,7 +105,7 @@ def test_a_failed_drain_through_the_module_and_its_release(cycle_sim: Callable[.
     assert sim.invariants() == []
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/etcd"), reason="Debian etcd-server not installed")
+@needs("etcd")
 def test_a_control_node_with_etcd_checks_through_the_module(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim("small.yml")
     store_settings(sim, Settings(control=TypeSettings(sim.offering_id("cks-large"), None, None)))

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
-import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
 
+from cks_sim.tools import needs
 from helpers import ClusterSim, load_raw_spec
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/etcd"), reason="Debian etcd-server not installed")
+pytestmark = needs("etcd")
 
 STOPPING = ("stopVirtualMachine",)
 

@@ -10,14 +10,15 @@ series counts the refusals (the pod related), not one Event per retry.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from typing import Any, Callable
 
 import pytest
 
-KUBECTL = shutil.which("kubectl")
-pytestmark = [pytest.mark.timeout(900), pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")]
+from cks_sim.tools import binary, needs
+
+KUBECTL = binary("kubectl")
+pytestmark = [pytest.mark.timeout(900), needs("kubectl")]
 
 # An Event lives an hour of simulated time, 36 real seconds at the sim's 100x: a slow run must not
 # lose the start of its story before kubectl reads it.

@@ -181,3 +181,34 @@ def test_a_release_whose_api_stays_down_says_what_it_left(cycle_sim: Callable[..
     assert details["left_cordoned"] == []
     sim.clear_faults()
     assert Lock(sim.kube).read().holder == "run-down"
+
+
+@pytest.mark.parametrize("mode", ["503", "drop"])
+def test_an_access_review_is_asked_again_after_a_fault_as_a_read_is(cycle_sim: Callable[..., ClusterSim], mode: str) -> None:
+    """Issue 33: a SelfSubjectAccessReview is a POST that changes nothing; one 503 (or a dropped
+    connection) on the one the etcd checks ask before the lock failed the rollout."""
+    sim = cycle_sim("small.yml", etcd=False)
+    sim.fault(kind="request_fault", request="kubernetes create selfsubjectaccessreviews", mode=mode, count=1)
+
+    review = sim.kube.review_access({"namespace": "kube-system", "verb": "create", "resource": "pods",
+                                     "subresource": "exec"})
+
+    assert review["status"]["allowed"] is True
+    calls = [c for c in sim.calls() if c.get("request") == "kubernetes create selfsubjectaccessreviews"]
+    assert [c["status"] for c in calls] == ([503, 201] if mode == "503" else [0, 201]), calls
+    assert sim.kube.retry_log.snapshot()["by_action"] == {"review access": 1}
+
+
+def test_a_503_on_a_health_check_is_asked_again_and_its_500_is_the_answer(cycle_sim: Callable[..., ClusterSim]) -> None:
+    """The sweep's finding: a 503 on /readyz/etcd (an API server or proxy that cannot answer now) was
+    read as "etcd not ready" and failed the preflight. A 503 is asked again; a 500 is the verdict."""
+    sim = cycle_sim("small.yml", etcd=False)
+    sim.fault(kind="request_fault", request="kubernetes get /readyz", mode="503", count=1)
+    status, text = sim.kube.raw_get("/readyz")
+    assert status == 200, text
+    assert [c["status"] for c in sim.calls() if c.get("request") == "kubernetes get /readyz"] == [503, 200]
+
+    sim.fault(kind="kube_error", verb="get", path="/readyz", status=500, message="[-]etcd failed", count=1)
+    status, _text = sim.kube.raw_get("/readyz")
+    assert status == 500
+    assert [c["status"] for c in sim.calls() if c.get("request") == "kubernetes get /readyz"] == [503, 200, 500]

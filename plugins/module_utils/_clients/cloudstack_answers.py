@@ -12,9 +12,7 @@ from datetime import datetime
 from typing import Any, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import parse_retry_after
-
-# Commands that only read: safe to send again after a transient fault.
-IDEMPOTENT_PREFIXES = ("list", "query", "get")
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request_kinds import changes_nothing, cloudstack_kind
 
 # CloudStack's own server-side codes (ApiErrorCode): the command ran and failed; sending it
 # again gives the same answer. 511 is the 2FA challenge.
@@ -24,7 +22,9 @@ _QUERY = re.compile(r"\?[^\s'\"<>)]*")
 
 
 def is_idempotent(command: str) -> bool:
-    return command.startswith(IDEMPOTENT_PREFIXES)
+    """Whether ``command`` changes nothing (``_decisions.request_kinds``): safe to send again after a
+    transient fault. A change is settled by reading what it changes (``run_change``) instead."""
+    return changes_nothing(cloudstack_kind(command))
 
 
 def is_transient_status(status: Optional[int]) -> bool:

@@ -31,11 +31,13 @@ import base64
 import json
 import socket
 import ssl
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping, Optional, Protocol, Sequence
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryPolicy, Transient
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import (
     Member,
@@ -81,6 +83,16 @@ class _Answer:
             return None
 
 
+class _NoAnswer(Transient):
+    """No HTTP answer (the connection was refused, reset or timed out): ``error`` says which."""
+
+    def __init__(self, error: EtcdError, timed_out: bool = False) -> None:
+        # maybe_done: a question changes nothing, and a member that refuses is not waited for.
+        super().__init__(error.msg, maybe_done=True)
+        self.error = error
+        self.timed_out = timed_out
+
+
 class EtcdClient:
     """The quorum client: endpoints to ask for the member list, TLS settings, a timeout per probe.
 
@@ -104,6 +116,10 @@ class EtcdClient:
         if timeout <= 0:
             raise InvalidInput("timeout", timeout, "must be more than 0 seconds")
         self.timeout = float(timeout)
+        # A dropped connection is asked again twice, quickly: a member that is down answers no
+        # better later, and a probe's verdict is wanted now.
+        self.policy = RetryPolicy(attempts=3, base_delay=0.1, max_delay=0.4, budget=2.0)
+        self._sleep: Callable[[float], None] = time.sleep
         self._context = self._ssl_context(ca_cert, client_cert, client_key, validate_certs)
         # No proxies: etcd is on the cluster network, and an HTTP(S)_PROXY from the environment
         # would send the probes (and the client certificate's handshake) elsewhere.
@@ -133,7 +149,26 @@ class EtcdClient:
     # --- HTTP ---
 
     def _request(self, method: str, url: str, body: Optional[Mapping[str, Any]] = None) -> _Answer:
-        """One request; raises EtcdError when there is no HTTP answer at all."""
+        """One question (each is a read: ``request_kinds`` names them ``etcd <call>``), asked again
+        when a connection broke without an answer; raises EtcdError when none came.
+
+        A timeout is not asked again (``timeout`` is the operator's bound on one probe), nor is an
+        HTTP answer: etcd's own 503 says a member is not ready."""
+
+        def send() -> _Answer:
+            try:
+                return self._send(method, url, body)
+            except _NoAnswer as fault:
+                if fault.timed_out:
+                    raise fault.error from None
+                raise
+
+        try:
+            return self.policy.run(send, sleep=self._sleep)
+        except _NoAnswer as fault:
+            raise fault.error from None
+
+    def _send(self, method: str, url: str, body: Optional[Mapping[str, Any]] = None) -> _Answer:
         data = None if body is None else json.dumps(body).encode("utf-8")
         req = urllib.request.Request(url, data=data, method=method,
                                      headers={"Content-Type": "application/json"} if data else {})
@@ -148,12 +183,16 @@ class EtcdClient:
         except urllib.error.URLError as exc:
             reason = exc.reason
             if isinstance(reason, (socket.timeout, TimeoutError)):
-                raise EtcdError(f"{url}: no answer within {self.timeout:g} s") from None
-            raise EtcdError(f"{url}: {reason}") from None
+                raise _NoAnswer(EtcdError(f"{url}: no answer within {self.timeout:g} s"), timed_out=True) from None
+            if isinstance(reason, ssl.SSLError):
+                raise EtcdError(f"{url}: {reason}") from None
+            raise _NoAnswer(EtcdError(f"{url}: {reason}")) from None
         except TimeoutError:
-            raise EtcdError(f"{url}: no answer within {self.timeout:g} s") from None
-        except (OSError, ssl.SSLError) as exc:
+            raise _NoAnswer(EtcdError(f"{url}: no answer within {self.timeout:g} s"), timed_out=True) from None
+        except ssl.SSLError as exc:
             raise EtcdError(f"{url}: {exc}") from None
+        except OSError as exc:
+            raise _NoAnswer(EtcdError(f"{url}: {exc}")) from None
 
     # --- the three questions ---
 

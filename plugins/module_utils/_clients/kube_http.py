@@ -2,8 +2,9 @@
 # Apache License 2.0 (see LICENSE)
 
 """The HTTP side of the Kubernetes client: one request as raw JSON, transport failures turned into
-clear errors, and the retry policy (retry.py) around it: reads sent again on a dropped connection,
-a 429 (Retry-After) or a 5xx; writes sent again only after ``settle`` read that they did not happen."""
+clear errors, and the retry policy (retry.py) around it: a request that changes nothing (a read, an
+access review, a dry run: ``_decisions.request_kinds``) is sent again on a dropped connection, a
+429 (Retry-After) or a 5xx; a write only after ``settle`` read that it did not happen."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Callable, Mapping, Optional
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient, parse_retry_after
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request_kinds import changes_nothing, kube_kind
 
 try:
     import urllib3
@@ -33,7 +35,9 @@ except ImportError:  # pragma: no cover - exercised only without the library
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
 # What a read is sent again on (kube-apiserver restarting, a proxy in front of it, load shedding).
 READ_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-# A write's 500 can be the API's answer (an eviction covered by two PDBs): only these are retried.
+# A write's 500 can be the API's answer (an eviction covered by two PDBs), and so is a health
+# check's (/readyz answers 500 naming the check that failed): only these are retried then. A 503 is
+# an API server or a proxy in front of it that cannot answer now, never a health verdict.
 WRITE_RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
@@ -90,9 +94,10 @@ class KubeHttp:
         """GET a path that is no API object (``/readyz``, ``/readyz/etcd``, ``/version``).
 
         Returns the HTTP status and body text whatever the status (a 500 of /readyz is an
-        answer); transport failures are retried, then raise.
+        answer); a dropped connection, a 429 and a 502/503/504 (the server or a proxy unable to
+        answer now) are retried like any read, then their answer returned, and transport failures raise.
         """
-        return self._request(f"GET {path}", "GET", path, query=query, accept="*/*", retry_statuses=frozenset())
+        return self._request(f"GET {path}", "GET", path, query=query, accept="*/*", retry_statuses=WRITE_RETRY_STATUSES)
 
     def _request(self, action: str, method: str, path: str, query: Optional[Mapping[str, str]] = None,
                  body: Optional[Any] = None, accept: str = "application/json",
@@ -100,11 +105,12 @@ class KubeHttp:
                  retry_statuses: Optional[frozenset[int]] = None) -> Any:
         """(status, text), or ``_Settled`` when a write's lost answer was settled by ``settle``.
 
-        Reads are sent again on a dropped connection, a 429 or a 5xx (retry.RetryPolicy). A write
-        is sent again only after ``settle`` said it did not happen; without ``settle`` it is sent
-        once and its fault is the caller's.
+        A request that changes nothing is sent again on a dropped connection, a 429 or a 5xx
+        (retry.RetryPolicy), whatever its method: what it does decides (``request_kinds``), so an
+        access review (a POST) is retried like a GET. A write is sent again only after ``settle``
+        said it did not happen; without ``settle`` it is sent once and its fault is the caller's.
         """
-        reading = method == "GET"
+        reading = changes_nothing(kube_kind(method, path, query), query)
         statuses = retry_statuses if retry_statuses is not None else (
             READ_RETRY_STATUSES if reading else WRITE_RETRY_STATUSES)
 

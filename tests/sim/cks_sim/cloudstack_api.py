@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import apis, cloudstack_account_api, cloudstack_cks_api, cloudstack_infra_api, cloudstack_service_api, cloudstack_tag_api, cloudstack_vm_api
+from . import apis, request_kinds, cloudstack_account_api, cloudstack_cks_api, cloudstack_infra_api, cloudstack_service_api, cloudstack_tag_api, cloudstack_vm_api
 from .cloud import CS_SERVER_API, CloudError
 from .cloudstack_call import HANDLERS, Call, RawList
 from .core import Sim, drop_connection
@@ -92,14 +92,28 @@ class CloudStackApp:
             self.sim.calls.add(api="cloudstack", command=name, params=logged, status=503, errorcode=503, fault="5xx")
             return Response("<html><body><h1>503 Service Unavailable</h1></body></html>", status=503,
                             content_type="text/html")
+        kind = request_kinds.cloudstack(name)
+        planted = self.sim.faults.take("request_fault", request=kind)
+        mode = str(planted.get("mode", "503")) if planted else None
+        if mode == "503":
+            self.sim.calls.add(api="cloudstack", command=name, request=kind, params=logged, status=503, errorcode=503,
+                               fault="request_fault")
+            return Response("<html><body><h1>503 Service Unavailable</h1></body></html>", status=503,
+                            content_type="text/html")
+        if mode == "530":
+            self.sim.calls.add(api="cloudstack", command=name, request=kind, params=logged, status=530, errorcode=530,
+                               fault="request_fault")
+            definition = apis.command(name) if name in HANDLERS else None
+            return self._error(definition["response_name"] if definition else "errorresponse", 530,
+                               request_kinds.INTERNAL_ERROR_TEXT, 4250)
         response, errorcode, extra = self._dispatch(request, params, name)
-        if self.sim.faults.take("lost_answer", command=name) is not None:
+        if mode == "drop" or self.sim.faults.take("lost_answer", command=name) is not None:
             # Carried out (a job was queued, a change made), but the answer never reaches the client.
-            self.sim.calls.add(api="cloudstack", command=name, params=logged, status=0, errorcode=errorcode,
-                               fault="lost_answer", **extra)
+            self.sim.calls.add(api="cloudstack", command=name, request=kind, params=logged, status=0,
+                               errorcode=errorcode, fault="request_fault" if mode else "lost_answer", **extra)
             drop_connection(environ)
             return Response(b"", status=500)
-        self.sim.calls.add(api="cloudstack", command=name, params=logged, status=response.status_code,
+        self.sim.calls.add(api="cloudstack", command=name, request=kind, params=logged, status=response.status_code,
                            errorcode=errorcode, **extra)
         return response
 

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from . import kube_requests
+from . import kube_requests, request_kinds
 
 
 class Clock:
@@ -113,6 +113,11 @@ FAULT_KINDS = {
     # both APIs
     "transient": "a `rate` (0..1) of requests to `api` (cloudstack|kubernetes|both) fail: `mode` 5xx or drop",
     "latency": "every request to `api` (cloudstack|kubernetes|both) is delayed by `seconds` (real)",
+    # any API, by request kind
+    "request_fault": "the next `count` requests of kind `request` (the call log's `request`: `cloudstack "
+                     "<command>`, `kubernetes <verb> <resource>`, `etcd <call>`) meet `mode`: `503` (an HTTP 503 "
+                     "before it is handled; etcd: etcdctl fails, deadline exceeded), `530` (CloudStack's "
+                     "INTERNAL_ERROR answer) or `drop` (carried out, then the connection closed before the answer)",
 }
 
 
@@ -133,6 +138,8 @@ class Faults:
         kind = fault.get("kind")
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(sorted(FAULT_KINDS))}")
+        if kind == "request_fault":
+            request_kinds.check_fault(fault)
         fault = dict(fault, id=next(self._ids), fired=0)
         with self._lock:
             self._faults.append(fault)

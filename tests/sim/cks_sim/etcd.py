@@ -37,8 +37,9 @@ from typing import Any, Optional
 import requests
 
 from .tls import issue_cert
+from .tools import default_binary
 
-ETCD_BINARY = os.environ.get("CKS_SIM_ETCD", "/usr/bin/etcd")
+ETCD_BINARY = default_binary("etcd")
 
 # Real milliseconds. Shorter than etcd's defaults (100/1000) so that a new leader is elected
 # quickly after a stop, long enough that two busy CPUs do not make leaders flap.

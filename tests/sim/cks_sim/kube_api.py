@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import kube_discovery, kube_events, kube_health, kube_list, kube_pod_io, kube_record, kube_table, rbac
+from . import kube_discovery, kube_events, kube_health, kube_list, kube_pod_io, kube_record, kube_table, rbac, request_kinds
 from .core import drop_connection
 from .kube import KubeWorld
 from .kube_discovery import group_versions
@@ -79,6 +79,7 @@ class KubeApp:
         log = {"api": "kubernetes", "cluster": cluster_id, "verb": verb, "path": request.path,
                "resource": route.resource_label if route else "", "namespace": route.namespace if route else None,
                "name": route.name if route else None}
+        log["request"] = request_kinds.kubernetes(verb, route.resource_label if route else "", "/" + "/".join(parts[2:]))
 
         delay = self.sim.delay("api_latency") + self.sim.faults.latency("kubernetes")
         if delay > 0:
@@ -118,6 +119,12 @@ class KubeApp:
                 # responsewriters.ErrorNegotiated: Details.RetryAfterSeconds > 0 sets Retry-After.
                 response.headers["Retry-After"] = str(int(retry_after))
             return self._finish(log, response)
+        planted = self.sim.faults.take("request_fault", request=log["request"])
+        if planted is not None and str(planted.get("mode", "503")) == "503":
+            unavailable = ApiError(503, "the server is currently unable to handle the request", "ServiceUnavailable")
+            return self._finish(dict(log, fault="request_fault"), status_response(unavailable))
+        if planted is not None and route.subresource == "exec":
+            return self._dropped(log, environ)  # a stream: cut before the command runs
         try:
             if route.subresource == "exec":
                 response = kube_pod_io.exec_stream(self.sim, world, route, verb, request, environ, log)
@@ -139,11 +146,18 @@ class KubeApp:
                 response = self._resource(world, route, verb, request, environ)
         except ApiError as err:
             response = status_response(err)
+        if planted is not None:
+            return self._dropped(log, environ)  # carried out; the answer never reaches the client
         return self._finish(log, response)
 
     def _finish(self, log: dict[str, Any], response: Response) -> Response:
         self.sim.calls.add(**log, status=response.status_code)
         return response
+
+    def _dropped(self, log: dict[str, Any], environ: dict[str, Any]) -> Response:
+        self.sim.calls.add(**log, status=0, dropped=True, fault="request_fault")
+        drop_connection(environ)
+        return Response(b"", status=503)
 
     def _restricted_user(self, request: Request) -> Optional[rbac.User]:
         """The spec's restricted user (kube.users, see rbac.py) whose bearer token this is, if any."""

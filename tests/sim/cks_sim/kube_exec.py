@@ -46,9 +46,11 @@ from urllib.parse import urlsplit
 
 from werkzeug.wrappers import Request, Response
 
+from . import request_kinds
+from .tools import default_binary
 from .kube import ApiError
 
-ETCDCTL_BINARY = os.environ.get("CKS_SIM_ETCDCTL", "/usr/bin/etcdctl")
+ETCDCTL_BINARY = default_binary("etcdctl")
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, STATUS, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 KUBEADM_PKI = "/etc/kubernetes/pki/etcd/"
@@ -323,12 +325,15 @@ class ExecSession:
     """One exec: the process, its output pumped to the channels, the status, the close."""
 
     def __init__(self, ws: WebSocket, protocol: str, options: ExecOptions, target: ExecTarget,
-                 on_done: Callable[[dict[str, Any], int], None]) -> None:
+                 on_done: Callable[[dict[str, Any], int], None], fault: Optional[str] = None) -> None:
         self.ws = ws
         self.protocol = protocol
         self.options = options
         self.target = target
         self.on_done = on_done
+        # A request_fault on the etcd call: "503" etcdctl fails as when its member does not answer,
+        # "drop" the stream is cut before the exit status.
+        self.fault = fault
         self._stdin_reader: Optional[threading.Thread] = None
 
     def _pump(self, stream: Any, channel: int) -> None:
@@ -382,7 +387,15 @@ class ExecSession:
             return
         argv, env, error = resolve(self.target, self.options.command)
         status: dict[str, Any]
-        if argv is None:
+        if self.fault == "drop":
+            self.on_done({"status": "Failure", "message": "dropped"}, 101)
+            self.ws.sock.shutdown(socket.SHUT_RDWR)
+            return
+        if self.fault is not None:
+            if self.options.stderr:
+                self.ws.send_channel(STDERR, request_kinds.ETCDCTL_DEADLINE.encode())
+            status = exit_status(self.options.command, 1)
+        elif argv is None:
             status = internal_status(error)
         else:
             status = self._run_process(argv, env)
@@ -435,7 +448,7 @@ class ExecSession:
 
 
 def serve(environ: dict[str, Any], options: ExecOptions, target: ExecTarget,
-          on_done: Callable[[dict[str, Any], int], None]) -> Response:
+          on_done: Callable[[dict[str, Any], int], None], fault: Optional[str] = None) -> Response:
     """Upgrade the request's connection and run the exec on it; raises UpgradedConnectionDone."""
     sock = environ.get("werkzeug.socket")
     if not isinstance(sock, (socket.socket, ssl.SSLSocket)):
@@ -448,7 +461,7 @@ def serve(environ: dict[str, Any], options: ExecOptions, target: ExecTarget,
         ws.refuse(403, "Forbidden")
         raise UpgradedConnectionDone()
     ws.handshake(environ.get("HTTP_SEC_WEBSOCKET_KEY", ""), protocol)
-    session = ExecSession(ws, protocol, options, target, on_done)
+    session = ExecSession(ws, protocol, options, target, on_done, fault)
     try:
         session.run()
         session.await_close()

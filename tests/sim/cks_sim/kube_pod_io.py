@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import kube_exec, kube_host_exec
+from . import kube_exec, kube_host_exec, request_kinds
 from .kube import KubeWorld
 from .kube_http import text_response
 from .kube_resources import ApiError
@@ -50,12 +50,19 @@ def exec_stream(sim: Any, world: KubeWorld, route: Route, verb: str, request: Re
         # SPDY/3.1 (kubectl's fallback) is not spoken here; see tests/sim/README.md.
         raise kube_exec.not_an_upgrade()
 
+    etcd_request = request_kinds.etcd(options.command) if target.etcd is not None else None
+    planted = sim.faults.take("request_fault", request=etcd_request) if etcd_request else None
+    mode = str(planted.get("mode", "503")) if planted else None
+
     def done(status: dict[str, Any], code: int) -> None:
         # 101 once upgraded; the handshake's own refusal (no common subprotocol) is a 403.
+        extra: dict[str, Any] = {"etcd_request": etcd_request} if etcd_request else {}
+        if mode:
+            extra.update(fault="request_fault", dropped=mode == "drop")
         sim.calls.add(**log, status=code, exec_status=status.get("status"),
-                      exec_command=list(options.command))
+                      exec_command=list(options.command), **extra)
 
-    return kube_exec.serve(environ, options, target, done)
+    return kube_exec.serve(environ, options, target, done, fault=mode)
 
 
 def exec_target(sim: Any, world: KubeWorld, namespace: str, name: str,

@@ -40,8 +40,10 @@ import subprocess
 import threading
 from typing import Any, Callable, Optional
 
+from .tools import default_binary
+
 # The same binary kube_exec runs (not imported from it: kube.py imports this module first).
-ETCDCTL_BINARY = os.environ.get("CKS_SIM_ETCDCTL", "/usr/bin/etcdctl")
+ETCDCTL_BINARY = default_binary("etcdctl")
 # What the CKS binaries ISO holds (`kubeadm config images list` for the version, saved by
 # scripts/util/create-kubernetes-binaries-iso.sh) and setup-kube-system imports on every node.
 ETCD_IMAGE = "registry.k8s.io/etcd:3.5.15-0"

@@ -10,11 +10,12 @@ from typing import Any, Iterator
 import pytest
 import requests
 
+from cks_sim.tools import needs
 from cks_sim import core
 from cks_sim.harness import wait_until
 from cks_sim.etcd import EtcdManager
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/etcd"), reason="Debian etcd-server not installed")
+pytestmark = needs("etcd")
 
 STACKED = ["K-Control-aa01", "K-Control-aa02", "K-Control-aa03"]
 

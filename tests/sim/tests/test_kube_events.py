@@ -19,20 +19,19 @@ from __future__ import annotations
 
 import datetime
 import json
-import shutil
 import subprocess
 from typing import Any
 
-import pytest
 import requests
 import yaml
 
+from cks_sim.tools import binary, needs
 from cks_sim.harness import SimHandle, wait_until
 from cks_sim.kube import SAFE_ALPHABET
 from simkit import small_spec
 
-KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
+KUBECTL = binary("kubectl")
+pytestmark = needs("kubectl")
 
 
 def kubectl(handle: SimHandle, *args: str) -> subprocess.CompletedProcess:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import socket
 import ssl
 import subprocess
@@ -24,17 +23,18 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.stream import stream
 
+from cks_sim.tools import binary, needs
 from cks_sim.harness import SimHandle
-from cks_sim.kube_exec import ETCDCTL_BINARY, accept_key
+from cks_sim.kube_exec import accept_key
 from cks_sim.server import SimServer
 from cks_sim.spec import normalize
 from simkit import small_spec
 
-pytestmark = pytest.mark.skipif(not os.path.exists(ETCDCTL_BINARY), reason="etcdctl (etcd-client) not installed")
+pytestmark = needs("etcd", "etcdctl")
 
 PKI = "/etc/kubernetes/pki/etcd"
 CERTS = [f"--cacert={PKI}/ca.crt", f"--cert={PKI}/healthcheck-client.crt", f"--key={PKI}/healthcheck-client.key"]
-KUBECTL = shutil.which("kubectl")
+KUBECTL = binary("kubectl")
 
 
 @pytest.fixture(scope="module")
@@ -321,7 +321,7 @@ def test_exec_needs_pods_exec_for_the_verbs_of_the_release(sim_factory: Any, tmp
 # --- kubectl exec (websocket, v5.channel.k8s.io) --------------------------------------------
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
+@needs("kubectl")
 def test_kubectl_exec_streams_and_closes_stdin_over_v5(shared: SimHandle) -> None:
     """kubectl >= 1.30 execs over websockets (v5: channel 255 closes stdin on EOF)."""
     core = core_of(shared)

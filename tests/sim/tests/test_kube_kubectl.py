@@ -10,21 +10,19 @@ while a PodDisruptionBudget blocks (``kubectl drain`` retries those every 5 s: d
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import threading
 import time
 from typing import Any
 
-import pytest
 import yaml
 
+from cks_sim.tools import binary, needs
 from cks_sim.harness import SimHandle, wait_until
 from simkit import small_spec
 
-KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
+KUBECTL = binary("kubectl")
+pytestmark = needs("kubectl")
 
 
 def kubectl(handle: SimHandle, *args: str, kubeconfig: str | None = None, timeout: float = 90,
@@ -134,7 +132,7 @@ def test_auth_can_i_asks_the_sims_rbac(sim_factory: Any, tmp_path: Any) -> None:
     assert ask("create", "pods/exec", "-n", "kube-system").stdout.strip() == "no"
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/etcdctl"), reason="etcdctl (etcd-client) not installed")
+@needs("etcd", "etcdctl")
 def test_exec_etcdctl_in_an_etcd_pod(sim_factory: Any) -> None:
     handle = sim_factory(etcd=True)
     pod = kubectl(handle, "get", "pods", "-n", "kube-system", "-l", "component=etcd", "-o", "name").stdout.split()[0]

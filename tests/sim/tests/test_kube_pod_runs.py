@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from typing import Any, Iterator
@@ -21,16 +20,17 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from cks_sim.tools import binary, needs
 from cks_sim.harness import SimHandle
-from cks_sim.kube_run import ETCD_IMAGE, ETCDCTL_BINARY
+from cks_sim.kube_run import ETCD_IMAGE
 from cks_sim.server import SimServer
 from cks_sim.spec import load_spec, normalize
 
 
-pytestmark = pytest.mark.skipif(not os.path.exists(ETCDCTL_BINARY), reason="etcdctl (etcd-client) not installed")
+pytestmark = needs("etcd", "etcdctl")
 
 EXTERNAL = os.path.join(os.path.dirname(__file__), "..", "examples", "external-etcd.yml")
-KUBECTL = shutil.which("kubectl")
+KUBECTL = binary("kubectl")
 NS = "kube-system"
 
 
@@ -262,9 +262,8 @@ def test_a_terminal_pod_is_deleted_at_once(shared: SimHandle) -> None:
     assert gone.value.status == 404
 
 
+@needs("kubectl")
 def test_kubectl_logs_reads_a_containers_output(shared: SimHandle) -> None:
-    if KUBECTL is None:
-        pytest.skip("kubectl not installed")
     core = core_of(shared)
     node = control_node(core)
     core.create_namespaced_pod(NS, etcd_pod("ask-kubectl", node, [

@@ -11,12 +11,12 @@ ask the simulator's API over HTTP, as a client and kubectl see it.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from typing import Any, Optional
 
 import kubernetes.client as k8s
 import pytest
+from cks_sim.tools import binary, needs
 from cks_sim.harness import SimHandle
 from cks_sim.selectors import (
     SelectorError,
@@ -28,7 +28,7 @@ from cks_sim.selectors import (
 )
 from kubekit import KubeEnv
 
-KUBECTL = shutil.which("kubectl")
+KUBECTL = binary("kubectl")
 
 LABELS_GOOD = ["x=a,y=b,z=c", "", "x!=a,y=b", "x=", "x= ", "x=,z= ", "x= ,z= ", "!x", "x>1", "x>1,z<5",
                "\rx", "this-is-a-dns.domain.com/key-with-dash",
@@ -241,7 +241,7 @@ def test_bad_selectors_are_400_bad_request_status(kube_env: KubeEnv) -> None:  #
         assert status["message"] == message
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
+@needs("kubectl")
 def test_selectors_through_kubectl(sim: SimHandle) -> None:
     def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(KUBECTL), "--kubeconfig", sim.env["kubeconfig"], *args], capture_output=True,
