@@ -121,6 +121,17 @@ def task_spans(tasks: Sequence[dict[str, Any]], end: float) -> list[dict[str, An
     return spans
 
 
+def _play_end(tasks: Sequence[dict[str, Any]], started: float, release: float) -> float:
+    """When the play of the pass that started at ``started`` gave way to another play (the plan of the
+    nodes the cluster autoscaler added, the release): the last pass ends there, not at the release."""
+    plays = [e for e in tasks if e["event"] == "play"]
+    own = [e["name"] for e in plays if e["t"] <= started]
+    if not own:
+        return release
+    later = [e["t"] for e in plays if e["t"] > started and e["name"] != own[-1]]
+    return min([release] + later)
+
+
 def batches_of(report: dict[str, Any], tasks: Sequence[dict[str, Any]], paths: dict[str, NodePath],
                end: float) -> list[Batch]:
     """The report's batches, timed by the task events, with their ideal and their nodes' own times."""
@@ -137,7 +148,8 @@ def batches_of(report: dict[str, Any], tasks: Sequence[dict[str, Any]], paths: d
         if index < len(passes):
             # The pass starts with the include_role and argument validation just before "Record".
             batch.started = _pass_start(spans, passes[index]["t"])
-            batch.ended = _pass_start(spans, passes[index + 1]["t"]) if index + 1 < len(passes) else release
+            batch.ended = (_pass_start(spans, passes[index + 1]["t"]) if index + 1 < len(passes)
+                           else _play_end(tasks, batch.started, release))
         if index < len(cycles):
             batch.cycle_started = cycles[index]["t"]
             batch.cycle_ended = cycles[index]["t"] + cycles[index]["seconds"]

@@ -200,9 +200,14 @@ def test_settings_with_module_defaults_then_rollout_through_ansible_runner(tmp_p
                     and e["event_data"].get("task") == "Show the progress"]
         assert len(progress) == 3 and all(isinstance(line, str) and "\n" not in line for line in progress)
         assert progress[-1].startswith("Batch 3/3 worker") and progress[-1].endswith("left 0")
-        # Each serial batch is a fresh play start (AWX has no batch event).
-        plays = [e for e in events if e["event"] == "playbook_on_play_start"]
-        assert len(plays) == 1 + 3 + 1
+        # Each serial batch is a fresh play start (AWX has no batch event); the plan, the three batches,
+        # the plan of the nodes a cluster autoscaler added and their play (no hosts here), the release.
+        plays = [e["event_data"]["play"] for e in events if e["event"] == "playbook_on_play_start"]
+        assert plays == (["Store the node settings and plan the rollout"]
+                         + ["Restart the out-of-date nodes, batch by batch"] * 3
+                         + ["Plan the nodes the cluster autoscaler added during the rollout",
+                            "Restart the nodes the cluster autoscaler added, batch by batch",
+                            "Release the rollout and report"]), plays
         assert result.stats["failures"] == {}
         client_key = Path(etcd["client_key"]).read_text(encoding="utf-8").strip().splitlines()[1]
         assert not any(secret in (e.get("stdout") or "") for e in events

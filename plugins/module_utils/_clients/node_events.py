@@ -156,9 +156,15 @@ class NodeEvents:
     def _send_round(self, groups: list[tuple[tuple[Any, ...], _Occurrences]]) -> None:
         """Send one round's Events, ``SENDERS`` at a time: each is a different Event (the repeats of one
         are one item), so their order does not matter (each carries the time it happened, and its name
-        sorts by it); a later round's patch of one of them follows its create."""
-        if len(groups) == 1:
+        sorts by it); a later round's patch of one of them follows its create. Until one Event has
+        been written, the first goes alone: a role without create on events is refused once a run,
+        not once a sender."""
+        if not self.written and groups:
             self._send(*groups[0])
+            groups = groups[1:]
+        if len(groups) <= 1:
+            for key, what in groups:
+                self._send(key, what)
             return
         left = list(reversed(groups))
 
