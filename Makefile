@@ -5,9 +5,6 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 COLLECTIONS := $(CURDIR)/$(VENV)/collections
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
-# Each cks-sim keeps real etcd members' data (WAL files of 64 MiB) under its test's tmp_path: keep
-# only the failed tests' folders, so a full run does not fill the disk with passed tests' etcd data.
-export PYTEST_ADDOPTS += -o tmp_path_retention_policy=failed
 
 # The oldest kubernetes client that requirements.txt allows (python-legacy models).
 KUBE_OLDEST := kubernetes==35.0.0
