@@ -152,7 +152,8 @@ class RolloutSim(ClusterSim):
         for raw in self.kube.list_nodes():
             annotations = (raw.get("metadata") or {}).get("annotations") or {}
             assert not set(ANNOTATIONS) & set(annotations), raw["metadata"]["name"]
-        assert [v for v in self.invariants() if not allowed(v)] == []
+        broken = [v for v in self.invariants() if not allowed(v)]
+        assert broken == [], broken
         return status
 
 
