@@ -160,7 +160,7 @@ lint: setup shellcheck-installed
 # the members of a table kept whole (a job status, an exec channel, the Event reasons, an old error text,
 # an exec request field).
 VULTURE_ARGS := plugins tests bench --min-confidence 60 --exclude tests/docs/conf.py \
-	--ignore-names 'DOCUMENTATION,EXAMPLES,RETURN,FilterModule,ActionModule,CallbackModule,InventoryModule,ModuleDocFragment,NAME,CALLBACK_*,v2_*,TRANSFERS_FILES,is_conditional,test_*,pytest_*,pytestmark,HANDLER_MODULES,handle_starttag,handle_data,handle_endtag,log_request,trust_env,CertificateIssuerPublicKeyTypes,JOB_FAILED,RESIZE,PUT_BACK,LEFT_CORDONED,LEGACY_LIMIT_TEXT,tty' \
+	--ignore-names 'DOCUMENTATION,EXAMPLES,RETURN,FilterModule,ActionModule,CallbackModule,InventoryModule,ModuleDocFragment,NAME,CALLBACK_*,v2_*,TRANSFERS_FILES,is_conditional,test_*,pytest_*,pytestmark,HANDLER_MODULES,handle_starttag,handle_data,handle_endtag,log_request,trust_env,CertificateIssuerPublicKeyTypes,JOB_FAILED,RESIZE,PUT_BACK,LEFT_CORDONED,LEGACY_LIMIT_TEXT,tty,do_GET,log_message,close_connection' \
 	--ignore-decorators '@handler,@pytest.fixture'
 dead-code: setup
 	$(BIN)/vulture $(VULTURE_ARGS)

@@ -300,7 +300,7 @@ def _recorded_before(index: int, out_dir: str, timeout: float = 900) -> set[str]
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "out", "fault-sweep"))
     parser.add_argument("--jobs", type=int, default=2, help="scenarios at once (at most 2 on a 2-core machine)")
     parser.add_argument("--only", action="append", help="sweep only this kind (repeatable)")

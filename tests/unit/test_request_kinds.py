@@ -158,8 +158,8 @@ def test_every_kubernetes_request_the_clients_send_is_in_the_table() -> None:
     ("GET", "/api/v1/namespaces/kube-system", None, "kubernetes get namespaces"),
     ("GET", "/readyz/etcd", None, "kubernetes get /readyz/etcd"),
 ])
-def test_a_kubernetes_request_is_named_as_the_api_server_names_it(method: str, path: str, query: Optional[dict[str, str]],
-                                                                   kind: str) -> None:
+def test_a_kubernetes_request_is_named_as_the_api_server_names_it(
+        method: str, path: str, query: Optional[dict[str, str]], kind: str) -> None:
     assert kube_kind(method, path, query) == kind
 
 

@@ -170,4 +170,3 @@ def kube_kind(method: str, path: str, query: Optional[Mapping[str, str]] = None)
         verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
                 "DELETE": "delete" if name else "deletecollection"}.get(method, method.lower())
     return f"kubernetes {verb} {label}"
-

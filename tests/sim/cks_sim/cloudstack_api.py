@@ -20,7 +20,8 @@ from typing import Any, Callable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from . import apis, request_kinds, cloudstack_account_api, cloudstack_cks_api, cloudstack_infra_api, cloudstack_service_api, cloudstack_tag_api, cloudstack_vm_api
+from . import (apis, cloudstack_account_api, cloudstack_cks_api, cloudstack_infra_api, cloudstack_service_api,
+               cloudstack_tag_api, cloudstack_vm_api, request_kinds)
 from .cloud import CS_SERVER_API, CloudError
 from .cloudstack_call import HANDLERS, Call, RawList
 from .core import Sim, drop_connection

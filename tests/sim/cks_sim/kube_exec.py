@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import socket
 import ssl
 import struct

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import os
 import subprocess
 import threading
 from typing import Any, Callable, Optional
