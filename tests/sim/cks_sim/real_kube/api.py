@@ -27,17 +27,23 @@ class ApiRefusal(RuntimeError):
 
 
 class KubeApi(Protocol):
-    def get(self, path: str) -> dict[str, Any]: ...
+    def get(self, path: str) -> dict[str, Any]:
+        """The object at ``path``."""
 
-    def list(self, path: str, **params: str) -> list[dict[str, Any]]: ...
+    def list(self, path: str, **params: str) -> list[dict[str, Any]]:
+        """The items of the list at ``path``, filtered by ``params``."""
 
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create ``body`` at ``path``; the object as stored."""
 
-    def patch(self, path: str, body: dict[str, Any], content_type: str = STRATEGIC) -> dict[str, Any]: ...
+    def patch(self, path: str, body: dict[str, Any], content_type: str = STRATEGIC) -> dict[str, Any]:
+        """Patch the object at ``path``; the object as stored."""
 
-    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Replace the object at ``path`` (a PUT); the object as stored."""
 
-    def delete(self, path: str, body: Optional[dict[str, Any]] = None) -> None: ...
+    def delete(self, path: str, body: Optional[dict[str, Any]] = None) -> None:
+        """Delete the object at ``path``."""
 
 
 class RestApi:
