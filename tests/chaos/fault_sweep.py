@@ -307,6 +307,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--record", action="store_true", help="only record the kinds each scenario sends")
     parser.add_argument("--scenario", action="append", help="only these scenarios (by name)")
     options = parser.parse_args(argv)
+    # The playbooks resolve a relative path from their own folder: `make fault-sweep` gives out/fault-sweep.
+    options.out = os.path.abspath(options.out)
     shutil.rmtree(options.out, ignore_errors=True)
     os.makedirs(options.out)
     started = time.monotonic()
