@@ -115,7 +115,7 @@ sim-test: setup
 # a few workers at once (one test file each) finish the folder in about half the time on 2 cores
 # (4: the 211 tests in 11 minutes on an idle 2-core machine).
 INTEGRATION_JOBS ?= 4
-integration: setup
+integration: setup chromium-installed
 	$(call pytest,$(BIN)/python,integration,tests/integration,-n $(INTEGRATION_JOBS) --dist loadfile)
 
 # The real tier: rollouts against cks-sim serve --kube real (a real kube-apiserver, controllers and
