@@ -56,8 +56,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.state impo
 
 def rollout_added(state: Mapping[str, Any], plan: Mapping[str, Any], outdated: Mapping[str, Any]) -> dict[str, Any]:
     rollout = Rollout.from_dict(state)
-    known = (rollout.plan.get("autoscaler") or {}).get("known_nodes") or []
-    batches = added_batches(outdated.get("plan") or [], known) if (rollout.plan.get("autoscaler") or {}).get("on") else []
+    autoscaler = rollout.plan.get("autoscaler") or {}
+    batches = added_batches(outdated.get("plan") or [], autoscaler.get("known_nodes") or []) if autoscaler.get("on") else []
     rollout.add_batches(batches)
     extended = dict(plan)
     extended["plan"] = list(plan.get("plan") or []) + batches
