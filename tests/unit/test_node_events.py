@@ -125,10 +125,12 @@ class FakeApi:
         self.allowed = allowed
         self.gone: set[str] = set()
         self.gate = gate
+        self.waiting = threading.Event()  # a request is held at the gate
 
     def _json(self, action: str, method: str, path: str, body: Any = None, content_type: str = "",
               missing_is_none: bool = False) -> Any:
         if self.gate is not None:
+            self.waiting.set()
             self.gate.wait()
         self.sent.append((method, path, body))
         if self.refuse:
@@ -182,6 +184,9 @@ def test_recording_never_waits_for_the_api_and_repeats_queued_together_are_one_p
     pod = {"metadata": {"namespace": "default", "name": "web-1", "uid": "u1"}}
     # The API server answers nothing until the gate opens: every step goes on at once all the same.
     events.record("w1", None, cordoned)
+    # The four refusals come while the writer is held on the cordon's Event, so they queue together
+    # (recorded before the writer took its first round, some would be in that round instead).
+    assert api.waiting.wait(30)
     for _retry in range(4):
         events.record("w1", None, eviction_blocked(pod, "web"))
     assert api.sent == [] and not events.wait(0)
