@@ -159,8 +159,8 @@ class AdminApp:
                 # etcd compaction plus a watch cache re-list: every older resourceVersion is now too old.
                 worlds = [self.sim.kube[data["cluster"]]] if data.get("cluster") else list(self.sim.kube.values())
                 for world in worlds:
-                    world.watch_cache.compact()
-                return {"compacted_to": {w.cluster_id: w.current_rv() for w in worlds}}
+                    world.store.watch_cache.compact()
+                return {"compacted_to": {w.cluster_id: w.store.current_rv() for w in worlds}}
         raise ActionError(
             f"unknown action {kind!r}; known: set_cluster_state, stop_vm, start_vm, set_vm_state, set_boot_id, set_api_server, scan,"
             " set_config, restart_management_server, compact_watch_cache, add_host, set_host, set_host_cluster,"

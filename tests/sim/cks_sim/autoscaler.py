@@ -142,7 +142,7 @@ class ClusterAutoscaler:
         """Pods the scheduler left Unschedulable, each seen so for new_pod_scale_up_delay."""
         out = []
         seen = set()
-        for pod in list(world._objects["pods"].values()):
+        for pod in list(world.store.objects["pods"].values()):
             if pod["spec"].get("nodeName") or "deletionTimestamp" in pod["metadata"]:
                 continue
             cond = next((c for c in pod["status"].get("conditions") or [] if c["type"] == "PodScheduled"), None)
@@ -202,7 +202,7 @@ class ClusterAutoscaler:
 
     def unremovable_reason(self, world: Any, name: str, others: list[str]) -> Optional[str]:
         """Why the node may not be removed, in the words of the autoscaler's unremovable reasons; None: removable."""
-        node = world._node_object(name)
+        node = world.store.node(name)
         if _annotations(node).get(SCALE_DOWN_DISABLED) == "true":
             return "ScaleDownDisabledAnnotation"
         cpu, memory = node_requested(world, name)
@@ -239,7 +239,7 @@ class ClusterAutoscaler:
             return None  # rules safetoevict
         if annotations.get(SAFE_TO_EVICT) == "false":
             return "NotSafeToEvictAnnotation"
-        pdbs = [p for p in world._objects["poddisruptionbudgets"].values()
+        pdbs = [p for p in world.store.objects["poddisruptionbudgets"].values()
                 if p["metadata"]["namespace"] == meta["namespace"]
                 and object_selects(p["spec"].get("selector"), meta.get("labels") or {})]
         for pdb in pdbs:
@@ -261,7 +261,7 @@ class ClusterAutoscaler:
         names = [n for n in sorted(world.nodes) if n in workers]
         unneeded: list[str] = []
         for name in names:
-            if any(t.get("key") == TO_BE_DELETED_TAINT for t in world._node_object(name)["spec"].get("taints") or []):
+            if any(t.get("key") == TO_BE_DELETED_TAINT for t in world.store.node(name)["spec"].get("taints") or []):
                 continue
             others = [o for o in names if o != name and o not in unneeded]
             if self.unremovable_reason(world, name, others) is None:
@@ -281,7 +281,7 @@ class ClusterAutoscaler:
 
     def _delete(self, cloud: Any, cluster: Any, world: Any, name: str, vm: Any) -> None:
         """The actuator: taint, tell, evict, then the provider deletes the node (scaleKubernetesCluster nodeids)."""
-        node = world._node_object(name)
+        node = world.store.node(name)
         node["spec"]["taints"] = list(node["spec"].get("taints") or []) + [
             {"key": TO_BE_DELETED_TAINT, "value": str(int(time.time())), "effect": "NoSchedule"}]
         world._touch_node(name)

@@ -320,7 +320,7 @@ class Sim:
 
     def stop(self) -> None:
         for world in self.kube.values():
-            cache = getattr(world, "watch_cache", None)
+            cache = getattr(getattr(world, "store", None), "watch_cache", None)
             if cache is not None:
                 cache.close()  # open watch streams end instead of holding their threads
         self.scheduler.stop()

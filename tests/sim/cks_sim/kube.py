@@ -41,7 +41,6 @@ from .kube_queries import KubeQueries
 from .kube_recorder import KubeRecorder
 from .kube_resources import NODE_LEASE_NS, RESOURCES, ApiError, Resource, _details
 from .kube_state import KubeState
-from .kube_store import KubeStore
 from .kube_verbs import KubeVerbs
 from .kube_workloads import KubeWorkloads
 
@@ -50,7 +49,7 @@ __all__ = ["RESOURCES", "SAFE_ALPHABET", "ApiError", "KubeWorld", "Resource", "_
 
 
 class KubeWorld(KubeVerbs, KubeEvictions, KubePdbs, KubeControlPlane, KubeApiPods, KubePods, KubeWorkloads,
-                KubeNodes, KubeRecorder, KubeQueries, KubeStore, KubeState):
+                KubeNodes, KubeRecorder, KubeQueries, KubeState):
     """One cluster's Kubernetes: its state and every concern, built from the spec's nodes,
     workloads and budgets into a settled starting state."""
 
@@ -65,7 +64,7 @@ class KubeWorld(KubeVerbs, KubeEvictions, KubePdbs, KubeControlPlane, KubeApiPod
 
     def _build(self, nodes: list[dict], workloads: list[dict], pdbs: list[dict]) -> None:
         for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NS):
-            self._ensure_namespace(ns)
+            self.store.ensure_namespace(ns)
         for i, spec in enumerate(nodes):
             self._add_node(spec, i)
         for spec in workloads:
@@ -77,9 +76,9 @@ class KubeWorld(KubeVerbs, KubeEvictions, KubePdbs, KubeControlPlane, KubeApiPod
                 self._ensure_mirror_pods(state.name)
         self._reconcile_all()
         self.leader_leases.refresh(self)
-        for key in list(self._objects["pods"]):
+        for key in list(self.store.objects["pods"]):
             # The cluster starts settled: pods already placed on running nodes are Running.
-            pod = self._objects["pods"][key]
+            pod = self.store.objects["pods"][key]
             node = pod["spec"].get("nodeName")
             if node and self.nodes[node].kubelet_posting:
                 self.sim.scheduler.cancel(self._pod_timers.pop(key, None))

@@ -258,7 +258,7 @@ class KubeApp:
             with self.sim.lock:
                 obj = world.get(res.plural, ns, route.name or "")
                 if route.subresource is None and kube_table.wants_table(request.headers.get("Accept", "")):
-                    return json_response(kube_table.table(res.plural, [obj], {"resourceVersion": world.current_rv()},
+                    return json_response(kube_table.table(res.plural, [obj], {"resourceVersion": world.store.current_rv()},
                                                           include_object=request.args.get("includeObject",
                                                                                           "Metadata")))
                 return json_response(obj)
@@ -296,7 +296,7 @@ class KubeApp:
                 world.expire_events()
                 current = world.get("events", ns, name)
                 if kube_table.wants_table(request.headers.get("Accept", "")):
-                    return json_response(kube_table.table("events", [current], {"resourceVersion": world.current_rv()},
+                    return json_response(kube_table.table("events", [current], {"resourceVersion": world.store.current_rv()},
                                                           include_object=request.args.get("includeObject", "Metadata")))
                 return json_response(kube_events.to_v1(current))
         body = self._body(request, kube_events.EVENTS_V1)

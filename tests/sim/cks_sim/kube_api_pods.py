@@ -28,7 +28,7 @@ class KubeApiPods(KubeConcern):
         for key in (NOT_READY_TAINT, UNREACHABLE_TAINT):
             if not any(t.get("key") == key and t.get("effect") in (None, "", "NoExecute") for t in tolerations):
                 tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
-        self._store("pods", pod)
+        self.store.put("pods", pod)
         self._api_pods.add(pod["metadata"]["uid"])
         node = pod["spec"].get("nodeName")
         if node is None:
@@ -37,7 +37,7 @@ class KubeApiPods(KubeConcern):
             # No scheduler: the named node's kubelet sees the pod, if it runs.
             state = self.nodes[node]
             pod["status"].update({"hostIP": self._node_ip(state), "hostIPs": [{"ip": self._node_ip(state)}]})
-            self._store("pods", pod)
+            self.store.put("pods", pod)
             if state.kubelet_posting:
                 self._schedule_start(pod)
         return copy.deepcopy(pod)
@@ -48,13 +48,13 @@ class KubeApiPods(KubeConcern):
         if status["phase"] in ("Succeeded", "Failed") or status.get("containerStatuses") and any(
                 "running" in cs["state"] for cs in status["containerStatuses"]):
             return  # ended, or running already: a new boot does not run a one-shot pod again
-        node = self._node_object(pod["spec"]["nodeName"])
+        node = self.store.node(pod["spec"]["nodeName"])
         stamp = now_time()
         status.setdefault("startTime", stamp)
         refusal = kube_run.admission_refusal(pod, node)
         if refusal is not None:
             status.update({"phase": "Failed", "reason": refusal[0], "message": refusal[1]})
-            self._store("pods", pod)
+            self.store.put("pods", pod)
             return
         containers = pod["spec"]["containers"]
         missing = [kube_run.image_refusal(c, node) for c in containers]
@@ -64,20 +64,20 @@ class KubeApiPods(KubeConcern):
             status["containerStatuses"] = [
                 kube_run.waiting_status(c, *m) if m else kube_run.waiting_status(c, "ContainerCreating")
                 for c, m in zip(containers, missing, strict=True)]
-            self._store("pods", pod)
+            self.store.put("pods", pod)
             return
         status["phase"] = "Running"
         status["containerStatuses"] = [dict(kube_run.waiting_status(c, "ContainerCreating"),
                                             started=True, state={"running": {"startedAt": stamp}})
                                        for c in containers]
-        self._store("pods", pod)
+        self.store.put("pods", pod)
         if all(kube_run.keeps_running(c) for c in containers):
             return  # `sleep`: running until the pod is deleted
         key, uid = (pod["metadata"]["namespace"], pod["metadata"]["name"]), pod["metadata"]["uid"]
         self.runs.start(uid, containers, lambda results: self._runs_finished(key, uid, stamp, results), now_time)
 
     def _runs_finished(self, key: tuple[str, str], uid: str, started: str, results: list[tuple[int, str]]) -> None:
-        pod = self._objects["pods"].get(key)
+        pod = self.store.objects["pods"].get(key)
         if pod is None or pod["metadata"]["uid"] != uid:
             return  # deleted while it ran
         finished = now_time()
@@ -101,11 +101,11 @@ class KubeApiPods(KubeConcern):
                                     _condition("PodReadyToStartContainers", "False"),
                                     _condition("Ready", "False", "PodCompleted"),
                                     _condition("ContainersReady", "False", "PodCompleted")]
-        self._store("pods", pod)
+        self.store.put("pods", pod)
 
     def container_log(self, namespace: str, name: str, container: str) -> Optional[str]:
         """What the kubelet kept of a container's output; None when it has not run."""
-        pod = self._raw("pods", namespace, name)
+        pod = self.store.raw("pods", namespace, name)
         if pod is None:
             return None
         return self.runs.logs.get(pod["metadata"]["uid"], {}).get(container)

@@ -1,7 +1,7 @@
 """What one concern of ``KubeWorld`` calls on another, declared for the type checker.
 
 Every concern mixin (kube_queries, kube_recorder, kube_nodes, ...) derives from ``KubeConcern``:
-the storage (``kube_store.KubeStore``) and the state (``kube_state.KubeState``) beneath it, and
+the state (``kube_state.KubeState``, which holds the ``kube_store.ObjectStore``) beneath it, and
 the signatures below, which exist only while type checking. At run time each name resolves to its
 one definition in the concern module named above it, through ``KubeWorld``'s bases; mypy checks
 each definition against its declaration here.
@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from .kube_state import NodeState, Workload
-from .kube_store import KubeStore
+from .kube_state import KubeState, NodeState, Workload
 
 
-class KubeConcern(KubeStore):
+class KubeConcern(KubeState):
     """The base of every concern mixin but the storage's."""
 
     if TYPE_CHECKING:

@@ -31,10 +31,10 @@ class KubeControlPlane(KubeConcern):
         if self.stacked_etcd:
             components.insert(0, "etcd")
         state = self.nodes[node]
-        node_uid = self._node_object(node)["metadata"]["uid"]
+        node_uid = self.store.node(node)["metadata"]["uid"]
         for comp in components:
             name = f"{comp}-{node}"
-            if self._raw("pods", "kube-system", name) is not None:
+            if self.store.raw("pods", "kube-system", name) is not None:
                 continue
             config_hash = hashlib.md5(f"{comp}/{node}".encode()).hexdigest()
             annotations = {
@@ -75,13 +75,13 @@ class KubeControlPlane(KubeConcern):
                          "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})
             pod = {
                 "apiVersion": "v1", "kind": "Pod",
-                "metadata": self._new_meta(name, "kube-system", labels=dict(wl.labels), annotations=annotations,
+                "metadata": self.store.new_meta(name, "kube-system", labels=dict(wl.labels), annotations=annotations,
                                            ownerReferences=[{"apiVersion": "v1", "kind": "Node", "name": node,
                                                              "uid": node_uid, "controller": True}]),
                 "spec": spec,
                 "status": {"phase": "Pending", "qosClass": "Burstable"},
             }
-            self._store("pods", pod)
+            self.store.put("pods", pod)
             self._place(pod, node)
 
     def _kubeadm_etcd_container(self, spec: dict[str, Any], node: str, client_url: str) -> None:
@@ -117,14 +117,14 @@ class KubeControlPlane(KubeConcern):
             for i, arg in enumerate(command):
                 if arg.startswith("--etcd-servers="):
                     command[i] = f"--etcd-servers={self.etcd_servers}"
-            self._store("pods", pod)
+            self.store.put("pods", pod)
 
     def use_etcd_client_urls(self, urls: dict[str, str]) -> None:
         """Show each stacked member's real client URL (the sim's loopback port) where kubeadm
         shows its node's: the pod annotation and --advertise-client-urls, so that they match
         what `etcdctl member list` answers, as they do on a cluster."""
         for node, url in urls.items():
-            pod = self._raw("pods", "kube-system", f"etcd-{node}")
+            pod = self.store.raw("pods", "kube-system", f"etcd-{node}")
             if pod is None:
                 continue
             pod["metadata"]["annotations"]["kubeadm.kubernetes.io/etcd.advertise-client-urls"] = url
@@ -134,8 +134,8 @@ class KubeControlPlane(KubeConcern):
                     command[i] = f"--advertise-client-urls={url}"
                 elif arg.startswith("--listen-client-urls="):
                     command[i] = f"--listen-client-urls=https://127.0.0.1:2379,{url}"
-            pod["metadata"]["resourceVersion"] = self.next_rv()
-            self.watch_cache.record(pod["metadata"]["resourceVersion"], "pods", "MODIFIED", pod)
+            pod["metadata"]["resourceVersion"] = self.store.next_rv()
+            self.store.watch_cache.record(pod["metadata"]["resourceVersion"], "pods", "MODIFIED", pod)
 
     def set_api_server_serving(self, name: str, serving: bool) -> None:
         """The node's kube-apiserver stops (or starts again) serving, the node itself still Ready.

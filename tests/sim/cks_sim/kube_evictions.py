@@ -24,7 +24,7 @@ class KubeEvictions(KubeConcern):
 
     def evict(self, namespace: str, name: str, body: dict[str, Any], dry_run: bool) -> dict[str, Any]:
         """policy/v1 Eviction, following the API server's eviction REST handler."""
-        pod = self._raw("pods", namespace, name)
+        pod = self.store.raw("pods", namespace, name)
         if pod is None:
             raise not_found(RESOURCES["pods"], name)
         body_name = ((body or {}).get("metadata") or {}).get("name")
@@ -52,7 +52,7 @@ class KubeEvictions(KubeConcern):
 
         if "deletionTimestamp" in pod["metadata"] or pod["status"]["phase"] in ("Succeeded", "Failed", "Pending"):
             return accept(False)
-        pdbs = [p for p in self._objects["poddisruptionbudgets"].values()
+        pdbs = [p for p in self.store.objects["poddisruptionbudgets"].values()
                 if p["metadata"]["namespace"] == namespace
                 and selector_matches(p["spec"].get("selector"), pod["metadata"].get("labels") or {})]
         if len(pdbs) > 1:
@@ -83,7 +83,7 @@ class KubeEvictions(KubeConcern):
     def _check_budgets(self, pod: dict[str, Any], pod_name: str) -> None:
         """After an accepted eviction: does any budget really hold, counting pods on dead VMs?"""
         ns = pod["metadata"]["namespace"]
-        for pdb in self._objects["poddisruptionbudgets"].values():
+        for pdb in self.store.objects["poddisruptionbudgets"].values():
             if pdb["metadata"]["namespace"] != ns or not selector_matches(
                     pdb["spec"].get("selector"), pod["metadata"].get("labels") or {}):
                 continue

@@ -65,18 +65,18 @@ class LeaderLeases:
     def _identity(self, world: Any, component: str, node: str) -> str:
         key = f"{component}/{node}/{world.nodes[node].boot_id}"  # a new process per boot
         if key not in self.identities:
-            self.identities[key] = f"{node}_{world.new_uid()}"
+            self.identities[key] = f"{node}_{world.store.new_uid()}"
         return self.identities[key]
 
     def _leader(self, world: Any, name: str, running: list[str], now: float) -> None:
-        lease: Optional[dict[str, Any]] = world._raw("leases", NAMESPACE, name)
+        lease: Optional[dict[str, Any]] = world.store.raw("leases", NAMESPACE, name)
         holder_node = None
         if lease is not None:
             holder_node = str((lease["spec"].get("holderIdentity") or "").rsplit("_", 1)[0])
         if lease is not None and holder_node in running:
             if now - self.renewed.get(name, 0.0) >= world.sim.clock.real(LEADER_RENEW):
                 lease["spec"]["renewTime"] = _micro()
-                world._store("leases", lease)
+                world.store.put("leases", lease)
                 self.renewed[name] = now
             return
         if not running:
@@ -88,13 +88,13 @@ class LeaderLeases:
         stamp = _micro()
         if lease is None:
             lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                     "metadata": world._new_meta(name, NAMESPACE),
+                     "metadata": world.store.new_meta(name, NAMESPACE),
                      "spec": {"holderIdentity": holder, "leaseDurationSeconds": LEADER_DURATION,
                               "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 0}}
         else:
             lease["spec"].update({"holderIdentity": holder, "acquireTime": stamp, "renewTime": stamp,
                                   "leaseTransitions": int(lease["spec"].get("leaseTransitions") or 0) + 1})
-        world._store("leases", lease)
+        world.store.put("leases", lease)
         self.renewed[name] = now
         meta = lease["metadata"]
         world._event(NAMESPACE, {"kind": "Lease", "namespace": NAMESPACE, "name": name, "uid": meta["uid"],
@@ -103,18 +103,18 @@ class LeaderLeases:
 
     def _apiserver(self, world: Any, node: str, running: bool, now: float) -> None:
         name = apiserver_lease_name(node)
-        lease: Optional[dict[str, Any]] = world._raw("leases", NAMESPACE, name)
+        lease: Optional[dict[str, Any]] = world.store.raw("leases", NAMESPACE, name)
         if lease is None:
             stamp = _micro()
-            world._store("leases", {
+            world.store.put("leases", {
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": world._new_meta(name, NAMESPACE, labels={IDENTITY_LABEL: "kube-apiserver",
+                "metadata": world.store.new_meta(name, NAMESPACE, labels={IDENTITY_LABEL: "kube-apiserver",
                                                                      "kubernetes.io/hostname": node}),
-                "spec": {"holderIdentity": f"{name}_{world.new_uid()}", "leaseDurationSeconds": APISERVER_DURATION,
+                "spec": {"holderIdentity": f"{name}_{world.store.new_uid()}", "leaseDurationSeconds": APISERVER_DURATION,
                          "acquireTime": stamp, "renewTime": stamp}})
             self.renewed[name] = now
             return
         if running and now - self.renewed.get(name, 0.0) >= world.sim.clock.real(APISERVER_RENEW):
             lease["spec"]["renewTime"] = _micro()
-            world._store("leases", lease)
+            world.store.put("leases", lease)
             self.renewed[name] = now

@@ -104,17 +104,17 @@ def check_list_versions(world: KubeWorld, args: Any) -> None:
         raise ApiError(400, f'invalid resource version: strconv.ParseUint: parsing "{rv}": invalid syntax',
                        "BadRequest")
     wanted = int(rv)
-    if wanted > int(world.current_rv()):
+    if wanted > int(world.store.current_rv()):
         # cacher waitUntilFreshAndBlock: up to 3 s for the cache to reach it, then 504.
         waited = time.monotonic() + kube_watch.TOO_LARGE_WAIT
-        while int(world.current_rv()) < wanted and time.monotonic() < waited:
+        while int(world.store.current_rv()) < wanted and time.monotonic() < waited:
             time.sleep(kube_watch.WAKE)
-        if int(world.current_rv()) < wanted:
-            raise ApiError(504, f"Too large resource version: {wanted}, current: {world.current_rv()}", "Timeout",
+        if int(world.store.current_rv()) < wanted:
+            raise ApiError(504, f"Too large resource version: {wanted}, current: {world.store.current_rv()}", "Timeout",
                            details={"causes": [{"reason": "ResourceVersionTooLarge",
                                                 "message": "Too large resource version"}],
                                     "retryAfterSeconds": 1})
-    if match == "Exact" and wanted != int(world.current_rv()):
+    if match == "Exact" and wanted != int(world.store.current_rv()):
         # etcd answers an older exact list from its history until compaction; the sim keeps no
         # object history, so every older exact list is answered as compacted (README: limits).
         raise ApiError(410, "The resourceVersion for the provided list is too old.", "Expired")
@@ -138,7 +138,7 @@ def list_page(sim: Any, world: KubeWorld, res: Resource, namespace: Optional[str
                       if namespace is None or p["metadata"]["namespace"] == namespace]
         else:
             stored = world.select(res.plural, namespace)
-        rv = world.current_rv()
+        rv = world.store.current_rv()
         items = [i for i in stored if labels(i["metadata"].get("labels") or {}) and fields(i)]
         if start is not None:
             items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > start]

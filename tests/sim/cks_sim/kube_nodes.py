@@ -32,8 +32,8 @@ class KubeNodes(KubeConcern):
         state = NodeState(
             name=name, node_type=spec.get("node_type", "worker"), index=index,
             cpu=int(spec.get("cpu", 2)), memory_mb=int(spec.get("memory_mb", 4096)),
-            vm_running=running, kubelet_posting=running, boot_id=self.new_uid(),
-            machine_id=self.new_uid().replace("-", ""), system_uuid=self.new_uid(),
+            vm_running=running, kubelet_posting=running, boot_id=self.store.new_uid(),
+            machine_id=self.store.new_uid().replace("-", ""), system_uuid=self.store.new_uid(),
         )
         self.nodes[name] = state
         labels = {
@@ -52,7 +52,7 @@ class KubeNodes(KubeConcern):
         node: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": self._new_meta(
+            "metadata": self.store.new_meta(
                 name,
                 labels=labels,
                 annotations={
@@ -99,11 +99,11 @@ class KubeNodes(KubeConcern):
             self._unknown_conditions(conds)
         self._reconcile_taints(node)
         state.ready = self._ready_of(node)
-        self._store("nodes", node)
-        self._store("leases", {
+        self.store.put("nodes", node)
+        self.store.put("leases", {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": self._new_meta(name, NODE_LEASE_NS, ownerReferences=[{
+            "metadata": self.store.new_meta(name, NODE_LEASE_NS, ownerReferences=[{
                 "apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]),
             "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_micro()},
         })
@@ -114,7 +114,6 @@ class KubeNodes(KubeConcern):
         first boot, NotReady until then; its DaemonSet pods follow (the DaemonSet controller)."""
         self._add_node({"name": name, "node_type": node_type, "cpu": cpu, "memory_mb": memory_mb,
                         "vm_running": False}, max((n.index for n in self.nodes.values()), default=-1) + 1)
-        self._fit_cache.clear()
         self._reconcile_all()
 
     @staticmethod
@@ -194,14 +193,14 @@ class KubeNodes(KubeConcern):
     def set_boot_id(self, name: str, boot_id: str) -> None:
         """The boot ID the kubelet reports until the node's next boot (then a new one, as always)."""
         self.nodes[name].boot_id = boot_id
-        self._node_object(name)["status"]["nodeInfo"]["bootID"] = boot_id
+        self.store.node(name)["status"]["nodeInfo"]["bootID"] = boot_id
         self._touch_node(name)
 
     def _touch_node(self, name: str) -> dict[str, Any]:
-        node = self._node_object(name)
+        node = self.store.node(name)
         self._reconcile_taints(node)
         self.nodes[name].ready = self._ready_of(node)
-        self._store("nodes", node)
+        self.store.put("nodes", node)
         return node
 
     def _api_endpoint_changed(self) -> None:
@@ -225,7 +224,7 @@ class KubeNodes(KubeConcern):
         state.grace_timer = None
         if state.kubelet_posting:
             return
-        node = self._node_object(name)
+        node = self.store.node(name)
         self._unknown_conditions(node["status"]["conditions"])
         self._touch_node(name)
         # MarkPodsNotReady: the controller flips the Ready condition of the node's pods.
@@ -249,7 +248,7 @@ class KubeNodes(KubeConcern):
         stale = self.sim.faults.take("stale_ready", node=name, cluster=self.cluster_id)
         if stale is not None:
             # The old kubelet's Ready (and boot ID) is what the API shows until the new one posts.
-            node = self._node_object(name)
+            node = self.store.node(name)
             self._kubelet_conditions(node["status"]["conditions"], ready=True)
             self._touch_node(name)
             self.sim.scheduler.cancel(state.grace_timer)
@@ -267,9 +266,9 @@ class KubeNodes(KubeConcern):
         self.sim.scheduler.cancel(state.grace_timer)
         state.grace_timer = None
         never_ready = self.sim.faults.peek("never_ready", node=name, cluster=self.cluster_id) is not None
-        node = self._node_object(name)
+        node = self.store.node(name)
         old_boot = node["status"]["nodeInfo"]["bootID"]
-        state.boot_id = self.new_uid()
+        state.boot_id = self.store.new_uid()
         state.kubelet_posting = True
         state.lease_renewed_at = self.sim.clock.now()
         node["status"]["nodeInfo"]["bootID"] = state.boot_id
@@ -324,7 +323,7 @@ class KubeNodes(KubeConcern):
         if not state.vm_running or state.boot_timer is not None:
             return  # the VM went down meanwhile: its next boot starts the kubelet
         state.kubelet_posting = True
-        node = self._node_object(name)
+        node = self.store.node(name)
         stale = self.sim.faults.peek("kubelet_stale_capacity", node=name, cluster=self.cluster_id) is not None
         if not stale:
             self._set_capacity(node, state.cpu, state.memory_mb)
@@ -343,10 +342,10 @@ class KubeNodes(KubeConcern):
         self._after_change()
 
     def _renew_node_lease(self, name: str) -> None:
-        lease = self._raw("leases", NODE_LEASE_NS, name)
+        lease = self.store.raw("leases", NODE_LEASE_NS, name)
         if lease is not None:
             lease["spec"]["renewTime"] = now_micro()
-            self._store("leases", lease)
+            self.store.put("leases", lease)
         self.nodes[name].lease_renewed_at = self.sim.clock.now()
 
     def refresh_node_leases(self) -> None:
@@ -359,7 +358,7 @@ class KubeNodes(KubeConcern):
 
     def cordon_out_of_band(self, name: str) -> None:
         """Someone other than an API client of ours (another operator, a tool) cordons the node."""
-        node = self._node_object(name)
+        node = self.store.node(name)
         self.nodes[name].foreign_cordon = True
         if not node["spec"].get("unschedulable"):
             node["spec"]["unschedulable"] = True

@@ -18,7 +18,7 @@ class KubePdbs(KubeConcern):
 
     def _add_pdb(self, spec: dict) -> None:
         ns = spec.get("namespace", "default")
-        self._ensure_namespace(ns)
+        self.store.ensure_namespace(ns)
         selector = spec.get("selector") or {}
         if not ({"matchLabels", "matchExpressions"} & set(selector)):
             selector = {"matchLabels": dict(selector)}
@@ -26,15 +26,15 @@ class KubePdbs(KubeConcern):
         for key in ("minAvailable", "maxUnavailable", "unhealthyPodEvictionPolicy"):
             if spec.get(key) is not None:
                 body[key] = spec[key]
-        self._store("poddisruptionbudgets", {
+        self.store.put("poddisruptionbudgets", {
             "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": self._new_meta(spec["name"], ns, generation=1),
+            "metadata": self.store.new_meta(spec["name"], ns, generation=1),
             "spec": body, "status": {},
         })
 
     def _pdb_pods(self, pdb: dict[str, Any]) -> list[dict[str, Any]]:
         ns = pdb["metadata"]["namespace"]
-        return [p for (pns, _pod_name), p in self._objects["pods"].items()
+        return [p for (pns, _pod_name), p in self.store.objects["pods"].items()
                 if pns == ns and selector_matches(pdb["spec"].get("selector"), p["metadata"].get("labels") or {})]
 
     def _expected_pods(self, pdb: dict[str, Any], pods: list[dict[str, Any]]) -> int:
@@ -42,7 +42,7 @@ class KubePdbs(KubeConcern):
         if spec.get("maxUnavailable") is None and not str(spec.get("minAvailable", "")).endswith("%"):
             return len(pods)
         # Percentages and maxUnavailable scale with the controllers' desired replicas.
-        owners = {self._owner_key(p) for p in pods} - {None}
+        owners = {self.pod_index.owner(p) for p in pods} - {None}
         return sum(self.workloads[o].replicas for o in owners if o in self.workloads
                    and self.workloads[o].kind in ("Deployment", "StatefulSet"))
 
@@ -73,7 +73,7 @@ class KubePdbs(KubeConcern):
 
     def _refresh_derived(self) -> None:
         """Controllers' status writes: PDB and workload status, stored only when they change."""
-        for pdb in self._objects["poddisruptionbudgets"].values():
+        for pdb in self.store.objects["poddisruptionbudgets"].values():
             status = self._pdb_status(pdb)
             old = pdb.get("status") or {}
             allowed = status["disruptionsAllowed"] > 0
@@ -87,7 +87,7 @@ class KubePdbs(KubeConcern):
             status["conditions"] = [cond]
             if status != old:
                 pdb["status"] = status
-                self._store("poddisruptionbudgets", pdb)
+                self.store.put("poddisruptionbudgets", pdb)
         for wl in self.workloads.values():
             if wl.kind in ("Pod", "Mirror"):
                 continue
@@ -119,7 +119,7 @@ class KubePdbs(KubeConcern):
                 self._set_status("statefulsets", wl.namespace, wl.name, status)
 
     def _set_status(self, plural: str, ns: str, name: str, status: dict[str, Any]) -> None:
-        obj = self._raw(plural, ns, name)
+        obj = self.store.raw(plural, ns, name)
         if obj is not None and obj.get("status") != status:
             obj["status"] = status
-            self._store(plural, obj)
+            self.store.put(plural, obj)

@@ -23,14 +23,14 @@ class KubePods(KubeConcern):
     """Scheduling, starting, readiness and termination of pods."""
 
     def _pods_on(self, node: str) -> list[dict[str, Any]]:
-        return [self._objects["pods"][k] for k in sorted(self._pods_by_node.get(node, ()))]
+        return self.pod_index.pods_on(node)
 
     def pods_on_node(self, node: str) -> list[dict[str, Any]]:
         """The stored pods bound to ``node`` (references: serialise under sim.lock, do not change)."""
         return self._pods_on(node)
 
     def _schedulable(self, pod: dict[str, Any], node_name: str) -> bool:
-        node = self._node_object(node_name)
+        node = self.store.node(node_name)
         if self.node_ready_status(node_name) != "True":
             return False
         tolerations = pod["spec"].get("tolerations") or []
@@ -53,11 +53,11 @@ class KubePods(KubeConcern):
             candidates = [n for n in candidates if fits(self, pod, n)]
         if not candidates:
             return None
-        pods = self._objects["pods"]
+        pods = self.store.objects["pods"]
         same: dict[str, int] = {}
-        for key in self._pods_by_owner.get(owner, ()) if owner is not None else ():
+        for key in self.pod_index.keys_of(owner) if owner is not None else ():
             if "deletionTimestamp" not in pods[key]["metadata"]:
-                node = self._pod_index[key][0]
+                node = self.pod_index.node_of(key)
                 if node:
                     same[node] = same.get(node, 0) + 1
 
@@ -69,19 +69,19 @@ class KubePods(KubeConcern):
             # against its other scores, and the only other one cks-sim models, spreading a
             # controller's pods (PodTopologySpread, weight 2), rarely outweighs it.
             return (self._intolerable_soft_taints(node, tolerations), same.get(node, 0),
-                    len(self._pods_by_node.get(node, ())), node)
+                    self.pod_index.count_on(node), node)
 
         return min(candidates, key=score)
 
     def _intolerable_soft_taints(self, node_name: str, tolerations: list[dict[str, Any]]) -> int:
-        node = self._node_object(node_name)
+        node = self.store.node(node_name)
         return sum(1 for taint in node["spec"].get("taints") or []
                    if taint.get("effect") == "PreferNoSchedule" and not tolerates(tolerations, taint))
 
     def _place(self, pod: dict[str, Any], node: Optional[str]) -> None:
         """Bind a new pod to ``node`` (or the scheduler's pick) and start it, or leave it Pending."""
         if node is None:
-            node = self._pick_node(pod, self._owner_key(pod))
+            node = self._pick_node(pod, self.pod_index.owner(pod))
         status = pod["status"]
         if node is None:
             if any(c["type"] == "PodScheduled" and c["status"] == "False" for c in status.get("conditions", [])):
@@ -95,7 +95,7 @@ class KubePods(KubeConcern):
                 "PodScheduled", "False", "Unschedulable",
                 f"0/{total} nodes are available: {reasons}. "
                 "preemption: 0/{0} nodes are available: {0} Preemption is not helpful for scheduling.".format(total))]
-            self._store("pods", pod)
+            self.store.put("pods", pod)
             return
         pod["spec"]["nodeName"] = node
         if self._built and MIRROR_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
@@ -127,7 +127,7 @@ class KubePods(KubeConcern):
             "name": c["name"], "image": c["image"], "imageID": "", "ready": False, "restartCount": 0,
             "started": False, "state": {"waiting": {"reason": "ContainerCreating"}},
         }]
-        self._store("pods", pod)
+        self.store.put("pods", pod)
         if state.kubelet_posting:
             self._schedule_start(pod)
 
@@ -139,7 +139,7 @@ class KubePods(KubeConcern):
 
     def _pod_started(self, key: tuple[str, str], uid: str) -> None:
         self._pod_timers.pop(key, None)
-        pod = self._objects["pods"].get(key)
+        pod = self.store.objects["pods"].get(key)
         if pod is None or pod["metadata"]["uid"] != uid or "deletionTimestamp" in pod["metadata"]:
             return
         node = pod["spec"].get("nodeName")
@@ -149,7 +149,7 @@ class KubePods(KubeConcern):
             self._kubelet_runs(pod)
             return
         self._mark_pod_running(pod)
-        self._store("pods", pod)
+        self.store.put("pods", pod)
         self._after_change()
 
     def _pod_ip(self, pod: dict[str, Any]) -> str:
@@ -196,7 +196,7 @@ class KubePods(KubeConcern):
                                              f"containers with unready status: [{names}]"))
         for cs in status.get("containerStatuses", []):
             cs["ready"] = ready
-        self._store("pods", pod)
+        self.store.put("pods", pod)
 
     def _restart_pod(self, pod: dict[str, Any], ready_node: bool) -> None:
         """A node's new boot: the kubelet recreates the pod's containers (same pod, same UID)."""
@@ -228,7 +228,7 @@ class KubePods(KubeConcern):
             return
         pod["metadata"]["deletionTimestamp"] = time_after(grace)
         pod["metadata"]["deletionGracePeriodSeconds"] = grace
-        self._store("pods", pod)
+        self.store.put("pods", pod)
         if self.nodes[node].kubelet_posting:
             # kuberuntime_container.go killContainer: one Killing event per running container.
             for container in pod["spec"].get("containers") or []:
@@ -247,7 +247,7 @@ class KubePods(KubeConcern):
 
     def _termination_done(self, key: tuple[str, str], uid: str) -> None:
         self._pod_timers.pop(key, None)
-        pod = self._objects["pods"].get(key)
+        pod = self.store.objects["pods"].get(key)
         if pod is None or pod["metadata"]["uid"] != uid:
             return
         node = pod["spec"].get("nodeName")
@@ -259,15 +259,13 @@ class KubePods(KubeConcern):
         self._after_change()
 
     def _remove_pod(self, key: tuple[str, str], uid: str) -> None:
-        pod = self._objects["pods"].get(key)
+        pod = self.store.objects["pods"].get(key)
         if pod is None or pod["metadata"]["uid"] != uid:
             return
-        owner = self._owner_key(pod)
-        del self._objects["pods"][key]
-        self._unindex_pod(key)
+        owner = self.pod_index.owner(pod)
         self._api_pods.discard(uid)
         self.runs.forget(uid)
-        self._deleted("pods", pod)
+        self.store.remove("pods", key)
         self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
         self.sim.timeline.add(cluster=self.cluster_id, node=pod["spec"].get("nodeName"), event="pod_deleted",
                               pod=f"{key[0]}/{key[1]}", uid=uid)

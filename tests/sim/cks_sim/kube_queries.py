@@ -51,7 +51,7 @@ class KubeQueries(KubeConcern):
     def _snapshot(self) -> dict:
         nodes = []
         for name, state in sorted(self.nodes.items()):
-            obj = self._node_object(name)
+            obj = self.store.node(name)
             nodes.append({
                 "name": name,
                 "node_type": state.node_type,
@@ -66,7 +66,7 @@ class KubeQueries(KubeConcern):
                 "memory": obj["status"]["capacity"]["memory"],
             })
         pods = []
-        for (ns, name), pod in sorted(self._objects["pods"].items()):
+        for (ns, name), pod in sorted(self.store.objects["pods"].items()):
             owner = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
             pods.append({
                 "namespace": ns, "name": name, "uid": pod["metadata"]["uid"],
@@ -75,9 +75,9 @@ class KubeQueries(KubeConcern):
                 "owner": f"{owner['kind']}/{owner['name']}" if owner else None,
             })
         pdbs = []
-        for (ns, name), pdb in sorted(self._objects["poddisruptionbudgets"].items()):
+        for (ns, name), pdb in sorted(self.store.objects["poddisruptionbudgets"].items()):
             status = self._pdb_status(pdb)
             pdbs.append({"namespace": ns, "name": name, **{k: status[k] for k in (
                 "currentHealthy", "desiredHealthy", "disruptionsAllowed", "expectedPods")}})
-        return {"cluster_id": self.cluster_id, "resource_version": self.current_rv(),
+        return {"cluster_id": self.cluster_id, "resource_version": self.store.current_rv(),
                 "nodes": nodes, "pods": pods, "pdbs": pdbs}

@@ -26,10 +26,10 @@ class KubeRecorder(KubeConcern):
             return  # the starting state's history is not replayed
         # The recorders' names: <object>.<unix nanoseconds in hex>, so a list is in time order.
         stamp_ns = time.time_ns()
-        while self._raw("events", namespace, f"{involved['name']}.{stamp_ns:x}") is not None:
+        while self.store.raw("events", namespace, f"{involved['name']}.{stamp_ns:x}") is not None:
             stamp_ns += 1
         name = f"{involved['name']}.{stamp_ns:x}"
-        event: dict[str, Any] = {"apiVersion": "v1", "kind": "Event", "metadata": self._new_meta(name, namespace),
+        event: dict[str, Any] = {"apiVersion": "v1", "kind": "Event", "metadata": self.store.new_meta(name, namespace),
                                  "involvedObject": involved, "reason": reason, "message": message, "type": etype}
         if action is None:
             stamp = now_time()
@@ -42,7 +42,7 @@ class KubeRecorder(KubeConcern):
             event.update({"source": {}, "firstTimestamp": None, "lastTimestamp": None, "eventTime": now_micro(),
                           "action": action, "reportingComponent": component,
                           "reportingInstance": f"{component}-{host or 'control-plane'}"})
-        self._store("events", event)
+        self.store.put("events", event)
 
     def expire_events(self) -> None:
         """Events past the TTL since their last write are gone (etcd's lease on each one expired)."""
@@ -52,9 +52,7 @@ class KubeRecorder(KubeConcern):
             if now - written < limit:
                 continue
             del self._event_writes[key]
-            event = self._objects["events"].pop(key, None)
-            if event is not None:
-                self._deleted("events", event)
+            self.store.remove("events", key)
 
     def _pod_ref(self, pod: dict[str, Any], container: Optional[str] = None) -> dict[str, Any]:
         meta = pod["metadata"]
@@ -65,7 +63,7 @@ class KubeRecorder(KubeConcern):
         return ref
 
     def _node_ref(self, name: str) -> dict[str, Any]:
-        node = self._node_object(name)
+        node = self.store.node(name)
         return {"kind": "Node", "name": name, "uid": node["metadata"]["uid"], "apiVersion": "v1"}
 
     @staticmethod

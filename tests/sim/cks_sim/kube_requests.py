@@ -72,7 +72,7 @@ def fits(world: Any, pod: dict[str, Any], node: str, extra: tuple[int, int] = (0
     want_cpu, want_memory = pod_requests(pod)
     if not want_cpu and not want_memory:
         return True
-    cap_cpu, cap_memory = node_allocatable(world._node_object(node))
+    cap_cpu, cap_memory = node_allocatable(world.store.node(node))
     used_cpu, used_memory = node_requested(world, node)
     return (used_cpu + extra[0] + want_cpu <= cap_cpu) and (used_memory + extra[1] + want_memory <= cap_memory)
 
@@ -82,7 +82,7 @@ def insufficient(world: Any, pod: dict[str, Any], nodes: list[str]) -> str:
     want_cpu, want_memory = pod_requests(pod)
     short = set()
     for node in nodes:
-        cap_cpu, cap_memory = node_allocatable(world._node_object(node))
+        cap_cpu, cap_memory = node_allocatable(world.store.node(node))
         used_cpu, used_memory = node_requested(world, node)
         if used_cpu + want_cpu > cap_cpu:
             short.add("cpu")
@@ -96,13 +96,8 @@ def remove_node(world: Any, name: str) -> None:
     pod garbage collector force-deletes the pods still bound to it (their controllers replace them)."""
     for pod in list(world.pods_on_node(name)):
         world._remove_pod((pod["metadata"]["namespace"], pod["metadata"]["name"]), pod["metadata"]["uid"])
-    node = world._objects["nodes"].pop(("", name), None)
-    if node is not None:
-        world._deleted("nodes", node)
-    lease = world._objects["leases"].pop((NODE_LEASE_NS, name), None)
-    if lease is not None:
-        world._deleted("leases", lease)
+    world.store.remove("nodes", ("", name))
+    world.store.remove("leases", (NODE_LEASE_NS, name))
     world.nodes.pop(name, None)
-    world._fit_cache.clear()
     world.sim.timeline.add(cluster=world.cluster_id, node=name, event="node_deleted")
     world._after_change()

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from . import kube_leases, kube_run
-from .kube_resources import EVENT_TTL, RESOURCES
+from .kube_resources import EVENT_TTL
+from .kube_store import ObjectStore, PodIndex
 from .kube_watch import DEFAULT_BOOKMARK_SECONDS, DEFAULT_CACHE_SIZE, WatchCache
 
 # ---------------------------------------------------------------------------------------------
@@ -87,12 +88,10 @@ class KubeState:
         # A bearer token per cluster, as a CKS kubeconfig's admin identity would be per cluster.
         self.token = secrets.token_urlsafe(32)
         self.rng = random.Random(f"{sim.spec.get('seed', 0)}/{cluster_id}")
-        self._rv = 1000
         kube_spec = sim.spec.get("kube") or {}
-        self.watch_cache = WatchCache(int(kube_spec.get("watch_cache_size", DEFAULT_CACHE_SIZE)))
+        self.store = ObjectStore(self.rng, WatchCache(int(kube_spec.get("watch_cache_size", DEFAULT_CACHE_SIZE))))
         self.watch_enabled = bool(kube_spec.get("watch", True))
         self.watch_bookmark_seconds = float(kube_spec.get("watch_bookmark_seconds", DEFAULT_BOOKMARK_SECONDS))
-        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {r: {} for r in RESOURCES}
         # When each Event was last written (sim.clock time): it goes once EVENT_TTL has passed since.
         self._event_writes: dict[tuple[str, str], float] = {}
         self.event_ttl = float(kube_spec.get("event_ttl", EVENT_TTL))
@@ -107,13 +106,29 @@ class KubeState:
         self.etcd_servers = "https://127.0.0.1:2379"  # kubeadm's for stacked etcd
         # Control nodes whose kube-apiserver does not serve: the kubelet's readiness probe of it fails.
         self.api_servers_down: set[str] = set()
-        # Indices over pods (a 1,000-node cluster has thousands): node and controller of each.
-        self._pod_index: dict[tuple[str, str], tuple[Optional[str], Optional[tuple[str, str, str]]]] = {}
-        self._pods_by_node: dict[str, set[tuple[str, str]]] = {}
-        self._pods_by_owner: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
+        self.pod_index = PodIndex(self.store.objects["pods"], self._workload_of)
+        self.store.listen(self.pod_index.changed)
         # Nodes a pod with given tolerations may land on; dropped whenever any node changes.
         self._fit_cache: dict[str, list[str]] = {}
         # Called (sim.lock held) when a VM's power may change whether the endpoint listens.
         self.on_endpoint_change: list[Any] = []
         # Pods placed while the world is built are its starting state, not scheduling decisions.
         self._built = False
+        self.store.listen(self._noted)
+
+    def _workload_of(self, kind: str, namespace: str, name: str) -> Optional[tuple[str, str, str]]:
+        """The spec's workload behind a pod's controller (a Deployment behind its ReplicaSet), or
+        the bare pod itself."""
+        if kind == "ReplicaSet":
+            return next((wl.key for wl in self.workloads.values()
+                         if wl.kind == "Deployment" and wl.namespace == namespace and wl.rs_name == name), None)
+        return (kind, namespace, name) if kind == "Pod" and (kind, namespace, name) in self.workloads else None
+
+    def _noted(self, plural: str, event: str, key: tuple[str, str], obj: dict[str, Any]) -> None:
+        if plural == "nodes":
+            self._fit_cache.clear()
+        elif plural == "events":
+            if event == "DELETED":
+                self._event_writes.pop(key, None)
+            else:
+                self._event_writes[key] = self.sim.clock.now()

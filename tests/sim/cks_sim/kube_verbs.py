@@ -41,7 +41,7 @@ class KubeVerbs(KubeConcern):
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         self._before_read(plural, namespace, name)
-        obj = self._raw(plural, namespace, name)
+        obj = self.store.raw(plural, namespace, name)
         if obj is None:
             raise not_found(RESOURCES[plural], name)
         return copy.deepcopy(obj)
@@ -53,7 +53,7 @@ class KubeVerbs(KubeConcern):
     def select(self, plural: str, namespace: Optional[str]) -> builtins.list[dict[str, Any]]:
         """The stored objects themselves, sorted; for readers that serialise them under sim.lock."""
         self._before_read(plural, namespace)
-        items = self._objects[plural]
+        items = self.store.objects[plural]
         return [items[k] for k in sorted(items) if namespace is None or k[0] == namespace]
 
     def _before_read(self, plural: str, namespace: Optional[str], name: Optional[str] = None) -> None:
@@ -71,7 +71,7 @@ class KubeVerbs(KubeConcern):
             self._refresh_derived()
 
     def namespace_exists(self, ns: str) -> bool:
-        return self._raw("namespaces", "", ns) is not None
+        return self.store.raw("namespaces", "", ns) is not None
 
     def _validate(self, res: Resource, obj: dict[str, Any]) -> None:
         if res.plural == "pods":
@@ -135,29 +135,29 @@ class KubeVerbs(KubeConcern):
             meta["namespace"] = namespace
         if not meta.get("name"):
             if meta.get("generateName"):
-                meta["name"] = meta["generateName"] + self._suffix()
+                meta["name"] = meta["generateName"] + self.store.suffix()
             else:
                 raise self._invalid(res, "", [("metadata.name", "", "name or generateName is required")])
         name = meta["name"]
-        if self._raw(plural, namespace, name) is not None:
+        if self.store.raw(plural, namespace, name) is not None:
             raise ApiError(409, f'{res.qualified} "{name}" already exists', "AlreadyExists", _details(res, name))
         if meta.get("resourceVersion"):
             raise ApiError(400, "resourceVersion should not be set on objects to be created", "BadRequest")
         self._validate(res, obj)
         obj["apiVersion"], obj["kind"] = res.api_version, res.kind
-        meta.update({"uid": self.new_uid(), "creationTimestamp": now_time()})
+        meta.update({"uid": self.store.new_uid(), "creationTimestamp": now_time()})
         for drop in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation", "managedFields", "selfLink"):
             meta.pop(drop, None)
         if plural == "pods":
             return self._create_pod(obj)
-        self._store(plural, obj)
+        self.store.put(plural, obj)
         return copy.deepcopy(obj)
 
     def update(self, plural: str, namespace: str, name: str, body: dict[str, Any],
                subresource: Optional[str] = None, actor: str = "api") -> dict[str, Any]:
         """PUT semantics; PATCH ends here too, with the patched object as ``body``."""
         res = RESOURCES[plural]
-        current = self._raw(plural, namespace, name)
+        current = self.store.raw(plural, namespace, name)
         if current is None:
             raise not_found(res, name)
         if not isinstance(body, dict) or not isinstance(body.get("metadata") or {}, dict):
@@ -202,7 +202,7 @@ class KubeVerbs(KubeConcern):
             obj["status"] = current["status"]
         if unchanged(current, obj):
             return copy.deepcopy(current)
-        self._store(plural, obj)
+        self.store.put(plural, obj)
         return copy.deepcopy(obj)
 
     def _update_node(self, current: dict[str, Any], obj: dict[str, Any], subresource: Optional[str],
@@ -224,12 +224,12 @@ class KubeVerbs(KubeConcern):
         # spec.unschedulable (and Ready) into taints in a write of its own just after it
         # (doNoScheduleTaintingPass), so the answer shows no such taint yet and the resourceVersion
         # moves once more: a write based on the answer's version meets 409, as on a real cluster.
-        self._store("nodes", obj)
+        self.store.put("nodes", obj)
         answer = copy.deepcopy(obj)
         mirrored = copy.deepcopy(obj)
         self._reconcile_taints(mirrored)
         if mirrored["spec"].get("taints") != obj["spec"].get("taints"):
-            self._store("nodes", mirrored)
+            self.store.put("nodes", mirrored)
             obj = mirrored
         state = self.nodes[name]
         old_ann = current["metadata"].get("annotations") or {}
@@ -294,7 +294,7 @@ class KubeVerbs(KubeConcern):
 
     def delete(self, plural: str, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         res = RESOURCES[plural]
-        current = self._raw(plural, namespace, name)
+        current = self.store.raw(plural, namespace, name)
         if current is None:
             raise not_found(res, name)
         pre = options.get("preconditions") or {}
@@ -312,11 +312,10 @@ class KubeVerbs(KubeConcern):
             if not dry_run and "deletionTimestamp" not in current["metadata"]:
                 self._begin_termination(current, options.get("gracePeriodSeconds"))
                 self._after_change()
-            gone = self._objects["pods"].get((namespace, name))
+            gone = self.store.objects["pods"].get((namespace, name))
             return copy.deepcopy(gone if gone is not None else current)
         if not dry_run:
-            del self._objects[plural][(namespace if res.namespaced else "", name)]
-            self._deleted(plural, current)
+            self.store.remove(plural, (namespace if res.namespaced else "", name))
         # The delete handler's Status carries no code (metav1.Status{Status: Success, Details: ...}).
         answer = success_status(200, _details(res, name, uid=current["metadata"]["uid"]))
         del answer["code"]

@@ -164,10 +164,10 @@ class WatchStream:
         return self.sent >= int(self.drop.get("after_events") or 0)
 
     def lines(self) -> Iterator[bytes]:
-        cache: WatchCache = self.world.watch_cache
+        cache: WatchCache = self.world.store.watch_cache
         lock = self.world.sim.lock
         with lock:
-            current = int(self.world.current_rv())
+            current = int(self.world.store.current_rv())
             initial: list[dict[str, Any]] = []
             if self.start_rv in (None, "", "0"):
                 initial = [o for o in self.world.select(self.plural, self.namespace) if self.matches(o)]
@@ -182,10 +182,10 @@ class WatchStream:
             return
         if rv > current:
             waited = time.monotonic() + TOO_LARGE_WAIT
-            while int(self.world.current_rv()) < rv and time.monotonic() < waited:
+            while int(self.world.store.current_rv()) < rv and time.monotonic() < waited:
                 time.sleep(WAKE)
-            if int(self.world.current_rv()) < rv:
-                message = f"Too large resource version: {rv}, current: {self.world.current_rv()}"
+            if int(self.world.store.current_rv()) < rv:
+                message = f"Too large resource version: {rv}, current: {self.world.store.current_rv()}"
                 details = {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                            "retryAfterSeconds": 1}
                 yield event_line("ERROR", {**status_object(504, "Timeout", message), "details": details})

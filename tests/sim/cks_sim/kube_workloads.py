@@ -28,18 +28,18 @@ class KubeWorkloads(KubeConcern):
         kind = spec["kind"]
         ns = spec.get("namespace", "default")
         name = spec["name"]
-        self._ensure_namespace(ns)
+        self.store.ensure_namespace(ns)
         labels = {"app": name, **(spec.get("labels") or {})}
         wl = Workload(
             kind=kind, namespace=ns, name=name, replicas=int(spec.get("replicas", 1)), labels=labels,
-            empty_dir=bool(spec.get("emptyDir", False)), uid=self.new_uid(), node=spec.get("node"),
+            empty_dir=bool(spec.get("emptyDir", False)), uid=self.store.new_uid(), node=spec.get("node"),
             grace_seconds=int(spec.get("terminationGracePeriodSeconds", 30)), extra=dict(spec),
         )
         self.workloads[wl.key] = wl
         if kind == "Pod":
             return
         template = self._pod_template(wl)
-        meta = self._new_meta(name, ns, labels=dict(labels), generation=1,
+        meta = self.store.new_meta(name, ns, labels=dict(labels), generation=1,
                               annotations={"deployment.kubernetes.io/revision": "1"} if kind == "Deployment" else None)
         meta["uid"] = wl.uid
         spec_body: dict[str, Any] = {"selector": {"matchLabels": dict(labels)}, "template": template}
@@ -55,16 +55,16 @@ class KubeWorkloads(KubeConcern):
         if kind == "DaemonSet":
             spec_body["updateStrategy"] = {"type": "RollingUpdate"}
         plural = {"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets"}[kind]
-        self._store(plural, {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": spec_body,
+        self.store.put(plural, {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": spec_body,
                              "status": {}})
         if kind == "Deployment":
             wl.template_hash = template_hash(template)
             wl.rs_name = f"{name}-{wl.template_hash}"
-            wl.rs_uid = self.new_uid()
+            wl.rs_uid = self.store.new_uid()
             rs_labels = {**labels, "pod-template-hash": wl.template_hash}
             rs_template = copy.deepcopy(template)
             rs_template["metadata"]["labels"] = dict(rs_labels)
-            rs_meta = self._new_meta(
+            rs_meta = self.store.new_meta(
                 wl.rs_name, ns, labels=rs_labels, generation=1,
                 annotations={"deployment.kubernetes.io/desired-replicas": str(wl.replicas),
                              "deployment.kubernetes.io/max-replicas": str(wl.replicas + 1),
@@ -73,7 +73,7 @@ class KubeWorkloads(KubeConcern):
                                   "uid": wl.uid, "controller": True, "blockOwnerDeletion": True}],
             )
             rs_meta["uid"] = wl.rs_uid
-            self._store("replicasets", {
+            self.store.put("replicasets", {
                 "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": rs_meta,
                 "spec": {"replicas": wl.replicas, "selector": {"matchLabels": dict(rs_labels)},
                          "template": rs_template},
@@ -122,7 +122,7 @@ class KubeWorkloads(KubeConcern):
         return spec
 
     def _pods_of(self, wl: Workload) -> list[dict[str, Any]]:
-        return [self._objects["pods"][k] for k in sorted(self._pods_by_owner.get(wl.key, ()))]
+        return self.pod_index.pods_of(wl.key)
 
     def _new_pod(self, wl: Workload, name: str, node: Optional[str]) -> dict[str, Any]:
         labels = dict(wl.labels)
@@ -151,12 +151,12 @@ class KubeWorkloads(KubeConcern):
             spec["subdomain"] = wl.name
         pod = {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": self._new_meta(name, wl.namespace, labels=labels, ownerReferences=owners or None,
+            "metadata": self.store.new_meta(name, wl.namespace, labels=labels, ownerReferences=owners or None,
                                        **extra_meta),
             "spec": spec,
             "status": {"phase": "Pending", "qosClass": "Burstable" if wl.extra.get("requests") else "BestEffort"},
         }
-        self._store("pods", pod)
+        self.store.put("pods", pod)
         self._created_by_controller(wl, pod)
         self._place(pod, node)
         return pod
@@ -184,7 +184,7 @@ class KubeWorkloads(KubeConcern):
             if wl.kind == "Deployment":
                 active = [p for p in pods if "deletionTimestamp" not in p["metadata"]]
                 for _replica in range(wl.replicas - len(active)):
-                    self._new_pod(wl, f"{wl.rs_name}-{self._suffix()}", None)
+                    self._new_pod(wl, f"{wl.rs_name}-{self.store.suffix()}", None)
             elif wl.kind == "StatefulSet":
                 names = {p["metadata"]["name"] for p in pods}
                 for ordinal in range(wl.replicas):
@@ -195,7 +195,7 @@ class KubeWorkloads(KubeConcern):
                 covered = {p["spec"].get("nodeName") for p in pods}
                 for node in sorted(self.nodes):
                     if node not in covered:
-                        self._new_pod(wl, f"{wl.name}-{self._suffix()}", node)
+                        self._new_pod(wl, f"{wl.name}-{self.store.suffix()}", node)
             elif wl.kind == "Pod" and not wl.extra.get("_created"):
                 wl.extra["_created"] = True
                 self._new_pod(wl, wl.name, wl.node)
@@ -204,7 +204,7 @@ class KubeWorkloads(KubeConcern):
                 self._ensure_mirror_pods(state.name)
 
     def _retry_pending(self) -> None:
-        for pod in list(self._objects["pods"].values()):
+        for pod in list(self.store.objects["pods"].values()):
             if pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName") \
                     and "deletionTimestamp" not in pod["metadata"]:
                 self._place(pod, None)

@@ -112,7 +112,7 @@ def test_the_drainability_rules_say_which_pods_keep_their_node(kept_sim):
     autoscaler = sim.sim.autoscalers[sim.cks_cluster()["id"]]
     with sim.sim.lock:
         verdicts = {}
-        for pod in world._objects["pods"].values():
+        for pod in world.store.objects["pods"].values():
             app = (pod["metadata"].get("labels") or {}).get("app") or pod["metadata"]["name"]
             verdicts.setdefault(app, set()).add(autoscaler._blocking(world, pod))
     assert verdicts["guarded"] == {"NotEnoughPdb"}  # rules/pdb: the budget allows no disruption
@@ -121,7 +121,7 @@ def test_the_drainability_rules_say_which_pods_keep_their_node(kept_sim):
     assert verdicts["lonely"] == {"NotReplicated"}  # rules/replicated: no controller
     assert verdicts["free"] == {None}  # replicated, no budget: moved
     assert verdicts["kube-proxy"] == {"skip"}  # rules/daemonset
-    assert "skip" in {autoscaler._blocking(world, p) for p in world._objects["pods"].values()
+    assert "skip" in {autoscaler._blocking(world, p) for p in world.store.objects["pods"].values()
                       if "kubernetes.io/config.mirror" in (p["metadata"].get("annotations") or {})}  # rules/mirror
 
 

@@ -104,7 +104,7 @@ def test_a_compacted_version_is_410_gone_as_an_error_event(make_kube_env: Any) -
     with pytest.raises(k8s.ApiException) as caught:
         _events(env, env.core.list_node, 1, resource_version=old, timeout_seconds=2)
     assert caught.value.status == 410
-    oldest = int(env.world.current_rv()) - 3
+    oldest = int(env.world.store.current_rv()) - 3
     assert f"Expired: too old resource version: {old} ({oldest})" in str(caught.value.reason)
     # A version inside the window still watches.
     recent = str(oldest)
@@ -115,7 +115,7 @@ def test_a_compacted_version_is_410_gone_as_an_error_event(make_kube_env: Any) -
 def test_compaction_and_the_expired_fault_force_410(kube_env: KubeEnv) -> None:
     rv = kube_env.core.list_node().metadata.resource_version
     kube_env.core.patch_node(NODE, {"metadata": {"labels": {"touched": "yes"}}})
-    kube_env.world.watch_cache.compact()
+    kube_env.world.store.watch_cache.compact()
     with pytest.raises(k8s.ApiException) as caught:
         _events(kube_env, kube_env.core.list_node, 1, resource_version=rv, timeout_seconds=2)
     assert caught.value.status == 410
@@ -212,7 +212,7 @@ def test_list_resource_version_match_rules(kube_env: KubeEnv) -> None:
 
 def test_a_future_version_waits_then_504(kube_env: KubeEnv) -> None:
     """cacher waitUntilFreshAndBlock: 3 s for the cache to reach it, then "Too large resource version"."""
-    ahead = str(int(kube_env.world.current_rv()) + 1000)
+    ahead = str(int(kube_env.world.store.current_rv()) + 1000)
     started = time.monotonic()
     status, body = kube_env.raw("GET", f"/api/v1/nodes?resourceVersion={ahead}")
     assert status == 504 and body["reason"] == "Timeout"
