@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
+from .kube_recorder import pod_ref
 from .kube_requests import counted, fits, node_allocatable, node_requested, pod_requests
 from .kube_resources import ApiError
 from .selectors import object_selects
@@ -171,7 +172,7 @@ class ClusterAutoscaler:
         for pod in pending:
             cpu, memory = pod_requests(pod)
             if cpu > node_cpu or memory > node_memory:
-                world._event(pod["metadata"]["namespace"], world._pod_ref(pod), "Normal", "NotTriggerScaleUp",
+                world.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "NotTriggerScaleUp",
                              "pod didn't trigger scale-up: 1 Insufficient cpu or memory on a new node", COMPONENT)
                 continue
             spot = next((b for b in bins if b[0] + cpu <= node_cpu and b[1] + memory <= node_memory), None)
@@ -186,7 +187,7 @@ class ClusterAutoscaler:
         after = min(cluster.maxsize, before + len(bins))
         if after <= before:
             for pod in helped:
-                world._event(pod["metadata"]["namespace"], world._pod_ref(pod), "Normal", "NotTriggerScaleUp",
+                world.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "NotTriggerScaleUp",
                              "pod didn't trigger scale-up: 1 max node group size reached", COMPONENT)
             return False
         cloud.scale_cluster(cluster, None, {}, after)
@@ -194,7 +195,7 @@ class ClusterAutoscaler:
         self.sim.timeline.add(cluster=cluster.id, event="autoscaler_scale_up", before=before, after=after,
                               pods=[f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in helped])
         for pod in helped:
-            world._event(pod["metadata"]["namespace"], world._pod_ref(pod), "Normal", "TriggeredScaleUp",
+            world.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "TriggeredScaleUp",
                          f"pod triggered scale-up: [{{{cluster.id} {before}->{after} (max: {cluster.maxsize})}}]", COMPONENT)
         return True
 
@@ -243,7 +244,7 @@ class ClusterAutoscaler:
                 if p["metadata"]["namespace"] == meta["namespace"]
                 and object_selects(p["spec"].get("selector"), meta.get("labels") or {})]
         for pdb in pdbs:
-            if world._pdb_status(pdb)["disruptionsAllowed"] < 1:
+            if world.budgets.status(pdb)["disruptionsAllowed"] < 1:
                 return "NotEnoughPdb"
         if not owners:
             return "NotReplicated"
@@ -285,21 +286,21 @@ class ClusterAutoscaler:
         node["spec"]["taints"] = list(node["spec"].get("taints") or []) + [
             {"key": TO_BE_DELETED_TAINT, "value": str(int(time.time())), "effect": "NoSchedule"}]
         world._touch_node(name)
-        world._event("default", world._node_ref(name), "Normal", "ScaleDown",
+        world.recorder.record("default", world.recorder.node_ref(name), "Normal", "ScaleDown",
                      "marked the node as toBeDeleted/unschedulable", COMPONENT)
         self.sim.timeline.add(cluster=cluster.id, node=name, event="autoscaler_scale_down")
         self.deleting = name
         for pod in list(world.pods_on_node(name)):
             if self._blocking(world, pod) == "skip":
                 continue
-            world._event(pod["metadata"]["namespace"], world._pod_ref(pod), "Normal", "ScaleDown",
+            world.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "ScaleDown",
                          "deleting pod for node scale down", COMPONENT)
             try:
-                world.evict(pod["metadata"]["namespace"], pod["metadata"]["name"], {}, False)
+                world.evictions.evict(pod["metadata"]["namespace"], pod["metadata"]["name"], {}, False)
             except ApiError:
                 node["spec"]["taints"] = [t for t in node["spec"].get("taints") or [] if t.get("key") != TO_BE_DELETED_TAINT]
                 world._touch_node(name)
-                world._event("default", world._node_ref(name), "Warning", "ScaleDownFailed",
+                world.recorder.record("default", world.recorder.node_ref(name), "Warning", "ScaleDownFailed",
                              "failed to drain the node, aborting ScaleDown", COMPONENT)
                 self.deleting = None
                 return

@@ -28,17 +28,15 @@ share is declared once, in ``kube_state.KubeState``:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from .kube_api_pods import KubeApiPods
 from .kube_control_plane import KubeControlPlane
-from .kube_evictions import KubeEvictions
+from .kube_evictions import Evictions
 from .kube_helpers import SAFE_ALPHABET
 from .kube_nodes import KubeNodes
-from .kube_pdbs import KubePdbs
 from .kube_pods import KubePods
 from .kube_queries import KubeQueries
-from .kube_recorder import KubeRecorder
 from .kube_resources import NODE_LEASE_NS, RESOURCES, ApiError, Resource, _details
 from .kube_state import KubeState
 from .kube_verbs import KubeVerbs
@@ -48,19 +46,25 @@ from .kube_workloads import KubeWorkloads
 __all__ = ["RESOURCES", "SAFE_ALPHABET", "ApiError", "KubeWorld", "Resource", "_details"]
 
 
-class KubeWorld(KubeVerbs, KubeEvictions, KubePdbs, KubeControlPlane, KubeApiPods, KubePods, KubeWorkloads,
-                KubeNodes, KubeRecorder, KubeQueries, KubeState):
+class KubeWorld(KubeVerbs, KubeControlPlane, KubeApiPods, KubePods, KubeWorkloads, KubeNodes, KubeQueries,
+                KubeState):
     """One cluster's Kubernetes: its state and every concern, built from the spec's nodes,
     workloads and budgets into a settled starting state."""
 
     def __init__(self, sim: Any, cluster_id: str, cluster_spec: dict, nodes: list[dict],
                  workloads: list[dict], pdbs: list[dict]) -> None:
         super().__init__(sim, cluster_id, cluster_spec)
+        self.evictions = Evictions(self.store, self.budgets, sim, cluster_id, self._terminate)
         # Timers scheduled while building fire on the scheduler thread under sim.lock: hold it
         # (re-entrant) until the world is complete.
         with sim.lock:
             self._build(nodes, workloads, pdbs)
-            self._built = True
+            self._built = self.recorder.recording = True
+
+    def _terminate(self, pod: dict[str, Any], grace: Optional[int]) -> None:
+        """A pod's graceful deletion begins (an eviction, a DELETE), and the controllers react."""
+        self._begin_termination(pod, grace)
+        self._after_change()
 
     def _build(self, nodes: list[dict], workloads: list[dict], pdbs: list[dict]) -> None:
         for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NS):
@@ -70,7 +74,7 @@ class KubeWorld(KubeVerbs, KubeEvictions, KubePdbs, KubeControlPlane, KubeApiPod
         for spec in workloads:
             self._add_workload(spec)
         for spec in pdbs:
-            self._add_pdb(spec)
+            self.budgets.add(spec)
         for state in self.nodes.values():
             if state.node_type == "control":
                 self._ensure_mirror_pods(state.name)
@@ -83,4 +87,4 @@ class KubeWorld(KubeVerbs, KubeEvictions, KubePdbs, KubeControlPlane, KubeApiPod
             if node and self.nodes[node].kubelet_posting:
                 self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
                 self._mark_pod_running(pod)
-        self._refresh_derived()
+        self.budgets.refresh()

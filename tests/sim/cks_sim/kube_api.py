@@ -232,7 +232,7 @@ class KubeApp:
                                "MethodNotAllowed")
             body = self._body(request, res)
             with self.sim.lock:
-                result = world.evict(route.namespace or "", route.name or "", body,
+                result = world.evictions.evict(route.namespace or "", route.name or "", body,
                                      dry_run=request.args.get("dryRun") == "All")
             return json_response(result, 201)
         allowed = set(res.verbs)
@@ -293,7 +293,7 @@ class KubeApp:
             raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
         if verb == "get":
             with self.sim.lock:
-                world.expire_events()
+                world.recorder.expire()
                 current = world.get("events", ns, name)
                 if kube_table.wants_table(request.headers.get("Accept", "")):
                     return json_response(kube_table.table("events", [current], {"resourceVersion": world.store.current_rv()},
@@ -308,7 +308,7 @@ class KubeApp:
                     raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
                 kube_events.validate_create(body, ns)
                 return json_response(kube_events.to_v1(world.create("events", ns, kube_events.to_core(body))), 201)
-            world.expire_events()
+            world.recorder.expire()
             old = kube_events.to_v1(world.get("events", ns, name))
             if verb == "patch":
                 content_type = (request.content_type or "").split(";")[0].strip().lower()

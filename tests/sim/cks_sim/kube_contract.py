@@ -1,6 +1,6 @@
 """What one concern of ``KubeWorld`` calls on another, declared for the type checker.
 
-Every concern mixin (kube_queries, kube_recorder, kube_nodes, ...) derives from ``KubeConcern``:
+Every concern mixin (kube_queries, kube_nodes, ...) derives from ``KubeConcern``:
 the state (``kube_state.KubeState``, which holds the ``kube_store.ObjectStore``) beneath it, and
 the signatures below, which exist only while type checking. At run time each name resolves to its
 one definition in the concern module named above it, through ``KubeWorld``'s bases; mypy checks
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from .kube_state import KubeState, NodeState, Workload
+from .kube_hidden import NodeState, Workload
+from .kube_state import KubeState
 
 
 class KubeConcern(KubeState):
@@ -24,24 +25,6 @@ class KubeConcern(KubeState):
 
         @staticmethod
         def _ready_of(node: dict[str, Any]) -> str:
-            ...
-
-        # kube_recorder.py
-        def _event(self, namespace: str, involved: dict[str, Any], etype: str, reason: str, message: str,
-                   component: str, host: Optional[str] = None, action: Optional[str] = None) -> None:
-            ...
-
-        def expire_events(self) -> None:
-            ...
-
-        def _pod_ref(self, pod: dict[str, Any], container: Optional[str] = None) -> dict[str, Any]:
-            ...
-
-        def _node_ref(self, name: str) -> dict[str, Any]:
-            ...
-
-        @staticmethod
-        def _kubelet_node_ref(name: str) -> dict[str, Any]:
             ...
 
         # kube_nodes.py
@@ -84,10 +67,6 @@ class KubeConcern(KubeState):
         def _restart_pod(self, pod: dict[str, Any], ready_node: bool) -> None:
             ...
 
-        @staticmethod
-        def _pod_ready(pod: dict[str, Any]) -> bool:
-            ...
-
         def _begin_termination(self, pod: dict[str, Any], grace: Optional[int]) -> None:
             ...
 
@@ -107,13 +86,6 @@ class KubeConcern(KubeState):
 
         @staticmethod
         def _is_api_server_of(pod: dict[str, Any], node: str) -> bool:
-            ...
-
-        # kube_pdbs.py
-        def _pdb_status(self, pdb: dict[str, Any], true_health: bool = False) -> dict[str, Any]:
-            ...
-
-        def _refresh_derived(self) -> None:
             ...
 
         # kube_verbs.py

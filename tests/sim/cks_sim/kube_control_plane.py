@@ -12,10 +12,10 @@ from typing import Any
 
 from .kube_contract import KubeConcern
 from .kube_helpers import now_micro
+from .kube_hidden import Workload
 from .kube_resources import (
     MIRROR_ANNOTATION,
 )
-from .kube_state import Workload
 
 KUBEADM_REQUESTS: dict[str, dict[str, str]] = {
     "etcd": {"cpu": "100m", "memory": "100Mi"}, "kube-apiserver": {"cpu": "250m"},

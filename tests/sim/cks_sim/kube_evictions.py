@@ -1,14 +1,17 @@
 """The eviction subresource, as the API server's eviction REST handler decides it against the
 pod's budget, and the check that an accepted eviction kept every budget.
 
-A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.KubeState``.
+``Evictions`` is handed the store, the budgets, the sim (timeline and invariants) and
+``terminate(pod, grace)``: the graceful deletion an accepted eviction starts, and the controllers'
+reaction to it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
-from .kube_contract import KubeConcern
+from .kube_helpers import pod_ready
+from .kube_pdbs import Budgets
 from .kube_resources import (
     RESOURCES,
     ApiError,
@@ -16,11 +19,20 @@ from .kube_resources import (
     not_found,
     success_status,
 )
+from .kube_store import ObjectStore
 from .selectors import object_selects as selector_matches
 
 
-class KubeEvictions(KubeConcern):
+class Evictions:
     """policy/v1 Eviction."""
+
+    def __init__(self, store: ObjectStore, budgets: Budgets, sim: Any, cluster_id: str,
+                 terminate: Callable[[dict[str, Any], Optional[int]], None]) -> None:
+        self.store = store
+        self.budgets = budgets
+        self.sim = sim
+        self.cluster_id = cluster_id
+        self.terminate = terminate
 
     def evict(self, namespace: str, name: str, body: dict[str, Any], dry_run: bool) -> dict[str, Any]:
         """policy/v1 Eviction, following the API server's eviction REST handler."""
@@ -44,8 +56,7 @@ class KubeEvictions(KubeConcern):
             self.sim.timeline.add(cluster=self.cluster_id, node=node, event="eviction", pod=pod_name,
                                   result="accepted", dry_run=dry_run)
             if not dry_run:
-                self._begin_termination(pod, options.get("gracePeriodSeconds"))
-                self._after_change()
+                self.terminate(pod, options.get("gracePeriodSeconds"))
                 if check_budget:
                     self._check_budgets(pod, pod_name)
             return success_status(201)
@@ -63,8 +74,8 @@ class KubeEvictions(KubeConcern):
         if not pdbs:
             return accept(False)
         pdb = pdbs[0]
-        status = self._pdb_status(pdb)
-        if not self._pod_ready(pod):
+        status = self.budgets.status(pdb)
+        if not pod_ready(pod):
             policy = pdb["spec"].get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
             if policy == "AlwaysAllow" or status["currentHealthy"] >= status["desiredHealthy"]:
                 return accept(False)
@@ -87,7 +98,7 @@ class KubeEvictions(KubeConcern):
             if pdb["metadata"]["namespace"] != ns or not selector_matches(
                     pdb["spec"].get("selector"), pod["metadata"].get("labels") or {}):
                 continue
-            status = self._pdb_status(pdb, true_health=True)
+            status = self.budgets.status(pdb, true_health=True)
             if status["currentHealthy"] < status["desiredHealthy"]:
                 self.sim.invariants.add(
                     kind="pdb_below_budget", cluster=self.cluster_id, pdb=f"{ns}/{pdb['metadata']['name']}",

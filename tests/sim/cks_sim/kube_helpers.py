@@ -106,3 +106,7 @@ def _set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> Non
             conditions[i] = new
             return
     conditions.append(new)
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))

@@ -97,7 +97,7 @@ class LeaderLeases:
         world.store.put("leases", lease)
         self.renewed[name] = now
         meta = lease["metadata"]
-        world._event(NAMESPACE, {"kind": "Lease", "namespace": NAMESPACE, "name": name, "uid": meta["uid"],
+        world.recorder.record(NAMESPACE, {"kind": "Lease", "namespace": NAMESPACE, "name": name, "uid": meta["uid"],
                                  "apiVersion": "coordination.k8s.io/v1", "resourceVersion": meta["resourceVersion"]},
                      "Normal", "LeaderElection", f"{holder} became leader", name)
 

@@ -10,7 +10,9 @@ from typing import Any, Optional
 
 from . import kube_run
 from .kube_contract import KubeConcern
-from .kube_helpers import _condition, _set_condition, now_micro, now_time
+from .kube_helpers import _condition, _set_condition, now_micro, now_time, pod_ready
+from .kube_hidden import NodeState
+from .kube_recorder import kubelet_node_ref, pod_ref
 from .kube_resources import (
     CONTROL_PLANE_TAINT,
     LIFECYCLE_TAINTS,
@@ -20,7 +22,6 @@ from .kube_resources import (
     UNREACHABLE_TAINT,
     UNSCHEDULABLE_TAINT,
 )
-from .kube_state import NodeState
 
 
 class KubeNodes(KubeConcern):
@@ -229,12 +230,12 @@ class KubeNodes(KubeConcern):
         self._touch_node(name)
         # MarkPodsNotReady: the controller flips the Ready condition of the node's pods.
         for pod in self._pods_on(name):
-            if self._pod_ready(pod):
+            if pod_ready(pod):
                 self._set_pod_ready(pod, False)
                 # controller/util/node MarkPodsNotReady records this on each pod it flips.
-                self._event(pod["metadata"]["namespace"], self._pod_ref(pod), "Warning", "NodeNotReady",
+                self.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Warning", "NodeNotReady",
                             "Node is not ready", "node-controller")
-        self._event("default", self._node_ref(name), "Normal", "NodeNotReady",
+        self.recorder.record("default", self.recorder.node_ref(name), "Normal", "NodeNotReady",
                     f"Node {name} status is now: NodeNotReady", "node-controller")
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="notready", ready="Unknown")
         self._after_change()
@@ -276,10 +277,10 @@ class KubeNodes(KubeConcern):
         self._kubelet_conditions(node["status"]["conditions"], ready=not never_ready)
         self._touch_node(name)
         self._renew_node_lease(name)
-        ref = self._kubelet_node_ref(name)
-        self._event("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
+        ref = kubelet_node_ref(name)
+        self.recorder.record("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
         if old_boot:
-            self._event("default", ref, "Warning", "Rebooted",
+            self.recorder.record("default", ref, "Warning", "Rebooted",
                         f"Node {name} has been rebooted, boot id: {state.boot_id}", "kubelet", name)
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="boot", boot_id=state.boot_id)
         # Terminations the dead kubelet could not confirm complete now; the rest restart.
@@ -292,7 +293,7 @@ class KubeNodes(KubeConcern):
                 self._restart_pod(pod, ready_node=not never_ready)
         if not never_ready:
             # kubelet_node_status.go recordNodeStatusEvent, once the new kubelet posts Ready.
-            self._event("default", ref, "Normal", "NodeReady", f"Node {name} status is now: NodeReady", "kubelet", name)
+            self.recorder.record("default", ref, "Normal", "NodeReady", f"Node {name} status is now: NodeReady", "kubelet", name)
             self.sim.timeline.add(cluster=self.cluster_id, node=name, event="ready")
         self._after_change()
 
@@ -330,7 +331,7 @@ class KubeNodes(KubeConcern):
         self._kubelet_conditions(node["status"]["conditions"], ready=True)
         self._touch_node(name)
         self._renew_node_lease(name)
-        self._event("default", self._kubelet_node_ref(name), "Normal", "Starting", "Starting kubelet.", "kubelet", name)
+        self.recorder.record("default", kubelet_node_ref(name), "Normal", "Starting", "Starting kubelet.", "kubelet", name)
         # The new kubelet syncs the pods: the kills deleted pods waited for while it was down complete.
         for pod in list(self._pods_on(name)):
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])

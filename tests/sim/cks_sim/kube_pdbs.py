@@ -1,22 +1,33 @@
 """PodDisruptionBudgets and the status the controllers derive: the disruption controller's
 healthy, desired and allowed counts, and the workloads' replica status.
 
-A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.KubeState``.
+``Budgets`` is handed the store, the pod index, and the spec's workloads and nodes (whose VMs'
+power the sim's own budget check counts), and the sim's faults (``pdb_block``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .kube_contract import KubeConcern
-from .kube_helpers import _int_or_percent, now_time
+from .kube_helpers import _int_or_percent, now_time, pod_ready
+from .kube_hidden import NodeState, Workload
+from .kube_store import ObjectStore, PodIndex
 from .selectors import object_selects as selector_matches
 
 
-class KubePdbs(KubeConcern):
+class Budgets:
     """Budgets and the controllers' status writes."""
 
-    def _add_pdb(self, spec: dict) -> None:
+    def __init__(self, store: ObjectStore, pod_index: PodIndex, workloads: dict[tuple[str, str, str], Workload],
+                 nodes: dict[str, NodeState], faults: Any, cluster_id: str) -> None:
+        self.store = store
+        self.pod_index = pod_index
+        self.workloads = workloads
+        self.nodes = nodes
+        self.faults = faults
+        self.cluster_id = cluster_id
+
+    def add(self, spec: dict) -> None:
         ns = spec.get("namespace", "default")
         self.store.ensure_namespace(ns)
         selector = spec.get("selector") or {}
@@ -46,12 +57,12 @@ class KubePdbs(KubeConcern):
         return sum(self.workloads[o].replicas for o in owners if o in self.workloads
                    and self.workloads[o].kind in ("Deployment", "StatefulSet"))
 
-    def _pdb_status(self, pdb: dict[str, Any], true_health: bool = False) -> dict[str, Any]:
+    def status(self, pdb: dict[str, Any], true_health: bool = False) -> dict[str, Any]:
         pods = self._pdb_pods(pdb)
         expected = self._expected_pods(pdb, pods)
         healthy = 0
         for pod in pods:
-            if "deletionTimestamp" in pod["metadata"] or not self._pod_ready(pod):
+            if "deletionTimestamp" in pod["metadata"] or not pod_ready(pod):
                 continue
             node = pod["spec"].get("nodeName")
             if true_health and not (node and self.nodes[node].vm_running):
@@ -66,15 +77,15 @@ class KubePdbs(KubeConcern):
             desired = expected
         allowed = max(0, healthy - desired)
         ns, name = pdb["metadata"]["namespace"], pdb["metadata"]["name"]
-        if self.sim.faults.peek("pdb_block", namespace=ns, name=name, cluster=self.cluster_id) is not None:
+        if self.faults.peek("pdb_block", namespace=ns, name=name, cluster=self.cluster_id) is not None:
             allowed = 0
         return {"currentHealthy": healthy, "desiredHealthy": desired, "disruptionsAllowed": allowed,
                 "expectedPods": expected, "observedGeneration": pdb["metadata"].get("generation", 1)}
 
-    def _refresh_derived(self) -> None:
+    def refresh(self) -> None:
         """Controllers' status writes: PDB and workload status, stored only when they change."""
         for pdb in self.store.objects["poddisruptionbudgets"].values():
-            status = self._pdb_status(pdb)
+            status = self.status(pdb)
             old = pdb.get("status") or {}
             allowed = status["disruptionsAllowed"] > 0
             old_cond = next(iter(old.get("conditions") or []), None)
@@ -91,8 +102,8 @@ class KubePdbs(KubeConcern):
         for wl in self.workloads.values():
             if wl.kind in ("Pod", "Mirror"):
                 continue
-            pods = [p for p in self._pods_of(wl) if "deletionTimestamp" not in p["metadata"]]
-            ready = sum(1 for p in pods if self._pod_ready(p))
+            pods = [p for p in self.pod_index.pods_of(wl.key) if "deletionTimestamp" not in p["metadata"]]
+            ready = sum(1 for p in pods if pod_ready(p))
             if wl.kind == "DaemonSet":
                 scheduled = sum(1 for p in pods if p["spec"].get("nodeName"))
                 status = {"currentNumberScheduled": scheduled, "desiredNumberScheduled": len(self.nodes),

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from .kube_contract import KubeConcern
 from .kube_helpers import _condition, _set_condition, now_time, time_after, tolerates
+from .kube_recorder import pod_ref
 from .kube_requests import fits, insufficient, pod_requests
 from .kube_resources import (
     MIRROR_ANNOTATION,
@@ -100,7 +101,7 @@ class KubePods(KubeConcern):
         pod["spec"]["nodeName"] = node
         if self._built and MIRROR_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
             # kube-scheduler's binding, recorded through the events.k8s.io recorder (schedule_one.go).
-            self._event(pod["metadata"]["namespace"], self._pod_ref(pod), "Normal", "Scheduled",
+            self.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "Scheduled",
                         f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {node}",
                         "default-scheduler", action="Binding")
         if self._built:
@@ -209,10 +210,6 @@ class KubePods(KubeConcern):
         if ready_node:
             self._schedule_start(pod)
 
-    @staticmethod
-    def _pod_ready(pod: dict[str, Any]) -> bool:
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
-
     def _begin_termination(self, pod: dict[str, Any], grace: Optional[int]) -> None:
         """Graceful deletion: set the deletion timestamp; the kubelet removes the pod later."""
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
@@ -232,7 +229,7 @@ class KubePods(KubeConcern):
         if self.nodes[node].kubelet_posting:
             # kuberuntime_container.go killContainer: one Killing event per running container.
             for container in pod["spec"].get("containers") or []:
-                self._event(pod["metadata"]["namespace"], self._pod_ref(pod, container["name"]), "Normal", "Killing",
+                self.recorder.record(pod["metadata"]["namespace"], pod_ref(pod, container["name"]), "Normal", "Killing",
                             f"Stopping container {container['name']}", "kubelet", node)
         slow = self.sim.faults.peek("slow_drain", node=node, cluster=self.cluster_id)
         if slow is not None:

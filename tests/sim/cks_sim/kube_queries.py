@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .kube_contract import KubeConcern
+from .kube_helpers import pod_ready
 
 
 class KubeQueries(KubeConcern):
@@ -71,12 +72,12 @@ class KubeQueries(KubeConcern):
             pods.append({
                 "namespace": ns, "name": name, "uid": pod["metadata"]["uid"],
                 "node": pod["spec"].get("nodeName"), "phase": pod["status"]["phase"],
-                "ready": self._pod_ready(pod), "terminating": "deletionTimestamp" in pod["metadata"],
+                "ready": pod_ready(pod), "terminating": "deletionTimestamp" in pod["metadata"],
                 "owner": f"{owner['kind']}/{owner['name']}" if owner else None,
             })
         pdbs = []
         for (ns, name), pdb in sorted(self.store.objects["poddisruptionbudgets"].items()):
-            status = self._pdb_status(pdb)
+            status = self.budgets.status(pdb)
             pdbs.append({"namespace": ns, "name": name, **{k: status[k] for k in (
                 "currentHealthy", "desiredHealthy", "disruptionsAllowed", "expectedPods")}})
         return {"cluster_id": self.cluster_id, "resource_version": self.store.current_rv(),

@@ -66,9 +66,9 @@ class KubeVerbs(KubeConcern):
                 name is None or kube_leases.is_control_plane_lease(name)):
             self.leader_leases.refresh(self)
         if plural == "events":
-            self.expire_events()
+            self.recorder.expire()
         if RESOURCES[plural].group in ("policy", "apps"):
-            self._refresh_derived()
+            self.budgets.refresh()
 
     def namespace_exists(self, ns: str) -> bool:
         return self.store.raw("namespaces", "", ns) is not None

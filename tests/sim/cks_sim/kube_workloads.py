@@ -13,12 +13,12 @@ from typing import Any, Optional
 
 from .kube_contract import KubeConcern
 from .kube_helpers import template_hash
+from .kube_hidden import Workload
 from .kube_resources import (
     NOT_READY_TAINT,
     UNREACHABLE_TAINT,
     UNSCHEDULABLE_TAINT,
 )
-from .kube_state import Workload
 
 
 class KubeWorkloads(KubeConcern):
@@ -168,13 +168,13 @@ class KubeWorkloads(KubeConcern):
         if wl.kind == "Deployment":
             ref = {"kind": "ReplicaSet", "namespace": wl.namespace, "name": wl.rs_name, "uid": wl.rs_uid,
                    "apiVersion": "apps/v1"}
-            self._event(wl.namespace, ref, "Normal", "SuccessfulCreate", f"Created pod: {name}", "replicaset-controller")
+            self.recorder.record(wl.namespace, ref, "Normal", "SuccessfulCreate", f"Created pod: {name}", "replicaset-controller")
         elif wl.kind in ("DaemonSet", "StatefulSet"):
             ref = {"kind": wl.kind, "namespace": wl.namespace, "name": wl.name, "uid": wl.uid, "apiVersion": "apps/v1"}
             if wl.kind == "DaemonSet":
-                self._event(wl.namespace, ref, "Normal", "SuccessfulCreate", f"Created pod: {name}", "daemonset-controller")
+                self.recorder.record(wl.namespace, ref, "Normal", "SuccessfulCreate", f"Created pod: {name}", "daemonset-controller")
             else:
-                self._event(wl.namespace, ref, "Normal", "SuccessfulCreate",
+                self.recorder.record(wl.namespace, ref, "Normal", "SuccessfulCreate",
                             f"create Pod {name} in StatefulSet {wl.name} successful", "statefulset-controller")
 
     def _reconcile_all(self) -> None:
@@ -212,4 +212,4 @@ class KubeWorkloads(KubeConcern):
     def _after_change(self) -> None:
         self._reconcile_all()
         self._retry_pending()
-        self._refresh_derived()
+        self.budgets.refresh()

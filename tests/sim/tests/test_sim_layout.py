@@ -48,7 +48,7 @@ def _self_assignments(cls: type) -> set[str]:
 @pytest.mark.parametrize("world, state", [(KubeWorld, KubeState), (CloudWorld, CloudState)],
                          ids=["kube", "cloud"])
 def test_every_attribute_a_world_sets_is_declared_by_its_state(world: type, state: type) -> None:
-    declared = _self_assignments(state)
+    declared = _self_assignments(state) | set(getattr(state, "__annotations__", {}))
     assert declared, f"{state.__name__} declares no state"
     strays = {cls.__name__: sorted(_self_assignments(cls) - declared)
               for cls in world.__mro__ if cls not in (state, object) and cls.__module__.startswith("cks_sim")}

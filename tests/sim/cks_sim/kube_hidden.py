@@ -1,0 +1,55 @@
+"""What the API cannot see about one cluster: a node's VM power and kubelet boots, and the spec's
+workloads the controllers keep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass
+class NodeState:
+    """What the API cannot see about a node: its VM's power and the kubelet's boots."""
+
+    name: str
+    node_type: str
+    index: int
+    cpu: int
+    memory_mb: int
+    vm_running: bool
+    kubelet_posting: bool  # a kubelet of the current boot posts status and renews the lease
+    boot_id: str
+    machine_id: str
+    system_uuid: str
+    foreign_cordon: bool = False
+    ready: str = "Unknown"  # the Ready condition's status as stored (cached for the scheduler)
+    grace_timer: Optional[int] = None
+    boot_timer: Optional[int] = None
+    lease_renewed_at: float = 0.0  # real monotonic-ish wall time of the last lease renewal
+    # cpu / memory_mb are what the guest has online; the Node shows what its kubelet saw when it
+    # started (a boot, or a `systemctl restart kubelet`), so a live scale shows only after a restart.
+    kubelet_restart_timer: Optional[int] = None
+
+
+@dataclass
+class Workload:
+    """A controller from the spec: Deployment, StatefulSet, DaemonSet, or a bare Pod."""
+
+    kind: str
+    namespace: str
+    name: str
+    replicas: int
+    labels: dict[str, str]
+    empty_dir: bool
+    uid: str
+    node: Optional[str] = None  # bare pods may be pinned
+    rs_name: str = ""
+    rs_uid: str = ""
+    template_hash: str = ""
+    grace_seconds: int = 30
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
