@@ -142,7 +142,7 @@ class AdminApp:
                 cluster = self._cluster(data.get("cluster"))
                 name = str(data.get("node", "")).lower()
                 world = self.sim.kube[cluster.id]
-                if not any(world._is_api_server_of(p, name) for p in world.select("pods", "kube-system")):
+                if not any(world._is_api_server_of(p, name) for p in world.verbs.select("pods", "kube-system")):
                     raise ActionError(f"no control node {name!r} with a kube-apiserver pod in cluster {cluster.name}")
                 world.set_api_server_serving(name, bool(data.get("serving", False)))
                 return {"node": name, "serving": name not in world.api_servers_down}

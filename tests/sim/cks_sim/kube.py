@@ -39,14 +39,14 @@ from .kube_pods import KubePods
 from .kube_queries import KubeQueries
 from .kube_resources import NODE_LEASE_NS, RESOURCES, ApiError, Resource, _details
 from .kube_state import KubeState
-from .kube_verbs import KubeVerbs
+from .kube_verbs import Verbs
 from .kube_workloads import KubeWorkloads
 
 # Imported from here by kube_api's neighbours (rbac, kube_exec, kube_events) and the tests.
 __all__ = ["RESOURCES", "SAFE_ALPHABET", "ApiError", "KubeWorld", "Resource", "_details"]
 
 
-class KubeWorld(KubeVerbs, KubeControlPlane, KubeApiPods, KubePods, KubeWorkloads, KubeNodes, KubeQueries,
+class KubeWorld(KubeControlPlane, KubeApiPods, KubePods, KubeWorkloads, KubeNodes, KubeQueries,
                 KubeState):
     """One cluster's Kubernetes: its state and every concern, built from the spec's nodes,
     workloads and budgets into a settled starting state."""
@@ -55,6 +55,9 @@ class KubeWorld(KubeVerbs, KubeControlPlane, KubeApiPods, KubePods, KubeWorkload
                  workloads: list[dict], pdbs: list[dict]) -> None:
         super().__init__(sim, cluster_id, cluster_spec)
         self.evictions = Evictions(self.store, self.budgets, sim, cluster_id, self._terminate)
+        self.verbs = Verbs(self.store, sim, cluster_id, self.nodes, self.recorder, self.budgets, self.leader_leases,
+                           renew_node_leases=self.refresh_node_leases, create_pod=self._create_pod,
+                           terminate=self._terminate, after_change=self._after_change)
         # Timers scheduled while building fire on the scheduler thread under sim.lock: hold it
         # (re-entrant) until the world is complete.
         with sim.lock:
@@ -79,7 +82,7 @@ class KubeWorld(KubeVerbs, KubeControlPlane, KubeApiPods, KubePods, KubeWorkload
             if state.node_type == "control":
                 self._ensure_mirror_pods(state.name)
         self._reconcile_all()
-        self.leader_leases.refresh(self)
+        self.leader_leases.refresh()
         for key in list(self.store.objects["pods"]):
             # The cluster starts settled: pods already placed on running nodes are Running.
             pod = self.store.objects["pods"][key]

@@ -256,7 +256,7 @@ class KubeApp:
                             content_type="application/json")
         if verb == "get":
             with self.sim.lock:
-                obj = world.get(res.plural, ns, route.name or "")
+                obj = world.verbs.get(res.plural, ns, route.name or "")
                 if route.subresource is None and kube_table.wants_table(request.headers.get("Accept", "")):
                     return json_response(kube_table.table(res.plural, [obj], {"resourceVersion": world.store.current_rv()},
                                                           include_object=request.args.get("includeObject",
@@ -267,11 +267,11 @@ class KubeApp:
             if res.plural == "events":
                 kube_events.validate_core_create(body, ns)
             with self.sim.lock:
-                return json_response(world.create(res.plural, ns, body), 201)
+                return json_response(world.verbs.create(res.plural, ns, body), 201)
         if verb == "update":
             body = self._body(request, res)
             with self.sim.lock:
-                return json_response(world.update(res.plural, ns, route.name or "", body, route.subresource))
+                return json_response(world.verbs.update(res.plural, ns, route.name or "", body, route.subresource))
         if verb == "patch":
             return json_response(self._patch(world, res, ns, route, request))
         if verb == "delete":
@@ -283,7 +283,7 @@ class KubeApp:
             if request.args.get("dryRun") == "All":
                 options["dryRun"] = ["All"]
             with self.sim.lock:
-                return json_response(world.delete(res.plural, ns, route.name or "", options))
+                return json_response(world.verbs.delete(res.plural, ns, route.name or "", options))
         raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
 
     def _events_v1(self, world: KubeWorld, route: Route, verb: str, request: Request) -> Response:
@@ -294,7 +294,7 @@ class KubeApp:
         if verb == "get":
             with self.sim.lock:
                 world.recorder.expire()
-                current = world.get("events", ns, name)
+                current = world.verbs.get("events", ns, name)
                 if kube_table.wants_table(request.headers.get("Accept", "")):
                     return json_response(kube_table.table("events", [current], {"resourceVersion": world.store.current_rv()},
                                                           include_object=request.args.get("includeObject", "Metadata")))
@@ -307,9 +307,9 @@ class KubeApp:
                 if not isinstance(body, dict):
                     raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
                 kube_events.validate_create(body, ns)
-                return json_response(kube_events.to_v1(world.create("events", ns, kube_events.to_core(body))), 201)
+                return json_response(kube_events.to_v1(world.verbs.create("events", ns, kube_events.to_core(body))), 201)
             world.recorder.expire()
-            old = kube_events.to_v1(world.get("events", ns, name))
+            old = kube_events.to_v1(world.verbs.get("events", ns, name))
             if verb == "patch":
                 content_type = (request.content_type or "").split(";")[0].strip().lower()
                 if content_type not in (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH):
@@ -326,7 +326,7 @@ class KubeApp:
             if not isinstance(body, dict):
                 raise ApiError(400, "the body of the request was in an unknown format", "BadRequest")
             kube_events.validate_update(old, body)
-            return json_response(kube_events.to_v1(world.update("events", ns, name, kube_events.to_core(body))))
+            return json_response(kube_events.to_v1(world.verbs.update("events", ns, name, kube_events.to_core(body))))
 
     def _patch(self, world: KubeWorld, res: Resource, ns: str, route: Route, request: Request) -> dict[str, Any]:
         content_type = (request.content_type or "").split(";")[0].strip().lower()
@@ -335,7 +335,7 @@ class KubeApp:
                                 f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_PATCH}", "UnsupportedMediaType")
         patch = self._body(request, res)
         with self.sim.lock:
-            current = world.get(res.plural, ns, route.name or "")
+            current = world.verbs.get(res.plural, ns, route.name or "")
             try:
                 if content_type == JSON_PATCH:
                     patched = json_patch(current, patch)
@@ -349,7 +349,7 @@ class KubeApp:
                                "Invalid") from None
             if not isinstance(patched, dict):
                 raise ApiError(422, "the server rejected our request due to an error in our request", "Invalid")
-            return world.update(res.plural, ns, route.name or "", patched, route.subresource)
+            return world.verbs.update(res.plural, ns, route.name or "", patched, route.subresource)
 
 
 def _at_least(version: str, major: int, minor: int) -> bool:

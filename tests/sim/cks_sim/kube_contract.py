@@ -23,16 +23,9 @@ class KubeConcern(KubeState):
         def node_ready_status(self, name: str) -> str:
             ...
 
-        @staticmethod
-        def _ready_of(node: dict[str, Any]) -> str:
-            ...
-
         # kube_nodes.py
         @staticmethod
         def _node_ip(state: NodeState) -> str:
-            ...
-
-        def _reconcile_taints(self, node: dict[str, Any]) -> None:
             ...
 
         def refresh_node_leases(self) -> None:
@@ -86,8 +79,4 @@ class KubeConcern(KubeState):
 
         @staticmethod
         def _is_api_server_of(pod: dict[str, Any], node: str) -> bool:
-            ...
-
-        # kube_verbs.py
-        def select(self, plural: str, namespace: Optional[str]) -> list[dict[str, Any]]:
             ...

@@ -110,7 +110,7 @@ class KubeControlPlane(KubeConcern):
         http://<etcd node ip>:2379 for each): here the members' real client URLs, which are also
         what they advertise, as on a real cluster."""
         self.etcd_servers = ",".join(urls)
-        for pod in self.select("pods", "kube-system"):
+        for pod in self.verbs.select("pods", "kube-system"):
             if (pod["metadata"].get("labels") or {}).get("component") != "kube-apiserver":
                 continue
             command = pod["spec"]["containers"][0].setdefault("command", [])
@@ -148,7 +148,7 @@ class KubeControlPlane(KubeConcern):
             self.api_servers_down.discard(name)
         else:
             self.api_servers_down.add(name)
-        for pod in self.select("pods", "kube-system"):
+        for pod in self.verbs.select("pods", "kube-system"):
             if self._is_api_server_of(pod, name) and pod["status"].get("phase") == "Running":
                 self._set_pod_ready(pod, self.node_ready_status(name) == "True")
 

@@ -10,7 +10,7 @@ import math
 import re
 from typing import Any, Optional
 
-from .kube_resources import ApiError
+from .kube_resources import LIFECYCLE_TAINTS, NOT_READY_TAINT, UNREACHABLE_TAINT, UNSCHEDULABLE_TAINT, ApiError
 
 #: rand.SafeEncodeString's alphabet (apimachinery/pkg/util/rand): no vowels, no 0, 1 or 3.
 SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -110,3 +110,28 @@ def _set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> Non
 
 def pod_ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def node_ready(node: dict[str, Any]) -> str:
+    """The status of a Node's Ready condition as stored."""
+    return next((c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"), "Unknown")
+
+
+def mirror_lifecycle_taints(node: dict[str, Any]) -> None:
+    """The node-lifecycle controller's view: taints follow spec.unschedulable and Ready."""
+    taints = [t for t in node["spec"].get("taints") or [] if t.get("key") not in LIFECYCLE_TAINTS]
+    old = {(t["key"], t["effect"]): t for t in node["spec"].get("taints") or []}
+    want: list[tuple[str, str]] = []
+    if node["spec"].get("unschedulable"):
+        want.append((UNSCHEDULABLE_TAINT, "NoSchedule"))
+    ready = node_ready(node)
+    if ready == "Unknown":
+        want += [(UNREACHABLE_TAINT, "NoSchedule"), (UNREACHABLE_TAINT, "NoExecute")]
+    elif ready == "False":
+        want += [(NOT_READY_TAINT, "NoSchedule"), (NOT_READY_TAINT, "NoExecute")]
+    for key, effect in want:
+        taints.append(old.get((key, effect)) or {"key": key, "effect": effect, "timeAdded": now_time()})
+    if taints:
+        node["spec"]["taints"] = taints
+    else:
+        node["spec"].pop("taints", None)

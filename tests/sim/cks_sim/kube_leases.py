@@ -21,6 +21,10 @@ import datetime
 import hashlib
 from typing import Any, Optional
 
+from .kube_hidden import NodeState
+from .kube_recorder import Recorder
+from .kube_store import ObjectStore
+
 NAMESPACE = "kube-system"
 LEADER_LEASES = ("kube-controller-manager", "kube-scheduler")
 LEADER_DURATION = 15  # simulated seconds (leaseDurationSeconds)
@@ -45,76 +49,82 @@ def is_control_plane_lease(name: str) -> bool:
 
 
 class LeaderLeases:
-    """The control plane's leases of one cluster; ``refresh(world)`` under sim.lock."""
+    """The control plane's leases of one cluster, written to ``store`` with their Events through
+    ``recorder``; the components run on the control ``nodes`` whose kubelet posts (``NodeState``).
+    ``refresh()`` under sim.lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: ObjectStore, recorder: Recorder, clock: Any, nodes: dict[str, NodeState]) -> None:
+        self.store = store
+        self.recorder = recorder
+        self.clock = clock
+        self.nodes = nodes
         self.renewed: dict[str, float] = {}  # lease name -> sim.clock time of its last renewal
         self.identities: dict[str, str] = {}  # node -> "<node>_<uuid>" per component start
 
-    def _running_controls(self, world: Any) -> list[str]:
-        return sorted(n.name for n in world.nodes.values() if n.node_type == "control" and n.kubelet_posting)
+    def _running_controls(self) -> list[str]:
+        return sorted(n.name for n in self.nodes.values() if n.node_type == "control" and n.kubelet_posting)
 
-    def refresh(self, world: Any) -> None:
-        now = world.sim.clock.now()
-        running = self._running_controls(world)
+    def refresh(self) -> None:
+        now = self.clock.now()
+        running = self._running_controls()
         for name in LEADER_LEASES:
-            self._leader(world, name, running, now)
-        for node in sorted(n.name for n in world.nodes.values() if n.node_type == "control"):
-            self._apiserver(world, node, node in running, now)
+            self._leader(name, running, now)
+        for node in sorted(n.name for n in self.nodes.values() if n.node_type == "control"):
+            self._apiserver(node, node in running, now)
 
-    def _identity(self, world: Any, component: str, node: str) -> str:
-        key = f"{component}/{node}/{world.nodes[node].boot_id}"  # a new process per boot
+    def _identity(self, component: str, node: str) -> str:
+        key = f"{component}/{node}/{self.nodes[node].boot_id}"  # a new process per boot
         if key not in self.identities:
-            self.identities[key] = f"{node}_{world.store.new_uid()}"
+            self.identities[key] = f"{node}_{self.store.new_uid()}"
         return self.identities[key]
 
-    def _leader(self, world: Any, name: str, running: list[str], now: float) -> None:
-        lease: Optional[dict[str, Any]] = world.store.raw("leases", NAMESPACE, name)
+    def _leader(self, name: str, running: list[str], now: float) -> None:
+        lease: Optional[dict[str, Any]] = self.store.raw("leases", NAMESPACE, name)
         holder_node = None
         if lease is not None:
             holder_node = str((lease["spec"].get("holderIdentity") or "").rsplit("_", 1)[0])
         if lease is not None and holder_node in running:
-            if now - self.renewed.get(name, 0.0) >= world.sim.clock.real(LEADER_RENEW):
+            if now - self.renewed.get(name, 0.0) >= self.clock.real(LEADER_RENEW):
                 lease["spec"]["renewTime"] = _micro()
-                world.store.put("leases", lease)
+                self.store.put("leases", lease)
                 self.renewed[name] = now
             return
         if not running:
             return  # no component runs to take it; the old holder's record stays
-        if lease is not None and now - self.renewed.get(name, now) < world.sim.clock.real(LEADER_DURATION):
+        if lease is not None and now - self.renewed.get(name, now) < self.clock.real(LEADER_DURATION):
             return  # not expired yet: the others wait out the lease duration
         node = running[0]
-        holder = self._identity(world, name, node)
+        holder = self._identity(name, node)
         stamp = _micro()
         if lease is None:
             lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                     "metadata": world.store.new_meta(name, NAMESPACE),
+                     "metadata": self.store.new_meta(name, NAMESPACE),
                      "spec": {"holderIdentity": holder, "leaseDurationSeconds": LEADER_DURATION,
                               "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 0}}
         else:
             lease["spec"].update({"holderIdentity": holder, "acquireTime": stamp, "renewTime": stamp,
                                   "leaseTransitions": int(lease["spec"].get("leaseTransitions") or 0) + 1})
-        world.store.put("leases", lease)
+        self.store.put("leases", lease)
         self.renewed[name] = now
         meta = lease["metadata"]
-        world.recorder.record(NAMESPACE, {"kind": "Lease", "namespace": NAMESPACE, "name": name, "uid": meta["uid"],
+        self.recorder.record(NAMESPACE, {"kind": "Lease", "namespace": NAMESPACE, "name": name, "uid": meta["uid"],
                                  "apiVersion": "coordination.k8s.io/v1", "resourceVersion": meta["resourceVersion"]},
                      "Normal", "LeaderElection", f"{holder} became leader", name)
 
-    def _apiserver(self, world: Any, node: str, running: bool, now: float) -> None:
+    def _apiserver(self, node: str, running: bool, now: float) -> None:
         name = apiserver_lease_name(node)
-        lease: Optional[dict[str, Any]] = world.store.raw("leases", NAMESPACE, name)
+        lease: Optional[dict[str, Any]] = self.store.raw("leases", NAMESPACE, name)
         if lease is None:
             stamp = _micro()
-            world.store.put("leases", {
+            self.store.put("leases", {
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": world.store.new_meta(name, NAMESPACE, labels={IDENTITY_LABEL: "kube-apiserver",
+                "metadata": self.store.new_meta(name, NAMESPACE, labels={IDENTITY_LABEL: "kube-apiserver",
                                                                      "kubernetes.io/hostname": node}),
-                "spec": {"holderIdentity": f"{name}_{world.store.new_uid()}", "leaseDurationSeconds": APISERVER_DURATION,
+                "spec": {"holderIdentity": f"{name}_{self.store.new_uid()}", "leaseDurationSeconds": APISERVER_DURATION,
                          "acquireTime": stamp, "renewTime": stamp}})
             self.renewed[name] = now
             return
-        if running and now - self.renewed.get(name, 0.0) >= world.sim.clock.real(APISERVER_RENEW):
+        if running and now - self.renewed.get(name, 0.0) >= self.clock.real(APISERVER_RENEW):
             lease["spec"]["renewTime"] = _micro()
-            world.store.put("leases", lease)
+            self.store.put("leases", lease)
             self.renewed[name] = now

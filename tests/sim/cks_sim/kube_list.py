@@ -131,13 +131,13 @@ def list_page(sim: Any, world: KubeWorld, res: Resource, namespace: Optional[str
     with sim.lock:
         # Filter the stored objects and serialise the page under the lock: no copy of
         # thousands of pods for a drain's `spec.nodeName=` query.
-        if namespace is not None and res.namespaced and not world.namespace_exists(namespace):
+        if namespace is not None and res.namespaced and not world.verbs.namespace_exists(namespace):
             stored: list[dict[str, Any]] = []
         elif node is not None:
             stored = [p for p in world.pods_on_node(node)
                       if namespace is None or p["metadata"]["namespace"] == namespace]
         else:
-            stored = world.select(res.plural, namespace)
+            stored = world.verbs.select(res.plural, namespace)
         rv = world.store.current_rv()
         items = [i for i in stored if labels(i["metadata"].get("labels") or {}) and fields(i)]
         if start is not None:

@@ -10,17 +10,13 @@ from typing import Any, Optional
 
 from . import kube_run
 from .kube_contract import KubeConcern
-from .kube_helpers import _condition, _set_condition, now_micro, now_time, pod_ready
+from .kube_helpers import _condition, _set_condition, mirror_lifecycle_taints, node_ready, now_micro, now_time, pod_ready
 from .kube_hidden import NodeState
 from .kube_recorder import kubelet_node_ref, pod_ref
 from .kube_resources import (
     CONTROL_PLANE_TAINT,
-    LIFECYCLE_TAINTS,
     NODE_LEASE_NS,
     NODE_LEASE_RENEW,
-    NOT_READY_TAINT,
-    UNREACHABLE_TAINT,
-    UNSCHEDULABLE_TAINT,
 )
 
 
@@ -98,8 +94,8 @@ class KubeNodes(KubeConcern):
             self._kubelet_conditions(conds, ready=True, when=created)
         else:
             self._unknown_conditions(conds)
-        self._reconcile_taints(node)
-        state.ready = self._ready_of(node)
+        mirror_lifecycle_taints(node)
+        state.ready = node_ready(node)
         self.store.put("nodes", node)
         self.store.put("leases", {
             "apiVersion": "coordination.k8s.io/v1",
@@ -172,25 +168,6 @@ class KubeNodes(KubeConcern):
                 new["lastTransitionTime"] = old.get("lastTransitionTime", stamp)
             _set_condition(conds, new)
 
-    def _reconcile_taints(self, node: dict[str, Any]) -> None:
-        """The node-lifecycle controller's view: taints follow spec.unschedulable and Ready."""
-        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") not in LIFECYCLE_TAINTS]
-        old = {(t["key"], t["effect"]): t for t in node["spec"].get("taints") or []}
-        want: list[tuple[str, str]] = []
-        if node["spec"].get("unschedulable"):
-            want.append((UNSCHEDULABLE_TAINT, "NoSchedule"))
-        ready = self._ready_of(node)
-        if ready == "Unknown":
-            want += [(UNREACHABLE_TAINT, "NoSchedule"), (UNREACHABLE_TAINT, "NoExecute")]
-        elif ready == "False":
-            want += [(NOT_READY_TAINT, "NoSchedule"), (NOT_READY_TAINT, "NoExecute")]
-        for key, effect in want:
-            taints.append(old.get((key, effect)) or {"key": key, "effect": effect, "timeAdded": now_time()})
-        if taints:
-            node["spec"]["taints"] = taints
-        else:
-            node["spec"].pop("taints", None)
-
     def set_boot_id(self, name: str, boot_id: str) -> None:
         """The boot ID the kubelet reports until the node's next boot (then a new one, as always)."""
         self.nodes[name].boot_id = boot_id
@@ -199,8 +176,8 @@ class KubeNodes(KubeConcern):
 
     def _touch_node(self, name: str) -> dict[str, Any]:
         node = self.store.node(name)
-        self._reconcile_taints(node)
-        self.nodes[name].ready = self._ready_of(node)
+        mirror_lifecycle_taints(node)
+        self.nodes[name].ready = node_ready(node)
         self.store.put("nodes", node)
         return node
 

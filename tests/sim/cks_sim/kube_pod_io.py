@@ -21,7 +21,7 @@ def log_stream(sim: Any, world: KubeWorld, route: Route, verb: str, request: Req
         raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
     namespace, name = route.namespace or "", route.name or ""
     with sim.lock:
-        pod = world.get("pods", namespace, name)
+        pod = world.verbs.get("pods", namespace, name)
         container = log_container(pod, request.args.get("container") or None)
         node = pod["spec"].get("nodeName")
         if not node:
@@ -69,7 +69,7 @@ def exec_target(sim: Any, world: KubeWorld, namespace: str, name: str,
                 options: kube_exec.ExecOptions) -> Any:
     """What the API server checks and dials before the upgrade (kube_exec's docstring)."""
     with sim.lock:
-        pod = world.get("pods", namespace, name)
+        pod = world.verbs.get("pods", namespace, name)
         node = pod["spec"].get("nodeName")
         if not node:
             raise ApiError(400, f"pod {name} does not have a host assigned", "BadRequest")

@@ -6,8 +6,6 @@ A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.Kube
 
 from __future__ import annotations
 
-from typing import Any
-
 from .kube_contract import KubeConcern
 from .kube_helpers import pod_ready
 
@@ -20,10 +18,6 @@ class KubeQueries(KubeConcern):
 
     def node_ready_status(self, name: str) -> str:
         return self.nodes[name].ready
-
-    @staticmethod
-    def _ready_of(node: dict[str, Any]) -> str:
-        return next((c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"), "Unknown")
 
     def ready_node_count(self) -> int:
         with self.sim.lock:  # re-entrant: callers under the lock (the CKS scanner) are fine too

@@ -22,6 +22,7 @@ from .kube_pdbs import Budgets
 from .kube_recorder import Recorder
 from .kube_resources import EVENT_TTL
 from .kube_store import ObjectStore, PodIndex
+from .kube_verbs import Verbs
 from .kube_watch import DEFAULT_BOOKMARK_SECONDS, DEFAULT_CACHE_SIZE, WatchCache
 
 # ---------------------------------------------------------------------------------------------
@@ -31,7 +32,9 @@ from .kube_watch import DEFAULT_BOOKMARK_SECONDS, DEFAULT_CACHE_SIZE, WatchCache
 class KubeState:
     """Every attribute of a ``KubeWorld``; the world builds its objects once this is set."""
 
-    evictions: Evictions  # built by KubeWorld: an eviction's termination is the pods' concern
+    # Built by KubeWorld: what they are handed includes the pods' termination and the controllers.
+    evictions: Evictions
+    verbs: Verbs
 
     def __init__(self, sim: Any, cluster_id: str, cluster_spec: dict) -> None:
         self.sim = sim
@@ -48,7 +51,6 @@ class KubeState:
         self.watch_enabled = bool(kube_spec.get("watch", True))
         self.watch_bookmark_seconds = float(kube_spec.get("watch_bookmark_seconds", DEFAULT_BOOKMARK_SECONDS))
         self.recorder = Recorder(self.store, sim.clock, float(kube_spec.get("event_ttl", EVENT_TTL)))
-        self.leader_leases = kube_leases.LeaderLeases()
         self.nodes: dict[str, NodeState] = {}
         self.workloads: dict[tuple[str, str, str], Workload] = {}
         self._pod_timers: dict[tuple[str, str], int] = {}
@@ -68,6 +70,7 @@ class KubeState:
         # Pods placed while the world is built are its starting state, not scheduling decisions.
         self._built = False
         self.store.listen(self._nodes_changed)
+        self.leader_leases = kube_leases.LeaderLeases(self.store, self.recorder, sim.clock, self.nodes)
         self.budgets = Budgets(self.store, self.pod_index, self.workloads, self.nodes, sim.faults, cluster_id)
 
     def _workload_of(self, kind: str, namespace: str, name: str) -> Optional[tuple[str, str, str]]:

@@ -1,7 +1,12 @@
 """The API's verbs on stored objects: get, list, create, update (PATCH ends there too) and delete,
 with the API server's validation of what a client may write.
 
-A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.KubeState``.
+``Verbs`` is handed the store and the objects whose writes a read brings up to date (the Event
+recorder, the budgets, the control plane's leases), the nodes' hidden state (a foreign cordon), the
+sim (timeline, invariants), and what the cluster does about a write: ``renew_node_leases()``
+before a read of node Leases, ``create_pod(pod)`` (admission and scheduling, answering the pod as
+created), ``terminate(pod, grace)`` for a pod's DELETE, ``after_change()`` once a node is
+uncordoned.
 """
 
 from __future__ import annotations
@@ -9,11 +14,13 @@ from __future__ import annotations
 import builtins
 import copy
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from . import kube_leases, kube_run
-from .kube_contract import KubeConcern
-from .kube_helpers import now_time, parse_microtime
+from .kube_helpers import mirror_lifecycle_taints, now_time, parse_microtime
+from .kube_hidden import NodeState
+from .kube_pdbs import Budgets
+from .kube_recorder import Recorder
 from .kube_resources import (
     LIFECYCLE_TAINTS,
     NODE_LEASE_NS,
@@ -30,14 +37,31 @@ from .kube_resources import (
     success_status,
     unchanged,
 )
+from .kube_store import ObjectStore
 
 
-class KubeVerbs(KubeConcern):
+class Verbs:
     """What kube_api.py calls for each request on a resource.
 
     Below ``list`` (the verb), ``list`` in the class body names the method: annotations there
     spell the type ``builtins.list``.
     """
+
+    def __init__(self, store: ObjectStore, sim: Any, cluster_id: str, nodes: dict[str, NodeState],
+                 recorder: Recorder, budgets: Budgets, leader_leases: kube_leases.LeaderLeases, *,
+                 renew_node_leases: Callable[[], None], create_pod: Callable[[dict[str, Any]], dict[str, Any]],
+                 terminate: Callable[[dict[str, Any], Optional[int]], None], after_change: Callable[[], None]) -> None:
+        self.store = store
+        self.sim = sim
+        self.cluster_id = cluster_id
+        self.nodes = nodes
+        self.recorder = recorder
+        self.budgets = budgets
+        self.leader_leases = leader_leases
+        self.renew_node_leases = renew_node_leases
+        self.create_pod = create_pod
+        self.terminate = terminate
+        self.after_change = after_change
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         self._before_read(plural, namespace, name)
@@ -61,10 +85,10 @@ class KubeVerbs(KubeConcern):
         # control plane's leases only when they can be seen: a read of another Lease of kube-system
         # (the rollout's lock) leaves the store, and its resourceVersion, as it was.
         if plural == "leases" and namespace in (None, NODE_LEASE_NS):
-            self.refresh_node_leases()
+            self.renew_node_leases()
         if plural == "leases" and namespace in (None, kube_leases.NAMESPACE) and (
                 name is None or kube_leases.is_control_plane_lease(name)):
-            self.leader_leases.refresh(self)
+            self.leader_leases.refresh()
         if plural == "events":
             self.recorder.expire()
         if RESOURCES[plural].group in ("policy", "apps"):
@@ -149,7 +173,7 @@ class KubeVerbs(KubeConcern):
         for drop in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation", "managedFields", "selfLink"):
             meta.pop(drop, None)
         if plural == "pods":
-            return self._create_pod(obj)
+            return self.create_pod(obj)
         self.store.put(plural, obj)
         return copy.deepcopy(obj)
 
@@ -227,7 +251,7 @@ class KubeVerbs(KubeConcern):
         self.store.put("nodes", obj)
         answer = copy.deepcopy(obj)
         mirrored = copy.deepcopy(obj)
-        self._reconcile_taints(mirrored)
+        mirror_lifecycle_taints(mirrored)
         if mirrored["spec"].get("taints") != obj["spec"].get("taints"):
             self.store.put("nodes", mirrored)
             obj = mirrored
@@ -261,7 +285,7 @@ class KubeVerbs(KubeConcern):
                 self.sim.invariants.add(kind="foreign_cordon_undone", cluster=self.cluster_id, node=name,
                                         detail="a node cordoned by someone else was uncordoned through the API")
                 state.foreign_cordon = False
-            self._after_change()
+            self.after_change()
         return answer
 
     def _validate_taints(self, name: str, taints: Any) -> None:
@@ -310,8 +334,7 @@ class KubeVerbs(KubeConcern):
         dry_run = bool(options.get("dryRun"))
         if plural == "pods":
             if not dry_run and "deletionTimestamp" not in current["metadata"]:
-                self._begin_termination(current, options.get("gracePeriodSeconds"))
-                self._after_change()
+                self.terminate(current, options.get("gracePeriodSeconds"))
             gone = self.store.objects["pods"].get((namespace, name))
             return copy.deepcopy(gone if gone is not None else current)
         if not dry_run:

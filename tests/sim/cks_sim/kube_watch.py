@@ -170,7 +170,7 @@ class WatchStream:
             current = int(self.world.store.current_rv())
             initial: list[dict[str, Any]] = []
             if self.start_rv in (None, "", "0"):
-                initial = [o for o in self.world.select(self.plural, self.namespace) if self.matches(o)]
+                initial = [o for o in self.world.verbs.select(self.plural, self.namespace) if self.matches(o)]
                 initial = json.loads(json.dumps(initial))
                 rv = current
             else:
