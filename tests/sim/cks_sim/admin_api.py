@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from werkzeug.wrappers import Request, Response
 
 from .core import DEFAULT_TIMINGS
+from .kube_control_plane import is_api_server_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import SimServer
@@ -142,10 +143,10 @@ class AdminApp:
                 cluster = self._cluster(data.get("cluster"))
                 name = str(data.get("node", "")).lower()
                 world = self.sim.kube[cluster.id]
-                if not any(world._is_api_server_of(p, name) for p in world.verbs.select("pods", "kube-system")):
+                if not any(is_api_server_of(p, name) for p in world.verbs.select("pods", "kube-system")):
                     raise ActionError(f"no control node {name!r} with a kube-apiserver pod in cluster {cluster.name}")
-                world.set_api_server_serving(name, bool(data.get("serving", False)))
-                return {"node": name, "serving": name not in world.api_servers_down}
+                world.static_pods.set_api_server_serving(name, bool(data.get("serving", False)))
+                return {"node": name, "serving": name not in world.static_pods.api_servers_down}
             if kind == "scan":
                 cloud.scan_once()
                 return {"clusters": {c.id: c.state for c in cloud.clusters.values()}}

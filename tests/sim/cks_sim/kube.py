@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .kube_api_pods import KubeApiPods
-from .kube_control_plane import KubeControlPlane
+from .kube_control_plane import StaticPods
 from .kube_evictions import Evictions
 from .kube_helpers import SAFE_ALPHABET
 from .kube_nodes import KubeNodes
@@ -46,7 +46,7 @@ from .kube_workloads import KubeWorkloads
 __all__ = ["RESOURCES", "SAFE_ALPHABET", "ApiError", "KubeWorld", "Resource", "_details"]
 
 
-class KubeWorld(KubeControlPlane, KubeApiPods, KubePods, KubeWorkloads, KubeNodes, KubeQueries,
+class KubeWorld(KubeApiPods, KubePods, KubeWorkloads, KubeNodes, KubeQueries,
                 KubeState):
     """One cluster's Kubernetes: its state and every concern, built from the spec's nodes,
     workloads and budgets into a settled starting state."""
@@ -55,6 +55,8 @@ class KubeWorld(KubeControlPlane, KubeApiPods, KubePods, KubeWorkloads, KubeNode
                  workloads: list[dict], pdbs: list[dict]) -> None:
         super().__init__(sim, cluster_id, cluster_spec)
         self.evictions = Evictions(self.store, self.budgets, sim, cluster_id, self._terminate)
+        self.static_pods = StaticPods(self.store, self.nodes, self.version, self.stacked_etcd,
+                                      place=self._place, set_pod_ready=self._set_pod_ready)
         self.verbs = Verbs(self.store, sim, cluster_id, self.nodes, self.recorder, self.budgets, self.leader_leases,
                            renew_node_leases=self.refresh_node_leases, create_pod=self._create_pod,
                            terminate=self._terminate, after_change=self._after_change)
@@ -63,6 +65,13 @@ class KubeWorld(KubeControlPlane, KubeApiPods, KubePods, KubeWorkloads, KubeNode
         with sim.lock:
             self._build(nodes, workloads, pdbs)
             self._built = self.recorder.recording = True
+
+    # What the CloudStack half's etcd tells either backend (real_kube's world has the same two).
+    def use_external_etcd_servers(self, urls: list[str]) -> None:
+        self.static_pods.use_external_etcd_servers(urls)
+
+    def use_etcd_client_urls(self, urls: dict[str, str]) -> None:
+        self.static_pods.use_etcd_client_urls(urls)
 
     def _terminate(self, pod: dict[str, Any], grace: Optional[int]) -> None:
         """A pod's graceful deletion begins (an eviction, a DELETE), and the controllers react."""
@@ -80,7 +89,7 @@ class KubeWorld(KubeControlPlane, KubeApiPods, KubePods, KubeWorkloads, KubeNode
             self.budgets.add(spec)
         for state in self.nodes.values():
             if state.node_type == "control":
-                self._ensure_mirror_pods(state.name)
+                self.static_pods.ensure_mirror_pods(state.name)
         self._reconcile_all()
         self.leader_leases.refresh()
         for key in list(self.store.objects["pods"]):

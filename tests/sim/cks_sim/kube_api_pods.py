@@ -36,7 +36,7 @@ class KubeApiPods(KubeConcern):
         elif node in self.nodes:
             # No scheduler: the named node's kubelet sees the pod, if it runs.
             state = self.nodes[node]
-            pod["status"].update({"hostIP": self._node_ip(state), "hostIPs": [{"ip": self._node_ip(state)}]})
+            pod["status"].update({"hostIP": state.ip, "hostIPs": [{"ip": state.ip}]})
             self.store.put("pods", pod)
             if state.kubelet_posting:
                 self._schedule_start(pod)
@@ -105,7 +105,7 @@ class KubeApiPods(KubeConcern):
 
     def container_log(self, namespace: str, name: str, container: str) -> Optional[str]:
         """What the kubelet kept of a container's output; None when it has not run."""
-        pod = self.store.raw("pods", namespace, name)
+        pod = self.store.read("pods", namespace, name)
         if pod is None:
             return None
         return self.runs.logs.get(pod["metadata"]["uid"], {}).get(container)

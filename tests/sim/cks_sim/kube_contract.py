@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from .kube_hidden import NodeState, Workload
+from .kube_hidden import Workload
 from .kube_state import KubeState
 
 
@@ -24,17 +24,10 @@ class KubeConcern(KubeState):
             ...
 
         # kube_nodes.py
-        @staticmethod
-        def _node_ip(state: NodeState) -> str:
-            ...
-
         def refresh_node_leases(self) -> None:
             ...
 
         # kube_workloads.py
-        def _pod_spec(self, wl: Workload) -> dict[str, Any]:
-            ...
-
         def _pods_of(self, wl: Workload) -> list[dict[str, Any]]:
             ...
 
@@ -71,12 +64,4 @@ class KubeConcern(KubeState):
             ...
 
         def _kubelet_runs(self, pod: dict[str, Any]) -> None:
-            ...
-
-        # kube_control_plane.py
-        def _ensure_mirror_pods(self, node: str) -> None:
-            ...
-
-        @staticmethod
-        def _is_api_server_of(pod: dict[str, Any], node: str) -> bool:
             ...

@@ -2,20 +2,22 @@
 kube-controller-manager and kube-scheduler, the etcd URLs they carry, and an API server that stops
 serving.
 
-A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.KubeState``.
+``StaticPods`` is the kubelet's side of them on every control node, written against the small
+``kube_cluster_api.ClusterApi``; it is handed the nodes' hidden state, the cluster's version and
+etcd topology, and the scheduler's ``place(pod, node)`` (a mirror pod is bound to its node) and the
+kubelet's ``set_pod_ready(pod, ready)``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Callable, Optional
 
-from .kube_contract import KubeConcern
+from .kube_cluster_api import ClusterApi
 from .kube_helpers import now_micro
-from .kube_hidden import Workload
-from .kube_resources import (
-    MIRROR_ANNOTATION,
-)
+from .kube_hidden import NodeState, Workload
+from .kube_resources import MIRROR_ANNOTATION
+from .kube_templates import pod_spec
 
 KUBEADM_REQUESTS: dict[str, dict[str, str]] = {
     "etcd": {"cpu": "100m", "memory": "100Mi"}, "kube-apiserver": {"cpu": "250m"},
@@ -23,18 +25,41 @@ KUBEADM_REQUESTS: dict[str, dict[str, str]] = {
 }
 
 
-class KubeControlPlane(KubeConcern):
+def is_api_server_of(pod: dict[str, Any], node: str) -> bool:
+    return ((pod["metadata"].get("labels") or {}).get("component") == "kube-apiserver"
+            and pod["spec"].get("nodeName") == node)
+
+
+class StaticPods:
     """kubeadm's static pods on control nodes."""
 
-    def _ensure_mirror_pods(self, node: str) -> None:
+    def __init__(self, api: ClusterApi, nodes: dict[str, NodeState], version: str, stacked_etcd: bool, *,
+                 place: Callable[[dict[str, Any], Optional[str]], None],
+                 set_pod_ready: Callable[[dict[str, Any], bool], None]) -> None:
+        self.api = api
+        self.nodes = nodes
+        self.version = version
+        self.stacked_etcd = stacked_etcd
+        self.place = place
+        self.set_pod_ready = set_pod_ready
+        self.etcd_servers = "https://127.0.0.1:2379"  # kubeadm's for stacked etcd
+        # Control nodes whose kube-apiserver does not serve: the kubelet's readiness probe of it fails.
+        self.api_servers_down: set[str] = set()
+
+    def probe_fails(self, pod: dict[str, Any]) -> bool:
+        """Whether the pod is a kube-apiserver whose readiness probe fails (its node's API server is down)."""
+        node = str(pod["spec"].get("nodeName"))
+        return node in self.api_servers_down and is_api_server_of(pod, node)
+
+    def ensure_mirror_pods(self, node: str) -> None:
         components = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
         if self.stacked_etcd:
             components.insert(0, "etcd")
         state = self.nodes[node]
-        node_uid = self.store.node(node)["metadata"]["uid"]
+        node_uid = (self.api.read("nodes", "", node) or {"metadata": {}})["metadata"].get("uid", "")
         for comp in components:
             name = f"{comp}-{node}"
-            if self.store.raw("pods", "kube-system", name) is not None:
+            if self.api.read("pods", "kube-system", name) is not None:
                 continue
             config_hash = hashlib.md5(f"{comp}/{node}".encode()).hexdigest()
             annotations = {
@@ -42,21 +67,21 @@ class KubeControlPlane(KubeConcern):
                 "kubernetes.io/config.seen": now_micro(), "kubernetes.io/config.source": "file",
             }
             if comp == "etcd":
-                annotations["kubeadm.kubernetes.io/etcd.advertise-client-urls"] = f"https://{self._node_ip(state)}:2379"
+                annotations["kubeadm.kubernetes.io/etcd.advertise-client-urls"] = f"https://{state.ip}:2379"
             if comp == "kube-apiserver":
-                annotations["kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"] = f"{self._node_ip(state)}:6443"
+                annotations["kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"] = f"{state.ip}:6443"
             wl = Workload(kind="Mirror", namespace="kube-system", name=comp, replicas=1,
                           labels={"component": comp, "tier": "control-plane"}, empty_dir=False, uid="",
                           extra={"image": f"registry.k8s.io/{comp}:v{self.version}" if comp != "etcd"
                                  else "registry.k8s.io/etcd:3.5.15-0"})
-            spec = self._pod_spec(wl)
+            spec = pod_spec(wl, self.version)
             if comp == "etcd":
-                self._kubeadm_etcd_container(spec, node, f"https://{self._node_ip(state)}:2379")
+                self._kubeadm_etcd_container(spec, node, f"https://{state.ip}:2379")
             if comp == "kube-apiserver":
                 # kubeadm's manifest (cmd/kubeadm/app/phases/controlplane/manifests.go,
                 # getAPIServerCommand): the flags that say where etcd is.
                 spec["containers"][0]["command"] = [
-                    "kube-apiserver", f"--advertise-address={self._node_ip(state)}",
+                    "kube-apiserver", f"--advertise-address={state.ip}",
                     f"--etcd-servers={self.etcd_servers}", "--secure-port=6443"]
                 if self.stacked_etcd:
                     spec["containers"][0]["command"][3:3] = [
@@ -75,14 +100,14 @@ class KubeControlPlane(KubeConcern):
                          "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})
             pod = {
                 "apiVersion": "v1", "kind": "Pod",
-                "metadata": self.store.new_meta(name, "kube-system", labels=dict(wl.labels), annotations=annotations,
+                "metadata": self.api.new_meta(name, "kube-system", labels=dict(wl.labels), annotations=annotations,
                                            ownerReferences=[{"apiVersion": "v1", "kind": "Node", "name": node,
                                                              "uid": node_uid, "controller": True}]),
                 "spec": spec,
                 "status": {"phase": "Pending", "qosClass": "Burstable"},
             }
-            self.store.put("pods", pod)
-            self._place(pod, node)
+            self.api.put("pods", pod)
+            self.place(pod, node)
 
     def _kubeadm_etcd_container(self, spec: dict[str, Any], node: str, client_url: str) -> None:
         """kubeadm's etcd manifest (cmd/kubeadm/app/phases/etcd/local.go, GetEtcdPodSpec): the
@@ -110,21 +135,21 @@ class KubeControlPlane(KubeConcern):
         http://<etcd node ip>:2379 for each): here the members' real client URLs, which are also
         what they advertise, as on a real cluster."""
         self.etcd_servers = ",".join(urls)
-        for pod in self.verbs.select("pods", "kube-system"):
+        for pod in self.api.select("pods", "kube-system"):
             if (pod["metadata"].get("labels") or {}).get("component") != "kube-apiserver":
                 continue
             command = pod["spec"]["containers"][0].setdefault("command", [])
             for i, arg in enumerate(command):
                 if arg.startswith("--etcd-servers="):
                     command[i] = f"--etcd-servers={self.etcd_servers}"
-            self.store.put("pods", pod)
+            self.api.put("pods", pod)
 
     def use_etcd_client_urls(self, urls: dict[str, str]) -> None:
         """Show each stacked member's real client URL (the sim's loopback port) where kubeadm
         shows its node's: the pod annotation and --advertise-client-urls, so that they match
         what `etcdctl member list` answers, as they do on a cluster."""
         for node, url in urls.items():
-            pod = self.store.raw("pods", "kube-system", f"etcd-{node}")
+            pod = self.api.read("pods", "kube-system", f"etcd-{node}")
             if pod is None:
                 continue
             pod["metadata"]["annotations"]["kubeadm.kubernetes.io/etcd.advertise-client-urls"] = url
@@ -134,8 +159,7 @@ class KubeControlPlane(KubeConcern):
                     command[i] = f"--advertise-client-urls={url}"
                 elif arg.startswith("--listen-client-urls="):
                     command[i] = f"--listen-client-urls=https://127.0.0.1:2379,{url}"
-            pod["metadata"]["resourceVersion"] = self.store.next_rv()
-            self.store.watch_cache.record(pod["metadata"]["resourceVersion"], "pods", "MODIFIED", pod)
+            self.api.put("pods", pod)
 
     def set_api_server_serving(self, name: str, serving: bool) -> None:
         """The node's kube-apiserver stops (or starts again) serving, the node itself still Ready.
@@ -148,11 +172,6 @@ class KubeControlPlane(KubeConcern):
             self.api_servers_down.discard(name)
         else:
             self.api_servers_down.add(name)
-        for pod in self.verbs.select("pods", "kube-system"):
-            if self._is_api_server_of(pod, name) and pod["status"].get("phase") == "Running":
-                self._set_pod_ready(pod, self.node_ready_status(name) == "True")
-
-    @staticmethod
-    def _is_api_server_of(pod: dict[str, Any], node: str) -> bool:
-        return ((pod["metadata"].get("labels") or {}).get("component") == "kube-apiserver"
-                and pod["spec"].get("nodeName") == node)
+        for pod in self.api.select("pods", "kube-system"):
+            if is_api_server_of(pod, name) and pod["status"].get("phase") == "Running":
+                self.set_pod_ready(pod, self.nodes[name].ready == "True")

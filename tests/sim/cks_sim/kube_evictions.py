@@ -36,7 +36,7 @@ class Evictions:
 
     def evict(self, namespace: str, name: str, body: dict[str, Any], dry_run: bool) -> dict[str, Any]:
         """policy/v1 Eviction, following the API server's eviction REST handler."""
-        pod = self.store.raw("pods", namespace, name)
+        pod = self.store.read("pods", namespace, name)
         if pod is None:
             raise not_found(RESOURCES["pods"], name)
         body_name = ((body or {}).get("metadata") or {}).get("name")

@@ -31,6 +31,10 @@ class NodeState:
     # started (a boot, or a `systemctl restart kubelet`), so a live scale shows only after a restart.
     kubelet_restart_timer: Optional[int] = None
 
+    @property
+    def ip(self) -> str:
+        return f"10.1.{self.index // 250}.{10 + self.index % 250}"
+
 
 @dataclass
 class Workload:

@@ -79,7 +79,7 @@ class LeaderLeases:
         return self.identities[key]
 
     def _leader(self, name: str, running: list[str], now: float) -> None:
-        lease: Optional[dict[str, Any]] = self.store.raw("leases", NAMESPACE, name)
+        lease: Optional[dict[str, Any]] = self.store.read("leases", NAMESPACE, name)
         holder_node = None
         if lease is not None:
             holder_node = str((lease["spec"].get("holderIdentity") or "").rsplit("_", 1)[0])
@@ -113,7 +113,7 @@ class LeaderLeases:
 
     def _apiserver(self, node: str, running: bool, now: float) -> None:
         name = apiserver_lease_name(node)
-        lease: Optional[dict[str, Any]] = self.store.raw("leases", NAMESPACE, name)
+        lease: Optional[dict[str, Any]] = self.store.read("leases", NAMESPACE, name)
         if lease is None:
             stamp = _micro()
             self.store.put("leases", {

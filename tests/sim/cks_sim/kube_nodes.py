@@ -66,7 +66,7 @@ class KubeNodes(KubeConcern):
             },
             "status": {
                 "addresses": [
-                    {"type": "InternalIP", "address": self._node_ip(state)},
+                    {"type": "InternalIP", "address": state.ip},
                     {"type": "Hostname", "address": name},
                 ],
                 "capacity": {},
@@ -112,10 +112,6 @@ class KubeNodes(KubeConcern):
         self._add_node({"name": name, "node_type": node_type, "cpu": cpu, "memory_mb": memory_mb,
                         "vm_running": False}, max((n.index for n in self.nodes.values()), default=-1) + 1)
         self._reconcile_all()
-
-    @staticmethod
-    def _node_ip(state: NodeState) -> str:
-        return f"10.1.{state.index // 250}.{10 + state.index % 250}"
 
     def _set_capacity(self, node: dict[str, Any], cpu: int, memory_mb: int) -> None:
         disk_gb = int(self.cluster_spec.get("root_disk_size", 20) or 20)
@@ -320,7 +316,7 @@ class KubeNodes(KubeConcern):
         self._after_change()
 
     def _renew_node_lease(self, name: str) -> None:
-        lease = self.store.raw("leases", NODE_LEASE_NS, name)
+        lease = self.store.read("leases", NODE_LEASE_NS, name)
         if lease is not None:
             lease["spec"]["renewTime"] = now_micro()
             self.store.put("leases", lease)

@@ -130,7 +130,7 @@ class Budgets:
                 self._set_status("statefulsets", wl.namespace, wl.name, status)
 
     def _set_status(self, plural: str, ns: str, name: str, status: dict[str, Any]) -> None:
-        obj = self.store.raw(plural, ns, name)
+        obj = self.store.read(plural, ns, name)
         if obj is not None and obj.get("status") != status:
             obj["status"] = status
             self.store.put(plural, obj)

@@ -112,7 +112,7 @@ class KubePods(KubeConcern):
                                   owner=f"{owner['kind']}/{owner['name']}" if owner else None)
         state = self.nodes[node]
         status.update({
-            "phase": "Pending", "hostIP": self._node_ip(state), "hostIPs": [{"ip": self._node_ip(state)}],
+            "phase": "Pending", "hostIP": state.ip, "hostIPs": [{"ip": state.ip}],
             "startTime": now_time(),
         })
         c = pod["spec"]["containers"][0]
@@ -156,7 +156,7 @@ class KubePods(KubeConcern):
     def _pod_ip(self, pod: dict[str, Any]) -> str:
         node = pod["spec"]["nodeName"]
         if pod["spec"].get("hostNetwork"):
-            return self._node_ip(self.nodes[node])
+            return self.nodes[node].ip
         return f"10.244.{self.nodes[node].index}.{self.rng.randint(2, 254)}"
 
     def _mark_pod_running(self, pod: dict[str, Any]) -> None:
@@ -182,8 +182,8 @@ class KubePods(KubeConcern):
                                                   "startedAt": stamp, "finishedAt": stamp}}
 
     def _set_pod_ready(self, pod: dict[str, Any], ready: bool) -> None:
-        if ready and self.api_servers_down and self._is_api_server_of(pod, str(pod["spec"].get("nodeName"))):
-            ready = pod["spec"].get("nodeName") not in self.api_servers_down
+        if ready and self.static_pods.probe_fails(pod):
+            ready = False
         status = pod["status"]
         conds = status.setdefault("conditions", [])
         names = ", ".join(c["name"] for c in pod["spec"]["containers"])

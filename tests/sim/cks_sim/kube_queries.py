@@ -37,7 +37,7 @@ class KubeQueries(KubeConcern):
         return self.cluster_spec.get("api_endpoint") != "first_control_node" or self.api_available()
 
     def node_address(self, name: str) -> str:
-        return self._node_ip(self.nodes[name])
+        return self.nodes[name].ip
 
     def snapshot(self) -> dict:
         with self.sim.lock:

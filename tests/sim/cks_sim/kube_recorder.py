@@ -58,7 +58,7 @@ class Recorder:
             return
         # The recorders' names: <object>.<unix nanoseconds in hex>, so a list is in time order.
         stamp_ns = time.time_ns()
-        while self.store.raw("events", namespace, f"{involved['name']}.{stamp_ns:x}") is not None:
+        while self.store.read("events", namespace, f"{involved['name']}.{stamp_ns:x}") is not None:
             stamp_ns += 1
         name = f"{involved['name']}.{stamp_ns:x}"
         event: dict[str, Any] = {"apiVersion": "v1", "kind": "Event", "metadata": self.store.new_meta(name, namespace),

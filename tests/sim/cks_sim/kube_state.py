@@ -16,6 +16,7 @@ import secrets
 from typing import Any, Optional
 
 from . import kube_leases, kube_run
+from .kube_control_plane import StaticPods
 from .kube_evictions import Evictions
 from .kube_hidden import NodeState, Workload
 from .kube_pdbs import Budgets
@@ -35,6 +36,7 @@ class KubeState:
     # Built by KubeWorld: what they are handed includes the pods' termination and the controllers.
     evictions: Evictions
     verbs: Verbs
+    static_pods: StaticPods
 
     def __init__(self, sim: Any, cluster_id: str, cluster_spec: dict) -> None:
         self.sim = sim
@@ -58,9 +60,6 @@ class KubeState:
         # Pods created through the API: the kubelet runs their containers (kube_run.py).
         self._api_pods: set[str] = set()
         self.runs = kube_run.PodRuns(sim.lock)
-        self.etcd_servers = "https://127.0.0.1:2379"  # kubeadm's for stacked etcd
-        # Control nodes whose kube-apiserver does not serve: the kubelet's readiness probe of it fails.
-        self.api_servers_down: set[str] = set()
         self.pod_index = PodIndex(self.store.objects["pods"], self._workload_of)
         self.store.listen(self.pod_index.changed)
         # Nodes a pod with given tolerations may land on; dropped whenever any node changes.

@@ -12,11 +12,11 @@ import random
 import uuid
 from typing import Any, Callable, Optional
 
+from .kube_cluster_api import Key
 from .kube_helpers import now_time
 from .kube_resources import RESOURCES
 from .kube_watch import WatchCache
 
-Key = tuple[str, str]  # (namespace, name); "" as the namespace of a cluster-scoped object
 #: ``listener(plural, event, key, obj)`` after each write: event is ADDED, MODIFIED or DELETED.
 Listener = Callable[[str, str, Key, dict[str, Any]], None]
 
@@ -71,9 +71,14 @@ class ObjectStore:
                 listener(plural, "DELETED", key, obj)
         return obj
 
-    def raw(self, plural: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
+    def read(self, plural: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
         """The stored object itself (a reference: change it only to ``put`` it back)."""
         return self.objects[plural].get((namespace if RESOURCES[plural].namespaced else "", name))
+
+    def select(self, plural: str, namespace: Optional[str]) -> list[dict[str, Any]]:
+        """The stored objects of a resource (one namespace or all), sorted by namespace and name."""
+        items = self.objects[plural]
+        return [items[k] for k in sorted(items) if namespace is None or k[0] == namespace]
 
     def node(self, name: str) -> dict[str, Any]:
         """The stored Node of a node of the cluster: each has one from its start on, as the API
@@ -89,7 +94,7 @@ class ObjectStore:
         return meta
 
     def ensure_namespace(self, ns: str) -> None:
-        if self.raw("namespaces", "", ns) is None:
+        if self.read("namespaces", "", ns) is None:
             self.put("namespaces", {
                 "apiVersion": "v1", "kind": "Namespace",
                 "metadata": self.new_meta(ns, labels={"kubernetes.io/metadata.name": ns}),

@@ -65,7 +65,7 @@ class Verbs:
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         self._before_read(plural, namespace, name)
-        obj = self.store.raw(plural, namespace, name)
+        obj = self.store.read(plural, namespace, name)
         if obj is None:
             raise not_found(RESOURCES[plural], name)
         return copy.deepcopy(obj)
@@ -77,8 +77,7 @@ class Verbs:
     def select(self, plural: str, namespace: Optional[str]) -> builtins.list[dict[str, Any]]:
         """The stored objects themselves, sorted; for readers that serialise them under sim.lock."""
         self._before_read(plural, namespace)
-        items = self.store.objects[plural]
-        return [items[k] for k in sorted(items) if namespace is None or k[0] == namespace]
+        return self.store.select(plural, namespace)
 
     def _before_read(self, plural: str, namespace: Optional[str], name: Optional[str] = None) -> None:
         # Controllers' writes that depend on time or faults, brought up to date before a read. The
@@ -95,7 +94,7 @@ class Verbs:
             self.budgets.refresh()
 
     def namespace_exists(self, ns: str) -> bool:
-        return self.store.raw("namespaces", "", ns) is not None
+        return self.store.read("namespaces", "", ns) is not None
 
     def _validate(self, res: Resource, obj: dict[str, Any]) -> None:
         if res.plural == "pods":
@@ -163,7 +162,7 @@ class Verbs:
             else:
                 raise self._invalid(res, "", [("metadata.name", "", "name or generateName is required")])
         name = meta["name"]
-        if self.store.raw(plural, namespace, name) is not None:
+        if self.store.read(plural, namespace, name) is not None:
             raise ApiError(409, f'{res.qualified} "{name}" already exists', "AlreadyExists", _details(res, name))
         if meta.get("resourceVersion"):
             raise ApiError(400, "resourceVersion should not be set on objects to be created", "BadRequest")
@@ -181,7 +180,7 @@ class Verbs:
                subresource: Optional[str] = None, actor: str = "api") -> dict[str, Any]:
         """PUT semantics; PATCH ends here too, with the patched object as ``body``."""
         res = RESOURCES[plural]
-        current = self.store.raw(plural, namespace, name)
+        current = self.store.read(plural, namespace, name)
         if current is None:
             raise not_found(res, name)
         if not isinstance(body, dict) or not isinstance(body.get("metadata") or {}, dict):
@@ -318,7 +317,7 @@ class Verbs:
 
     def delete(self, plural: str, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         res = RESOURCES[plural]
-        current = self.store.raw(plural, namespace, name)
+        current = self.store.read(plural, namespace, name)
         if current is None:
             raise not_found(res, name)
         pre = options.get("preconditions") or {}

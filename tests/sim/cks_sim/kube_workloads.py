@@ -14,11 +14,7 @@ from typing import Any, Optional
 from .kube_contract import KubeConcern
 from .kube_helpers import template_hash
 from .kube_hidden import Workload
-from .kube_resources import (
-    NOT_READY_TAINT,
-    UNREACHABLE_TAINT,
-    UNSCHEDULABLE_TAINT,
-)
+from .kube_templates import pod_spec
 
 
 class KubeWorkloads(KubeConcern):
@@ -83,43 +79,7 @@ class KubeWorkloads(KubeConcern):
             wl.template_hash = f"{name}-" + hashlib.sha256(f"{ns}/{name}".encode()).hexdigest()[:10]
 
     def _pod_template(self, wl: Workload) -> dict[str, Any]:
-        return {"metadata": {"labels": dict(wl.labels)}, "spec": self._pod_spec(wl)}
-
-    def _pod_spec(self, wl: Workload) -> dict[str, Any]:
-        image = wl.extra.get("image") or (
-            f"registry.k8s.io/{wl.name}:v{self.version}" if wl.namespace == "kube-system"
-            else f"registry.example.com/{wl.name}:1.0")
-        container: dict[str, Any] = {
-            "name": wl.name, "image": image, "imagePullPolicy": "IfNotPresent", "resources": {},
-            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
-        }
-        spec: dict[str, Any] = {
-            "containers": [container], "dnsPolicy": "ClusterFirst", "enableServiceLinks": True,
-            "preemptionPolicy": "PreemptLowerPriority", "priority": 0, "restartPolicy": "Always",
-            "schedulerName": "default-scheduler", "securityContext": {},
-            "serviceAccount": "default", "serviceAccountName": "default",
-            "terminationGracePeriodSeconds": wl.grace_seconds,
-        }
-        if wl.extra.get("requests"):
-            container["resources"] = {"requests": {k: str(v) for k, v in dict(wl.extra["requests"]).items()}}
-        if wl.empty_dir:
-            spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
-            container["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
-        if wl.kind == "DaemonSet":
-            # What the DaemonSet controller adds, plus the blanket toleration node agents carry.
-            spec["tolerations"] = [{"operator": "Exists"}] + [
-                {"key": key, "operator": "Exists", "effect": effect} for key, effect in (
-                    (NOT_READY_TAINT, "NoExecute"), (UNREACHABLE_TAINT, "NoExecute"),
-                    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
-                    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
-                    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
-                    (UNSCHEDULABLE_TAINT, "NoSchedule"))]
-        else:
-            spec["tolerations"] = list(wl.extra.get("tolerations") or []) + [
-                {"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-            ]
-        return spec
+        return {"metadata": {"labels": dict(wl.labels)}, "spec": pod_spec(wl, self.version)}
 
     def _pods_of(self, wl: Workload) -> list[dict[str, Any]]:
         return self.pod_index.pods_of(wl.key)
@@ -145,7 +105,7 @@ class KubeWorkloads(KubeConcern):
             owners.append({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": wl.name,
                            "uid": wl.uid, "controller": True, "blockOwnerDeletion": True})
             extra_meta["generateName"] = f"{wl.name}-"
-        spec = self._pod_spec(wl)
+        spec = pod_spec(wl, self.version)
         if wl.kind == "StatefulSet":
             spec["hostname"] = name
             spec["subdomain"] = wl.name
@@ -201,7 +161,7 @@ class KubeWorkloads(KubeConcern):
                 self._new_pod(wl, wl.name, wl.node)
         for state in self.nodes.values():
             if state.node_type == "control" and state.kubelet_posting:
-                self._ensure_mirror_pods(state.name)
+                self.static_pods.ensure_mirror_pods(state.name)
 
     def _retry_pending(self) -> None:
         for pod in list(self.store.objects["pods"].values()):

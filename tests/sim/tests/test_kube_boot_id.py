@@ -15,5 +15,5 @@ def test_a_node_can_report_an_empty_boot_id_until_it_boots_again(sim_factory):
     answer = handle.admin("POST", "/actions", {"action": "set_boot_id", "node": name, "boot_id": ""})
     assert answer == {"node": name, "boot_id": ""}
     with handle.sim.lock:
-        node = world.store.raw("nodes", "", name)
+        node = world.store.read("nodes", "", name)
         assert node["status"]["nodeInfo"]["bootID"] == ""
