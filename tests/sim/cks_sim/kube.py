@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .kube_api_pods import KubeApiPods
+from .kube_api_pods import ClientPods
 from .kube_control_plane import StaticPods
 from .kube_evictions import Evictions
 from .kube_helpers import SAFE_ALPHABET
@@ -46,7 +46,7 @@ from .kube_workloads import KubeWorkloads
 __all__ = ["RESOURCES", "SAFE_ALPHABET", "ApiError", "KubeWorld", "Resource", "_details"]
 
 
-class KubeWorld(KubeApiPods, KubePods, KubeWorkloads, KubeNodes, KubeQueries,
+class KubeWorld(KubePods, KubeWorkloads, KubeNodes, KubeQueries,
                 KubeState):
     """One cluster's Kubernetes: its state and every concern, built from the spec's nodes,
     workloads and budgets into a settled starting state."""
@@ -57,8 +57,10 @@ class KubeWorld(KubeApiPods, KubePods, KubeWorkloads, KubeNodes, KubeQueries,
         self.evictions = Evictions(self.store, self.budgets, sim, cluster_id, self._terminate)
         self.static_pods = StaticPods(self.store, self.nodes, self.version, self.stacked_etcd,
                                       place=self._place, set_pod_ready=self._set_pod_ready)
+        self.client_pods = ClientPods(self.store, self.nodes, sim.lock, place=self._place,
+                                      schedule_start=self._schedule_start)
         self.verbs = Verbs(self.store, sim, cluster_id, self.nodes, self.recorder, self.budgets, self.leader_leases,
-                           renew_node_leases=self.refresh_node_leases, create_pod=self._create_pod,
+                           renew_node_leases=self.refresh_node_leases, create_pod=self.client_pods.create,
                            terminate=self._terminate, after_change=self._after_change)
         # Timers scheduled while building fire on the scheduler thread under sim.lock: hold it
         # (re-entrant) until the world is complete.

@@ -58,10 +58,3 @@ class KubeConcern(KubeState):
 
         def _remove_pod(self, key: tuple[str, str], uid: str) -> None:
             ...
-
-        # kube_api_pods.py
-        def _create_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
-            ...
-
-        def _kubelet_runs(self, pod: dict[str, Any]) -> None:
-            ...

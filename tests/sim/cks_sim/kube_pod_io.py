@@ -33,7 +33,7 @@ def log_stream(sim: Any, world: KubeWorld, route: Route, verb: str, request: Req
         waiting = waiting_to_start(pod, container)
         if waiting is not None:
             raise waiting
-        text = world.container_log(namespace, name, container)
+        text = world.client_pods.container_log(namespace, name, container)
     return text_response(text or "")
 
 

@@ -146,8 +146,8 @@ class KubePods(KubeConcern):
         node = pod["spec"].get("nodeName")
         if not node or node not in self.nodes or not self.nodes[node].kubelet_posting:
             return
-        if uid in self._api_pods:
-            self._kubelet_runs(pod)
+        if self.client_pods.owns(uid):
+            self.client_pods.run(pod)
             return
         self._mark_pod_running(pod)
         self.store.put("pods", pod)
@@ -260,8 +260,7 @@ class KubePods(KubeConcern):
         if pod is None or pod["metadata"]["uid"] != uid:
             return
         owner = self.pod_index.owner(pod)
-        self._api_pods.discard(uid)
-        self.runs.forget(uid)
+        self.client_pods.forget(uid)
         self.store.remove("pods", key)
         self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
         self.sim.timeline.add(cluster=self.cluster_id, node=pod["spec"].get("nodeName"), event="pod_deleted",

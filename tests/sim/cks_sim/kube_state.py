@@ -15,7 +15,8 @@ import random
 import secrets
 from typing import Any, Optional
 
-from . import kube_leases, kube_run
+from . import kube_leases
+from .kube_api_pods import ClientPods
 from .kube_control_plane import StaticPods
 from .kube_evictions import Evictions
 from .kube_hidden import NodeState, Workload
@@ -37,6 +38,7 @@ class KubeState:
     evictions: Evictions
     verbs: Verbs
     static_pods: StaticPods
+    client_pods: ClientPods
 
     def __init__(self, sim: Any, cluster_id: str, cluster_spec: dict) -> None:
         self.sim = sim
@@ -57,9 +59,6 @@ class KubeState:
         self.workloads: dict[tuple[str, str, str], Workload] = {}
         self._pod_timers: dict[tuple[str, str], int] = {}
         self._awaiting_kubelet: set[tuple[str, str]] = set()  # terminating pods on a dead node
-        # Pods created through the API: the kubelet runs their containers (kube_run.py).
-        self._api_pods: set[str] = set()
-        self.runs = kube_run.PodRuns(sim.lock)
         self.pod_index = PodIndex(self.store.objects["pods"], self._workload_of)
         self.store.listen(self.pod_index.changed)
         # Nodes a pod with given tolerations may land on; dropped whenever any node changes.

@@ -26,7 +26,7 @@ from cks_sim.kube import KubeWorld
 from cks_sim.kube_state import KubeState
 
 # The cluster's actors still composed into KubeWorld as mixins (issue 34: to become objects).
-ACTOR_MIXINS = {"kube_api_pods", "kube_nodes", "kube_pods", "kube_queries", "kube_workloads"}
+ACTOR_MIXINS = {"kube_nodes", "kube_pods", "kube_queries", "kube_workloads"}
 
 SIM = Path(__file__).resolve().parent.parent / "cks_sim"
 MOST_LINES = 800
