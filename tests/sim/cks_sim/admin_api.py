@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from werkzeug.wrappers import Request, Response
 
 from .core import DEFAULT_TIMINGS
-from .kube_control_plane import is_api_server_of
+from .kube_helpers import is_api_server_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import SimServer
@@ -135,7 +135,7 @@ class AdminApp:
                 world = self.sim.kube[cluster.id]
                 if name not in world.nodes:
                     raise ActionError(f"no node {name!r} in cluster {cluster.name}")
-                world.set_boot_id(name, str(data.get("boot_id", "")))
+                world.kubelets.set_boot_id(name, str(data.get("boot_id", "")))
                 return {"node": name, "boot_id": world.nodes[name].boot_id}
             if kind == "set_api_server":
                 # The node's API server stops serving /readyz (a crash loop, a bad flag) while the
@@ -145,8 +145,8 @@ class AdminApp:
                 world = self.sim.kube[cluster.id]
                 if not any(is_api_server_of(p, name) for p in world.verbs.select("pods", "kube-system")):
                     raise ActionError(f"no control node {name!r} with a kube-apiserver pod in cluster {cluster.name}")
-                world.static_pods.set_api_server_serving(name, bool(data.get("serving", False)))
-                return {"node": name, "serving": name not in world.static_pods.api_servers_down}
+                world.pods.set_api_server_serving(name, bool(data.get("serving", False)))
+                return {"node": name, "serving": name not in world.pods.api_servers_down}
             if kind == "scan":
                 cloud.scan_once()
                 return {"clusters": {c.id: c.state for c in cloud.clusters.values()}}

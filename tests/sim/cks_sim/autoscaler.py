@@ -115,11 +115,11 @@ class ClusterAutoscaler:
         key = ("Deployment", "kube-system", COMPONENT)
         if enabled and key not in world.workloads:
             # CKS's autoscaler manifest runs it on the control plane (it tolerates its taint).
-            world._add_workload({"kind": "Deployment", "namespace": "kube-system", "name": COMPONENT,
+            world.controllers.add({"kind": "Deployment", "namespace": "kube-system", "name": COMPONENT,
                                  "image": "registry.k8s.io/autoscaling/cluster-autoscaler:v1.30.0",
                                  "tolerations": [{"key": "node-role.kubernetes.io/control-plane",
                                                   "operator": "Exists", "effect": "NoSchedule"}]})
-            world._after_change()
+            world.controllers.after_change()
         self.unneeded_since.clear()
 
     def run_once(self) -> None:
@@ -206,20 +206,20 @@ class ClusterAutoscaler:
         node = world.store.node(name)
         if _annotations(node).get(SCALE_DOWN_DISABLED) == "true":
             return "ScaleDownDisabledAnnotation"
-        cpu, memory = node_requested(world, name)
+        cpu, memory = node_requested(world.pod_index, name)
         cap_cpu, cap_memory = node_allocatable(node)
         utilization = max(cpu / cap_cpu if cap_cpu else 0.0, memory / cap_memory if cap_memory else 0.0)
         if utilization >= self.options["scale_down_utilization_threshold"]:
             return "NotUnderutilized"
         placed: dict[str, tuple[int, int]] = {}
-        for pod in world.pods_on_node(name):
+        for pod in world.pods.on_node(name):
             why = self._blocking(world, pod)
             if why == "skip":
                 continue
             if why is not None:
                 return why
             # The removal simulation: another node must have room for the pod.
-            spot = next((o for o in others if world._schedulable(pod, o) and fits(world, pod, o, placed.get(o, (0, 0)))), None)
+            spot = next((o for o in others if world.scheduler.schedulable(pod, o) and fits(world.store, world.pod_index, pod, o, placed.get(o, (0, 0)))), None)
             if spot is None:
                 return "NoPlaceToMovePods"
             c, m = pod_requests(pod)
@@ -285,12 +285,12 @@ class ClusterAutoscaler:
         node = world.store.node(name)
         node["spec"]["taints"] = list(node["spec"].get("taints") or []) + [
             {"key": TO_BE_DELETED_TAINT, "value": str(int(time.time())), "effect": "NoSchedule"}]
-        world._touch_node(name)
+        world.kubelets.touch(name)
         world.recorder.record("default", world.recorder.node_ref(name), "Normal", "ScaleDown",
                      "marked the node as toBeDeleted/unschedulable", COMPONENT)
         self.sim.timeline.add(cluster=cluster.id, node=name, event="autoscaler_scale_down")
         self.deleting = name
-        for pod in list(world.pods_on_node(name)):
+        for pod in list(world.pods.on_node(name)):
             if self._blocking(world, pod) == "skip":
                 continue
             world.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "ScaleDown",
@@ -299,7 +299,7 @@ class ClusterAutoscaler:
                 world.evictions.evict(pod["metadata"]["namespace"], pod["metadata"]["name"], {}, False)
             except ApiError:
                 node["spec"]["taints"] = [t for t in node["spec"].get("taints") or [] if t.get("key") != TO_BE_DELETED_TAINT]
-                world._touch_node(name)
+                world.kubelets.touch(name)
                 world.recorder.record("default", world.recorder.node_ref(name), "Warning", "ScaleDownFailed",
                              "failed to drain the node, aborting ScaleDown", COMPONENT)
                 self.deleting = None
@@ -308,7 +308,7 @@ class ClusterAutoscaler:
 
     def _remove_when_drained(self, cloud: Any, cluster: Any, world: Any, name: str, vm: Any) -> None:
         if world.has_node(name) and any(self._blocking(world, p) != "skip" or "deletionTimestamp" in p["metadata"]
-                                        for p in world.pods_on_node(name) if MIRROR not in _annotations(p)
+                                        for p in world.pods.on_node(name) if MIRROR not in _annotations(p)
                                         and not any(o["kind"] == "DaemonSet" for o in p["metadata"].get("ownerReferences") or [])):
             self.sim.scheduler.schedule(max(self._seconds("scan_interval") / 5, 0.005),
                                         self._remove_when_drained, cloud, cluster, world, name, vm)

@@ -1,11 +1,8 @@
 """The control plane's static pods as kubeadm writes them: the mirror pods of etcd, kube-apiserver,
 kube-controller-manager and kube-scheduler, the etcd URLs they carry, and an API server that stops
-serving.
-
 ``StaticPods`` is the kubelet's side of them on every control node, written against the small
 ``kube_cluster_api.ClusterApi``; it is handed the nodes' hidden state, the cluster's version and
-etcd topology, and the scheduler's ``place(pod, node)`` (a mirror pod is bound to its node) and the
-kubelet's ``set_pod_ready(pod, ready)``.
+etcd topology, and the scheduler's ``place(pod, node)`` (a mirror pod is bound to its node).
 """
 
 from __future__ import annotations
@@ -25,31 +22,17 @@ KUBEADM_REQUESTS: dict[str, dict[str, str]] = {
 }
 
 
-def is_api_server_of(pod: dict[str, Any], node: str) -> bool:
-    return ((pod["metadata"].get("labels") or {}).get("component") == "kube-apiserver"
-            and pod["spec"].get("nodeName") == node)
-
-
 class StaticPods:
     """kubeadm's static pods on control nodes."""
 
     def __init__(self, api: ClusterApi, nodes: dict[str, NodeState], version: str, stacked_etcd: bool, *,
-                 place: Callable[[dict[str, Any], Optional[str]], None],
-                 set_pod_ready: Callable[[dict[str, Any], bool], None]) -> None:
+                 place: Callable[[dict[str, Any], Optional[str]], None]) -> None:
         self.api = api
         self.nodes = nodes
         self.version = version
         self.stacked_etcd = stacked_etcd
         self.place = place
-        self.set_pod_ready = set_pod_ready
         self.etcd_servers = "https://127.0.0.1:2379"  # kubeadm's for stacked etcd
-        # Control nodes whose kube-apiserver does not serve: the kubelet's readiness probe of it fails.
-        self.api_servers_down: set[str] = set()
-
-    def probe_fails(self, pod: dict[str, Any]) -> bool:
-        """Whether the pod is a kube-apiserver whose readiness probe fails (its node's API server is down)."""
-        node = str(pod["spec"].get("nodeName"))
-        return node in self.api_servers_down and is_api_server_of(pod, node)
 
     def ensure_mirror_pods(self, node: str) -> None:
         components = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
@@ -160,18 +143,3 @@ class StaticPods:
                 elif arg.startswith("--listen-client-urls="):
                     command[i] = f"--listen-client-urls=https://127.0.0.1:2379,{url}"
             self.api.put("pods", pod)
-
-    def set_api_server_serving(self, name: str, serving: bool) -> None:
-        """The node's kube-apiserver stops (or starts again) serving, the node itself still Ready.
-
-        kubeadm's manifest probes it (cmd/kubeadm/app/phases/controlplane/manifests.go: readinessProbe
-        httpGet /readyz on port 6443); the kubelet turns the mirror pod Ready=False while the probe
-        fails (ContainersNotReady) and back once it passes. Lasts across boots until set again.
-        """
-        if serving:
-            self.api_servers_down.discard(name)
-        else:
-            self.api_servers_down.add(name)
-        for pod in self.api.select("pods", "kube-system"):
-            if is_api_server_of(pod, name) and pod["status"].get("phase") == "Running":
-                self.set_pod_ready(pod, self.nodes[name].ready == "True")

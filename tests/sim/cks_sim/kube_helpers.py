@@ -135,3 +135,9 @@ def mirror_lifecycle_taints(node: dict[str, Any]) -> None:
         node["spec"]["taints"] = taints
     else:
         node["spec"].pop("taints", None)
+
+
+def is_api_server_of(pod: dict[str, Any], node: str) -> bool:
+    """Whether ``pod`` is the kube-apiserver mirror pod of ``node``."""
+    return ((pod["metadata"].get("labels") or {}).get("component") == "kube-apiserver"
+            and pod["spec"].get("nodeName") == node)

@@ -134,7 +134,7 @@ def list_page(sim: Any, world: KubeWorld, res: Resource, namespace: Optional[str
         if namespace is not None and res.namespaced and not world.verbs.namespace_exists(namespace):
             stored: list[dict[str, Any]] = []
         elif node is not None:
-            stored = [p for p in world.pods_on_node(node)
+            stored = [p for p in world.pods.on_node(node)
                       if namespace is None or p["metadata"]["namespace"] == namespace]
         else:
             stored = world.verbs.select(res.plural, namespace)

@@ -1,18 +1,24 @@
 """Nodes: their Node and Lease objects, the kubelet's status posts and boots, the node-lifecycle
 controller's grace period and taints, VM power as CloudStack drives it, and foreign cordons.
 
-A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.KubeState``.
+``Kubelets`` is an actor written against the small ``kube_cluster_api.ClusterApi``: every node's
+kubelet (registration, status posts, boots and boot IDs, its Lease) and the VM power CloudStack
+drives, plus the node-lifecycle controller's grace period. It is handed the nodes' hidden state,
+the recorder, the pods' lifecycle on the nodes (``PodLifecycle``), the sim (timers, faults,
+timeline, invariants), the cluster's spec and version, and what the controllers do:
+``reconcile()`` (a new node's DaemonSet pods) and ``after_change()``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from . import kube_run
-from .kube_contract import KubeConcern
+from .kube_cluster_api import ClusterApi
 from .kube_helpers import _condition, _set_condition, mirror_lifecycle_taints, node_ready, now_micro, now_time, pod_ready
 from .kube_hidden import NodeState
-from .kube_recorder import kubelet_node_ref, pod_ref
+from .kube_pods import PodLifecycle
+from .kube_recorder import Recorder, kubelet_node_ref, pod_ref
 from .kube_resources import (
     CONTROL_PLANE_TAINT,
     NODE_LEASE_NS,
@@ -20,17 +26,41 @@ from .kube_resources import (
 )
 
 
-class KubeNodes(KubeConcern):
+class Kubelets:
     """A node's life as its kubelet and the node-lifecycle controller show it."""
 
-    def _add_node(self, spec: dict, index: int) -> None:
+    def __init__(self, api: ClusterApi, nodes: dict[str, NodeState], recorder: Recorder, pods: PodLifecycle,
+                 sim: Any, cluster_id: str, cluster_spec: dict[str, Any], version: str, *,
+                 reconcile: Callable[[], None], after_change: Callable[[], None],
+                 on_endpoint_change: list[Callable[[], None]]) -> None:
+        self.api = api
+        self.nodes = nodes
+        self.recorder = recorder
+        self.pods = pods
+        self.sim = sim
+        self.cluster_id = cluster_id
+        self.cluster_spec = cluster_spec
+        self.version = version
+        self.reconcile = reconcile
+        self.after_change = after_change
+        # Called (sim.lock held) when a VM's power may change whether the endpoint listens.
+        self.on_endpoint_change = on_endpoint_change
+
+    def _node(self, name: str) -> dict[str, Any]:
+        """The Node of one of ``nodes``: each has one from its registration on."""
+        node = self.api.read("nodes", "", name)
+        if node is None:
+            raise KeyError(name)
+        return node
+
+    def add(self, spec: dict, index: int) -> None:
         name = spec["name"].lower()
         running = bool(spec.get("vm_running", True))
         state = NodeState(
             name=name, node_type=spec.get("node_type", "worker"), index=index,
             cpu=int(spec.get("cpu", 2)), memory_mb=int(spec.get("memory_mb", 4096)),
-            vm_running=running, kubelet_posting=running, boot_id=self.store.new_uid(),
-            machine_id=self.store.new_uid().replace("-", ""), system_uuid=self.store.new_uid(),
+            vm_running=running, kubelet_posting=running, boot_id=self.api.new_uid(),
+            machine_id=self.api.new_uid().replace("-", ""), system_uuid=self.api.new_uid(),
         )
         self.nodes[name] = state
         labels = {
@@ -49,7 +79,7 @@ class KubeNodes(KubeConcern):
         node: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": self.store.new_meta(
+            "metadata": self.api.new_meta(
                 name,
                 labels=labels,
                 annotations={
@@ -96,22 +126,22 @@ class KubeNodes(KubeConcern):
             self._unknown_conditions(conds)
         mirror_lifecycle_taints(node)
         state.ready = node_ready(node)
-        self.store.put("nodes", node)
-        self.store.put("leases", {
+        self.api.put("nodes", node)
+        self.api.put("leases", {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": self.store.new_meta(name, NODE_LEASE_NS, ownerReferences=[{
+            "metadata": self.api.new_meta(name, NODE_LEASE_NS, ownerReferences=[{
                 "apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]),
             "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_micro()},
         })
         state.lease_renewed_at = self.sim.clock.now()
 
-    def join_node(self, name: str, node_type: str, cpu: int, memory_mb: int) -> None:
+    def join(self, name: str, node_type: str, cpu: int, memory_mb: int) -> None:
         """A node VM CKS added (a scale-up), not yet booted: kubeadm join registers its Node at the
         first boot, NotReady until then; its DaemonSet pods follow (the DaemonSet controller)."""
-        self._add_node({"name": name, "node_type": node_type, "cpu": cpu, "memory_mb": memory_mb,
+        self.add({"name": name, "node_type": node_type, "cpu": cpu, "memory_mb": memory_mb,
                         "vm_running": False}, max((n.index for n in self.nodes.values()), default=-1) + 1)
-        self._reconcile_all()
+        self.reconcile()
 
     def _set_capacity(self, node: dict[str, Any], cpu: int, memory_mb: int) -> None:
         disk_gb = int(self.cluster_spec.get("root_disk_size", 20) or 20)
@@ -167,24 +197,24 @@ class KubeNodes(KubeConcern):
     def set_boot_id(self, name: str, boot_id: str) -> None:
         """The boot ID the kubelet reports until the node's next boot (then a new one, as always)."""
         self.nodes[name].boot_id = boot_id
-        self.store.node(name)["status"]["nodeInfo"]["bootID"] = boot_id
-        self._touch_node(name)
+        self._node(name)["status"]["nodeInfo"]["bootID"] = boot_id
+        self.touch(name)
 
-    def _touch_node(self, name: str) -> dict[str, Any]:
-        node = self.store.node(name)
+    def touch(self, name: str) -> dict[str, Any]:
+        node = self._node(name)
         mirror_lifecycle_taints(node)
         self.nodes[name].ready = node_ready(node)
-        self.store.put("nodes", node)
+        self.api.put("nodes", node)
         return node
 
-    def _api_endpoint_changed(self) -> None:
+    def _endpoint_changed(self) -> None:
         for listener in list(self.on_endpoint_change):
             listener()
 
-    def node_powered_off(self, name: str) -> None:
+    def powered_off(self, name: str) -> None:
         state = self.nodes[name]
         state.vm_running = False
-        self._api_endpoint_changed()
+        self._endpoint_changed()
         state.kubelet_posting = False
         self.sim.scheduler.cancel(state.boot_timer)
         state.boot_timer = None
@@ -198,33 +228,33 @@ class KubeNodes(KubeConcern):
         state.grace_timer = None
         if state.kubelet_posting:
             return
-        node = self.store.node(name)
+        node = self._node(name)
         self._unknown_conditions(node["status"]["conditions"])
-        self._touch_node(name)
+        self.touch(name)
         # MarkPodsNotReady: the controller flips the Ready condition of the node's pods.
-        for pod in self._pods_on(name):
+        for pod in self.pods.on_node(name):
             if pod_ready(pod):
-                self._set_pod_ready(pod, False)
+                self.pods.set_ready(pod, False)
                 # controller/util/node MarkPodsNotReady records this on each pod it flips.
                 self.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Warning", "NodeNotReady",
                             "Node is not ready", "node-controller")
         self.recorder.record("default", self.recorder.node_ref(name), "Normal", "NodeNotReady",
                     f"Node {name} status is now: NodeNotReady", "node-controller")
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="notready", ready="Unknown")
-        self._after_change()
+        self.after_change()
 
-    def node_powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
+    def powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
         state = self.nodes[name]
         state.vm_running = True
-        self._api_endpoint_changed()
+        self._endpoint_changed()
         state.cpu, state.memory_mb = int(cpu), int(memory_mb)
         self.sim.scheduler.cancel(state.boot_timer)
         stale = self.sim.faults.take("stale_ready", node=name, cluster=self.cluster_id)
         if stale is not None:
             # The old kubelet's Ready (and boot ID) is what the API shows until the new one posts.
-            node = self.store.node(name)
+            node = self._node(name)
             self._kubelet_conditions(node["status"]["conditions"], ready=True)
-            self._touch_node(name)
+            self.touch(name)
             self.sim.scheduler.cancel(state.grace_timer)
             state.grace_timer = None
             delay = self.sim.clock.real(float(stale.get("seconds", self.sim.timings["boot_to_ready"])))
@@ -240,15 +270,15 @@ class KubeNodes(KubeConcern):
         self.sim.scheduler.cancel(state.grace_timer)
         state.grace_timer = None
         never_ready = self.sim.faults.peek("never_ready", node=name, cluster=self.cluster_id) is not None
-        node = self.store.node(name)
+        node = self._node(name)
         old_boot = node["status"]["nodeInfo"]["bootID"]
-        state.boot_id = self.store.new_uid()
+        state.boot_id = self.api.new_uid()
         state.kubelet_posting = True
         state.lease_renewed_at = self.sim.clock.now()
         node["status"]["nodeInfo"]["bootID"] = state.boot_id
         self._set_capacity(node, state.cpu, state.memory_mb)
         self._kubelet_conditions(node["status"]["conditions"], ready=not never_ready)
-        self._touch_node(name)
+        self.touch(name)
         self._renew_node_lease(name)
         ref = kubelet_node_ref(name)
         self.recorder.record("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
@@ -257,20 +287,19 @@ class KubeNodes(KubeConcern):
                         f"Node {name} has been rebooted, boot id: {state.boot_id}", "kubelet", name)
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="boot", boot_id=state.boot_id)
         # Terminations the dead kubelet could not confirm complete now; the rest restart.
-        for pod in list(self._pods_on(name)):
+        for pod in list(self.pods.on_node(name)):
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
             if "deletionTimestamp" in pod["metadata"]:
-                self._awaiting_kubelet.discard(key)
-                self._remove_pod(key, pod["metadata"]["uid"])
+                self.pods.confirm_kill(key, pod["metadata"]["uid"])
             else:
-                self._restart_pod(pod, ready_node=not never_ready)
+                self.pods.restart(pod, ready_node=not never_ready)
         if not never_ready:
             # kubelet_node_status.go recordNodeStatusEvent, once the new kubelet posts Ready.
             self.recorder.record("default", ref, "Normal", "NodeReady", f"Node {name} status is now: NodeReady", "kubelet", name)
             self.sim.timeline.add(cluster=self.cluster_id, node=name, event="ready")
-        self._after_change()
+        self.after_change()
 
-    def node_scaled_live(self, name: str, cpu: int, memory_mb: int) -> None:
+    def scaled_live(self, name: str, cpu: int, memory_mb: int) -> None:
         """vCPUs and memory hot-added to the running VM. The guest onlines them itself (udev rules)
         unless the cluster's spec says it does not; the Node keeps what its kubelet saw at its start."""
         state = self.nodes[name]
@@ -279,7 +308,7 @@ class KubeNodes(KubeConcern):
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="guest_resources",
                               cpu=state.cpu, memory=state.memory_mb)
 
-    def restart_kubelet(self, name: str) -> None:
+    def restart(self, name: str) -> None:
         """`systemctl restart kubelet` on the node: the kubelet stops posting, and the new one reads
         the machine again (cAdvisor) and posts it; same boot, every pod keeps running."""
         state = self.nodes[name]
@@ -297,32 +326,31 @@ class KubeNodes(KubeConcern):
         if not state.vm_running or state.boot_timer is not None:
             return  # the VM went down meanwhile: its next boot starts the kubelet
         state.kubelet_posting = True
-        node = self.store.node(name)
+        node = self._node(name)
         stale = self.sim.faults.peek("kubelet_stale_capacity", node=name, cluster=self.cluster_id) is not None
         if not stale:
             self._set_capacity(node, state.cpu, state.memory_mb)
         self._kubelet_conditions(node["status"]["conditions"], ready=True)
-        self._touch_node(name)
+        self.touch(name)
         self._renew_node_lease(name)
         self.recorder.record("default", kubelet_node_ref(name), "Normal", "Starting", "Starting kubelet.", "kubelet", name)
         # The new kubelet syncs the pods: the kills deleted pods waited for while it was down complete.
-        for pod in list(self._pods_on(name)):
+        for pod in list(self.pods.on_node(name)):
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-            if "deletionTimestamp" in pod["metadata"] and key in self._awaiting_kubelet:
-                self._awaiting_kubelet.discard(key)
-                self._remove_pod(key, pod["metadata"]["uid"])
+            if "deletionTimestamp" in pod["metadata"] and self.pods.awaits_kubelet(key):
+                self.pods.confirm_kill(key, pod["metadata"]["uid"])
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="kubelet_restarted",
                               cpu=node["status"]["capacity"]["cpu"], memory=node["status"]["capacity"]["memory"])
-        self._after_change()
+        self.after_change()
 
     def _renew_node_lease(self, name: str) -> None:
-        lease = self.store.read("leases", NODE_LEASE_NS, name)
+        lease = self.api.read("leases", NODE_LEASE_NS, name)
         if lease is not None:
             lease["spec"]["renewTime"] = now_micro()
-            self.store.put("leases", lease)
+            self.api.put("leases", lease)
         self.nodes[name].lease_renewed_at = self.sim.clock.now()
 
-    def refresh_node_leases(self) -> None:
+    def renew_leases(self) -> None:
         """Renew node leases lazily, as often as a kubelet would have by now."""
         period = self.sim.clock.real(NODE_LEASE_RENEW)
         now = self.sim.clock.now()
@@ -332,11 +360,11 @@ class KubeNodes(KubeConcern):
 
     def cordon_out_of_band(self, name: str) -> None:
         """Someone other than an API client of ours (another operator, a tool) cordons the node."""
-        node = self.store.node(name)
+        node = self._node(name)
         self.nodes[name].foreign_cordon = True
         if not node["spec"].get("unschedulable"):
             node["spec"]["unschedulable"] = True
-            self._touch_node(name)
+            self.touch(name)
             self.sim.timeline.add(cluster=self.cluster_id, node=name, event="cordoned", by="foreign")
 
     def apply_fault(self, fault: dict) -> None:

@@ -99,7 +99,7 @@ def exec_target(sim: Any, world: KubeWorld, namespace: str, name: str,
 
     def host(command: tuple[str, ...]) -> kube_host_exec.HostAnswer:
         def restart(delay: float) -> None:
-            sim.scheduler.schedule(delay, lambda: world.restart_kubelet(node))
+            sim.scheduler.schedule(delay, lambda: world.kubelets.restart(node))
 
         with sim.lock:
             return kube_host_exec.run(sim, world, node, host_pod, command, restart)

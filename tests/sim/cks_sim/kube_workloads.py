@@ -2,25 +2,46 @@
 pods of the spec, the pods each controller creates from its template, and the controllers' loop
 that replaces the missing ones.
 
-A mixin of ``KubeWorld`` (kube.py): methods only; the state is ``kube_state.KubeState``.
+``Controllers`` is part of the in-memory API (a real cluster's kube-controller-manager does this):
+it is handed the store, the pod index, the spec's workloads and nodes, the recorder, the budgets
+(their status follows each change), the sim (invariants), the cluster's version, the scheduler's
+``place(pod, node)`` and the kubelets' ``ensure_mirror_pods(node)``.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from .kube_contract import KubeConcern
 from .kube_helpers import template_hash
-from .kube_hidden import Workload
+from .kube_hidden import NodeState, Workload
+from .kube_pdbs import Budgets
+from .kube_recorder import Recorder
+from .kube_store import ObjectStore, PodIndex
 from .kube_templates import pod_spec
 
 
-class KubeWorkloads(KubeConcern):
+class Controllers:
     """The workload controllers: templates, pods created, the reconcile loop."""
 
-    def _add_workload(self, spec: dict) -> None:
+    def __init__(self, store: ObjectStore, pod_index: PodIndex, workloads: dict[tuple[str, str, str], Workload],
+                 nodes: dict[str, NodeState], recorder: Recorder, budgets: Budgets, sim: Any, cluster_id: str,
+                 version: str, *, place: Callable[[dict[str, Any], Optional[str]], None],
+                 ensure_mirror_pods: Callable[[str], None]) -> None:
+        self.store = store
+        self.pod_index = pod_index
+        self.workloads = workloads
+        self.nodes = nodes
+        self.recorder = recorder
+        self.budgets = budgets
+        self.sim = sim
+        self.cluster_id = cluster_id
+        self.version = version
+        self.place = place
+        self.ensure_mirror_pods = ensure_mirror_pods
+
+    def add(self, spec: dict) -> None:
         kind = spec["kind"]
         ns = spec.get("namespace", "default")
         name = spec["name"]
@@ -81,7 +102,7 @@ class KubeWorkloads(KubeConcern):
     def _pod_template(self, wl: Workload) -> dict[str, Any]:
         return {"metadata": {"labels": dict(wl.labels)}, "spec": pod_spec(wl, self.version)}
 
-    def _pods_of(self, wl: Workload) -> list[dict[str, Any]]:
+    def pods_of(self, wl: Workload) -> list[dict[str, Any]]:
         return self.pod_index.pods_of(wl.key)
 
     def _new_pod(self, wl: Workload, name: str, node: Optional[str]) -> dict[str, Any]:
@@ -118,7 +139,7 @@ class KubeWorkloads(KubeConcern):
         }
         self.store.put("pods", pod)
         self._created_by_controller(wl, pod)
-        self._place(pod, node)
+        self.place(pod, node)
         return pod
 
     def _created_by_controller(self, wl: Workload, pod: dict[str, Any]) -> None:
@@ -137,10 +158,10 @@ class KubeWorkloads(KubeConcern):
                 self.recorder.record(wl.namespace, ref, "Normal", "SuccessfulCreate",
                             f"create Pod {name} in StatefulSet {wl.name} successful", "statefulset-controller")
 
-    def _reconcile_all(self) -> None:
+    def reconcile_all(self) -> None:
         """The controllers' loop: every workload has its pods (replacements created now)."""
         for wl in list(self.workloads.values()):
-            pods = self._pods_of(wl)
+            pods = self.pods_of(wl)
             if wl.kind == "Deployment":
                 active = [p for p in pods if "deletionTimestamp" not in p["metadata"]]
                 for _replica in range(wl.replicas - len(active)):
@@ -161,15 +182,27 @@ class KubeWorkloads(KubeConcern):
                 self._new_pod(wl, wl.name, wl.node)
         for state in self.nodes.values():
             if state.node_type == "control" and state.kubelet_posting:
-                self.static_pods.ensure_mirror_pods(state.name)
+                self.ensure_mirror_pods(state.name)
 
     def _retry_pending(self) -> None:
         for pod in list(self.store.objects["pods"].values()):
             if pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName") \
                     and "deletionTimestamp" not in pod["metadata"]:
-                self._place(pod, None)
+                self.place(pod, None)
 
-    def _after_change(self) -> None:
-        self._reconcile_all()
+    def after_change(self) -> None:
+        self.reconcile_all()
         self._retry_pending()
         self.budgets.refresh()
+
+    def pod_removed(self, pod: dict[str, Any]) -> None:
+        """A pod is gone: its controller replaces it, and a workload short of its replicas is the
+        sim's invariant ``pod_lost``."""
+        owner = self.pod_index.owner(pod)
+        self.reconcile_all()
+        wl = self.workloads.get(owner) if owner else None
+        if wl is not None and wl.kind in ("Deployment", "StatefulSet"):
+            if len(self.pods_of(wl)) < wl.replicas:
+                meta = pod["metadata"]
+                self.sim.invariants.add(kind="pod_lost", cluster=self.cluster_id,
+                                        pod=f"{meta['namespace']}/{meta['name']}", owner=f"{wl.kind}/{wl.name}")

@@ -156,7 +156,7 @@ def test_get_watch_prints_a_change_as_it_happens(sim: SimHandle) -> None:
         name = sorted(world.nodes)[-1]
         wait_until(lambda: len(lines) >= 1 + len(world.nodes), timeout=60)
         with sim.sim.lock:
-            world.cordon_out_of_band(name)
+            world.kubelets.cordon_out_of_band(name)
         wait_until(lambda: any(line.split()[:2] == [name, "Ready,SchedulingDisabled"] for line in lines[1:]),
                    timeout=30)
     finally:

@@ -1,15 +1,12 @@
-"""cks-sim's own shape: no module over ~800 lines, each world's state declared in one place, and
-the Kubernetes half's API made of plain objects with no import cycle between its modules.
+"""cks-sim's own shape: no module over ~800 lines, the CloudStack world's state declared in one
+place, and the Kubernetes half made of plain objects with no import cycle between its modules.
 
-The two worlds (``KubeWorld``, ``CloudWorld``) are their concerns' mixins over one state class
-(``KubeState``, ``CloudState``). A concern that set an attribute of its own would be state nobody
-reading the state class sees; this holds every ``self.<name> = ...`` of the worlds' classes to the
-names the state class declares.
+``CloudWorld`` is its concerns' mixins over one state class (``CloudState``). A concern that set an
+attribute of its own would be state nobody reading the state class sees; this holds every
+``self.<name> = ...`` of the world's classes to the names the state class declares.
 
-The in-memory Kubernetes API (kube_store, kube_recorder, kube_pdbs, kube_evictions, kube_verbs,
-kube_leases) is objects each handed what it needs: no class there is a base of ``KubeWorld``. The
-actors' mixins that remain are named below, so that none is added (and each one moved out is
-struck from the list).
+``KubeWorld`` is a composition root: its API (kube_store, kube_recorder, kube_pdbs, ...) and its
+actors (kube_nodes, kube_pods, ...) are objects each handed what it needs, none a mixin.
 """
 
 from __future__ import annotations
@@ -23,10 +20,6 @@ import pytest
 from cks_sim.cloud import CloudWorld
 from cks_sim.cloud_state import CloudState
 from cks_sim.kube import KubeWorld
-from cks_sim.kube_state import KubeState
-
-# The cluster's actors still composed into KubeWorld as mixins (issue 34: to become objects).
-ACTOR_MIXINS = {"kube_nodes", "kube_pods", "kube_queries", "kube_workloads"}
 
 SIM = Path(__file__).resolve().parent.parent / "cks_sim"
 MOST_LINES = 800
@@ -54,8 +47,7 @@ def _self_assignments(cls: type) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("world, state", [(KubeWorld, KubeState), (CloudWorld, CloudState)],
-                         ids=["kube", "cloud"])
+@pytest.mark.parametrize("world, state", [(CloudWorld, CloudState)], ids=["cloud"])
 def test_every_attribute_a_world_sets_is_declared_by_its_state(world: type, state: type) -> None:
     declared = _self_assignments(state) | set(getattr(state, "__annotations__", {}))
     assert declared, f"{state.__name__} declares no state"
@@ -64,10 +56,16 @@ def test_every_attribute_a_world_sets_is_declared_by_its_state(world: type, stat
     assert not {name: attrs for name, attrs in strays.items() if attrs}, strays
 
 
-def test_the_kubernetes_api_is_objects_not_mixins() -> None:
-    mixins = {cls.__module__.rsplit(".", 1)[-1] for cls in KubeWorld.__mro__
-              if cls not in (KubeWorld, KubeState, object)}
-    assert mixins - {"kube_contract"} == ACTOR_MIXINS, "build a concern as an object handed what it needs"
+def test_the_kubernetes_half_has_no_mixin() -> None:
+    """No class of the kube modules derives from another of them (a concern mixed into another), and
+    ``KubeWorld`` composes its objects rather than inheriting them."""
+    assert KubeWorld.__mro__ == (KubeWorld, object)
+    classes = {path.stem: [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)]
+               for path in SIM.glob("kube*.py")}
+    ours = {c.name for found in classes.values() for c in found}
+    derived = {f"{module}.{c.name}": sorted(bases) for module, found in classes.items() for c in found
+               if (bases := {ast.unparse(b).rsplit(".", 1)[-1] for b in c.bases} & ours)}
+    assert not derived, f"build these as objects handed what they need, not as subclasses: {derived}"
 
 
 def _runtime_imports(path: Path) -> set[str]:
