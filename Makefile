@@ -137,8 +137,8 @@ demo-real: setup kube-plane
 	$(BIN)/python tests/demo.py --kube real
 
 # ansible-test sanity --local on the venv's Python (3.11 here), ansible-lint, ruff and mypy on
-# plugins/, mypy on cks-sim (tests/sim/cks_sim: the Kubernetes actors' mixins against
-# kube_contract.py's declarations, the API's objects as they are), and the docs lint. All run even when one fails, so one pass shows every finding.
+# plugins/, mypy on cks-sim (tests/sim/cks_sim), and the docs lint. All run even when one fails,
+# so one pass shows every finding.
 lint: setup shellcheck-installed
 	@rc=0; \
 	echo "$(BIN)/ruff check plugins"; $(BIN)/ruff check plugins || rc=1; \
