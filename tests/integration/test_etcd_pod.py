@@ -191,7 +191,7 @@ def test_a_node_without_the_etcd_image_is_named(cycle_sim: Callable[..., Cluster
     world = sim.server.sim.kube[sim.cluster_id]
     with sim.server.sim.lock:
         for name in controls:
-            world._raw("nodes", "", name)["status"]["images"] = []  # noqa: SLF001 - a node without the ISO's images
+            world.store.node(name)["status"]["images"] = []  # a node without the ISO's images
     with pytest.raises(EtcdError) as failed:
         EtcdPodClient(sim.kube).check()
     assert "no etcd image in the node's status.images" in failed.value.msg
