@@ -14,8 +14,8 @@ one port on all of them), behind ``balancer.Balancer``: the endpoint the kubecon
 CKS cluster's load balancer is (or, ``endpoint="first_control_node"``, the first node's own address).
 A node's API server stops when its VM stops and starts when it starts; requests go through the
 others meanwhile. One kube-controller-manager and one kube-scheduler run for the whole plane,
-through the balancer, and do not stop with a VM: see the real backend's section of tests/sim/README.md
-for why.
+through the balancer, and do not stop with a VM (why: docs/docsite/rst/development.rst, *The real
+control plane*).
 
 ``tls`` is cks-sim's PKI (``tls.make_tls``): the API servers trust its CA for client certificates, so
 the sim's admin certificate (kubernetes-admin in system:masters, as kubeadm's admin.conf) works
@@ -184,7 +184,7 @@ class ControlPlane:
     #: a static token file (token,user,uid,"groups"): the kubeconfig's bearer token, as cks-sim hands it out.
     token_file: Optional[str] = None
     #: the control nodes, in order, each running its own kube-apiserver: name -> the etcd client URLs
-    #: it names (kubeadm's stacked member: its own node's; external: all). None: one, "kube-apiserver".
+    #: it names (kubeadm's stacked member: its own node's; external: all). None: one, "control-plane".
     control_nodes: Optional[dict[str, Optional[list[str]]]] = None
     #: the control nodes whose VM is stopped at start (their API servers start with the VM).
     stopped: frozenset[str] = frozenset()
@@ -214,11 +214,6 @@ class ControlPlane:
         """The balancer: what the controllers, the scheduler and the kubelets use (kubeadm's controlPlaneEndpoint)."""
         assert self.balancer is not None
         return self.balancer.url
-
-    @property
-    def audit_log(self) -> str:
-        """The first API server's audit log (``audit_events`` merges them all)."""
-        return next(iter(self.apiservers.values())).audit_log
 
     @property
     def admin_kubeconfig(self) -> str:
@@ -451,17 +446,12 @@ class ControlPlane:
             LOG.warning("kube-apiserver of %s did not get ready; its log ends:\n%s", server.name,
                         server.process.log_tail())
 
-    def wait_settled(self, timeout: float = START_TIMEOUT) -> None:
-        """Until the queued stops and starts of API servers are carried out."""
-        for server in self.apiservers.values():
-            server.worker.submit(lambda: None).result(timeout=timeout)
-
-    def api_available(self, first_only: bool = False) -> bool:
+    def api_available(self) -> bool:
         """An API server the endpoint reaches answers /readyz (the balancer's last check), and the
         controllers run."""
         if self.balancer is None or not all(p.alive() for p in self.processes):
             return False
-        names = list(self.apiservers)[:1] if first_only or self.endpoint == "first_control_node" else None
+        names = list(self.apiservers)[:1] if self.endpoint == "first_control_node" else None
         return bool(self.balancer.healthy(names))
 
     # -- talking to it ----------------------------------------------------------------------------

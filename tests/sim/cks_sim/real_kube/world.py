@@ -2,9 +2,10 @@
 
 ``RealKubeWorld`` answers the CloudStack half and the admin API as ``kube.KubeWorld`` does (node
 power, the count of Ready nodes, a snapshot, the kubeconfig's name and token), but the API objects
-live in a real kube-apiserver (``plane.ControlPlane``), the real controllers and scheduler run the
-workloads, and the actors (``actors.Kubelets``) play the machines. Its thread runs the kubelets'
-ticks and turns the API server's audit log into the sim's call log (the collection's requests: the
+live in real kube-apiservers (``plane.ControlPlane``: one per control node, stopping with its VM,
+storing in the cluster's own etcd members, ``storage.py``), the real controllers and scheduler run
+the workloads, and the actors (``actors.Kubelets``) play the machines. Its thread runs the kubelets'
+ticks and turns the API servers' audit logs into the sim's call log (the collection's requests: the
 kubeconfig's identity, kubernetes-admin) and its invariant checks.
 
 What it cannot do, and says so: the in-memory world's Kubernetes faults (``kube_error``,
@@ -284,7 +285,7 @@ class RealKubeWorld:
         self._kubelet_on(name, cpu, memory_mb)
 
     def _kubelet_on(self, name: str, cpu: int, memory_mb: int) -> None:
-        with self.sim.lock:  # re-entrant: node_powered_on's callers hold it already
+        with self.sim.lock:  # held already from node_powered_on; not from the API server's worker
             server = self.plane.apiservers.get(name) if self.plane is not None else None
             if server is not None and not server.wanted:
                 return  # its VM stopped again while its API server was starting
