@@ -57,4 +57,3 @@ def plane_layout(etcd: Any, control_nodes: list[tuple[str, bool]], external_serv
             servers[name] = every or None
     layout["control_nodes"] = servers
     return layout
-
