@@ -23,7 +23,7 @@ from cks_sim import harness
 from cks_sim.harness import wait_until
 from cks_sim.real_kube.world import MAX_CLUSTERS, MAX_NODES, too_large
 from cks_sim.spec import load_spec
-from helpers import start_sim
+from helpers import load_raw_spec, start_sim
 from in_process_sims import RolloutSim
 from test_real_rollouts import kubectl, pinned_release
 
@@ -118,6 +118,25 @@ def test_a_stopped_control_node_takes_its_api_server_down_and_the_others_serve(
         sim.action(action="start_vm", vm=first)
         wait_until(lambda: readyz(sim) == 200, 120, "the API to answer again once quorum is back")
         wait_until(lambda: plane.apiservers[first].alive() and world.api_available(), 120, "the first API server back")
+
+
+def test_an_endpoint_on_the_first_control_node_refuses_while_its_vm_is_stopped(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    raw = load_raw_spec("small.yml")
+    raw["clusters"][0]["api_endpoint"] = "first_control_node"
+    with start_sim(raw, kube_backend="real", state_dir=str(tmp_path_factory.mktemp("first"))) as sim:
+        plane = next(iter(sim.sim.kube.values())).plane
+        first = sim.names("control")[0]
+        assert sim.env["kube_url"] == plane.apiservers[first].url != plane.internal_url
+        sim.action(action="stop_vm", vm=first)
+        wait_until(lambda: not plane.apiservers[first].alive(), 60, "the first control node's API server to stop")
+        # Nothing listens at its address now (a real node's address answers no differently).
+        with pytest.raises(requests.ConnectionError, match="Connection refused"):
+            requests.get(f"{sim.env['kube_url']}/readyz", verify=sim.env["kube_ca"], timeout=5)
+        # The other control nodes' API servers serve the cluster meanwhile (its kubelets, its controllers).
+        assert requests.get(f"{plane.internal_url}/readyz", verify=sim.env["kube_ca"], timeout=5).status_code == 200
+        sim.action(action="start_vm", vm=first)
+        wait_until(lambda: readyz(sim) == 200, 120, "the first control node's API server to answer again")
 
 
 def readyz(sim: RolloutSim) -> int:
