@@ -79,11 +79,10 @@ class Balancer:
             return [b.name for b in self._backends.values()
                     if b.enabled and b.healthy and (names is None or b.name in names)]
 
-    def check_now(self) -> None:
-        """Check every enabled backend once, now (start() waits for a first healthy one this way)."""
-        session = requests.Session()
-        session.trust_env = False  # REQUESTS_CA_BUNDLE would replace the API servers' CA
-        session.verify = self.ca_cert  # anonymous: /readyz is public (system:public-info-viewer)
+    def check_now(self, session: Optional[requests.Session] = None) -> None:
+        """Check every enabled backend once, now (the plane's start does, before it relies on them)."""
+        own = session is None
+        session = session or self._session()
         try:
             with self._lock:
                 backends = [b for b in self._backends.values() if b.enabled]
@@ -96,7 +95,14 @@ class Balancer:
                 with self._lock:
                     backend.healthy = ok and backend.enabled
         finally:
-            session.close()
+            if own:
+                session.close()
+
+    def _session(self) -> requests.Session:
+        session = requests.Session()
+        session.trust_env = False  # REQUESTS_CA_BUNDLE would replace the API servers' CA
+        session.verify = self.ca_cert  # anonymous: /readyz is public (system:public-info-viewer)
+        return session
 
     # -- running ------------------------------------------------------------------------------------
 
@@ -125,9 +131,14 @@ class Balancer:
             self._open.clear()
 
     def _check(self) -> None:
-        while not self._stopping.is_set():
-            self.check_now()
-            self._stopping.wait(CHECK_INTERVAL)
+        # One session for the thread's life: its connections kept alive, not a TLS handshake a check.
+        session = self._session()
+        try:
+            while not self._stopping.is_set():
+                self.check_now(session)
+                self._stopping.wait(CHECK_INTERVAL)
+        finally:
+            session.close()
 
     def _accept(self) -> None:
         assert self._listener is not None
