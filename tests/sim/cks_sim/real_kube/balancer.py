@@ -9,9 +9,9 @@ nodes' kube-apiservers, as CloudStack's virtual router balances port 6443 over t
 
 TLS passes through untouched (the client verifies the API server's certificate and presents its
 own, as through the router's TCP rule). A backend takes connections while it is enabled (its VM
-runs) and its last ``/readyz`` check answered 200: the check a load balancer in front of kubeadm's
-API servers is configured with, so a starting API server (its RBAC caches not yet synced) is not
-handed requests it would refuse. A connection goes to the next healthy backend in turn; with none,
+runs) and its ``/readyz`` check answered 200, until three checks in a row fail: the check a load
+balancer in front of kubeadm's API servers is configured with, so a starting API server (its RBAC
+caches not yet synced) is not handed requests it would refuse, nor one without a store. A connection goes to the next healthy backend in turn; with none,
 it is accepted and closed at once (what the router does with no server behind a rule). A backend
 that stops takes its open connections with it (the client sees them reset, and reconnects).
 """
@@ -29,6 +29,10 @@ import requests
 #: How often each backend's /readyz is checked (real seconds), and how long one check may take.
 CHECK_INTERVAL = 0.25
 CHECK_TIMEOUT = 2.0
+#: Failed checks in a row that take a healthy backend out (haproxy's ``fall``, 3 by default): one slow
+#: answer from a busy API server on a loaded machine is no outage. A refused connection or a stopped
+#: VM takes it out at once.
+FALL = 3
 CONNECT_TIMEOUT = 2.0
 BUFFER = 65536
 
@@ -40,6 +44,7 @@ class _Backend:
     port: int
     enabled: bool = True
     healthy: bool = False
+    failures: int = 0  # checks failed in a row
 
 
 class Balancer:
@@ -93,7 +98,8 @@ class Balancer:
                 except requests.RequestException:
                     ok = False
                 with self._lock:
-                    backend.healthy = ok and backend.enabled
+                    backend.failures = 0 if ok else backend.failures + 1
+                    backend.healthy = backend.enabled and (ok or (backend.healthy and backend.failures < FALL))
         finally:
             if own:
                 session.close()
