@@ -2,9 +2,10 @@
 
 ``RealKubeWorld`` answers the CloudStack half and the admin API as ``kube.KubeWorld`` does (node
 power, the count of Ready nodes, a snapshot, the kubeconfig's name and token), but the API objects
-live in a real kube-apiserver (``plane.ControlPlane``), the real controllers and scheduler run the
-workloads, and the actors (``actors.Kubelets``) play the machines. Its thread runs the kubelets'
-ticks and turns the API server's audit log into the sim's call log (the collection's requests: the
+live in real kube-apiservers (``plane.ControlPlane``: one per control node, stopping with its VM,
+storing in the cluster's own etcd members, ``storage.py``), the real controllers and scheduler run
+the workloads, and the actors (``actors.Kubelets``) play the machines. Its thread runs the kubelets'
+ticks and turns the API servers' audit logs into the sim's call log (the collection's requests: the
 kubeconfig's identity, kubernetes-admin) and its invariant checks.
 
 What it cannot do, and says so: the in-memory world's Kubernetes faults (``kube_error``,
@@ -30,6 +31,7 @@ from ..tls import issue_cert
 from .actors import KubeletNode, Kubelets, settled, workload_objects
 from .api import ApiRefusal, RestApi
 from .plane import ControlPlane, PlaneError
+from .storage import plane_layout
 
 LOG = logging.getLogger("cks_sim.real_kube")
 #: The collection's identity: the kubeconfig's client certificate (kubeadm's admin.conf user).
@@ -42,6 +44,13 @@ AUDIT_POLL = 0.05
 #: thread on a loaded machine must not look like a dead node.
 MIN_GRACE = 5.0
 SETTLE_TIMEOUT = 120.0
+#: Each cluster runs a control plane of its own (a kube-apiserver per control node, a controller
+#: manager and a scheduler): on the shared 2-core machine the tests run on, three took 2.5 minutes
+#: to start, so the fleets' twelve would take ten.
+MAX_CLUSTERS = 4
+#: The kubelets are played from one Python thread (actors.Kubelets): on that machine it posted the
+#: heartbeats of 253 nodes too slowly for the node lifecycle controller, which marked 201 NotReady.
+MAX_NODES = 50
 
 
 class RealKubeWorld:
@@ -50,6 +59,9 @@ class RealKubeWorld:
 
     def __init__(self, sim: Any, cluster_id: str, cluster_spec: dict, nodes: list[dict],
                  workloads: list[dict], pdbs: list[dict]) -> None:
+        why = too_large(len(sim.cloud.clusters), len(nodes))
+        if why:
+            raise PlaneError(f"{why}: serve it with --kube memory (cks-sim's own Kubernetes API)")
         self.sim = sim
         self.cluster_id = cluster_id
         self.cluster_spec = cluster_spec
@@ -64,6 +76,7 @@ class RealKubeWorld:
                                            vm_running=bool(spec.get("vm_running", True)))
         self.etcd_servers = ""
         self.stacked_etcd = False
+        self.external_etcd: list[str] = []
         self.plane: Optional[ControlPlane] = None
         self.kubelets: Optional[Kubelets] = None
         self._api: Optional[RestApi] = None
@@ -71,7 +84,6 @@ class RealKubeWorld:
         self._stopping = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._auditor: Optional[threading.Thread] = None
-        self._audit_offset = 0
         self._audit_lock = threading.Lock()
         self._ticking = threading.Lock()  # one tick at a time: the actors' thread, or start() once settled
         self._cache: dict[str, list[dict[str, Any]]] = {"nodes": [], "pods": [], "pdbs": []}
@@ -83,7 +95,7 @@ class RealKubeWorld:
         self.etcd_servers, self.stacked_etcd = ",".join(urls[n] for n in sorted(urls)), True
 
     def use_external_etcd_servers(self, servers: list[str]) -> None:
-        self.etcd_servers = ",".join(servers)
+        self.etcd_servers, self.external_etcd = ",".join(servers), list(servers)
 
     # -- starting and stopping -----------------------------------------------------------------------
 
@@ -97,13 +109,20 @@ class RealKubeWorld:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(f'{self.token},{COLLECTION_USER},{COLLECTION_USER},"system:masters"\n')
         grace = max(sim.delay("notready_grace"), MIN_GRACE)
-        self.plane = ControlPlane(state_dir, sim.tls, node_monitor_grace=grace, token_file=tokens).start()
+        # The API servers store in the cluster's own etcd members, one on each control node (storage.py).
+        controls = [(n.name, n.vm_running) for n in sorted(self.nodes.values(), key=lambda n: n.index)
+                    if n.node_type == "control"]
+        layout = plane_layout(sim.etcd, controls, self.external_etcd,
+                              str(self.cluster_spec.get("api_endpoint") or "load_balancer"),
+                              os.path.join(state_dir, "etcd-client"))
+        self.plane = ControlPlane(state_dir, sim.tls, node_monitor_grace=grace, token_file=tokens, **layout).start()
         self.version = self.plane.version.get("gitVersion", "")
         sim.timeline.add(cluster=self.cluster_id, event="kube_plane_started", url=self.plane.url,
                          version=self.version, seconds=round(self.plane.startup_seconds, 2))
         cert, key = issue_cert(sim.tls, ACTORS_USER, [], client=True, server=False,
                                out_dir=os.path.join(state_dir, "kube-plane"), organization="system:masters")
-        api = self._api = RestApi(self.plane.url, sim.tls["ca_cert"], cert, key)
+        # The kubelets reach the API through the balancer, as kubeadm's kubelet.conf names the endpoint.
+        api = self._api = RestApi(self.plane.internal_url, sim.tls["ca_cert"], cert, key)
         self.kubelets = Kubelets(
             api=api, timeline=self._timeline, version=self.version,
             root_disk_gb=int(self.cluster_spec.get("root_disk_size", 20) or 20),
@@ -185,7 +204,7 @@ class RealKubeWorld:
     def _read_audit(self, record: bool) -> None:
         assert self.plane is not None
         with self._audit_lock:
-            events, self._audit_offset = self.plane.audit_events(self._audit_offset)
+            events = self.plane.audit_events()
             if record:
                 self._record_calls(events)
 
@@ -250,22 +269,36 @@ class RealKubeWorld:
         return name in self.nodes
 
     def node_powered_off(self, name: str) -> None:
+        if self.plane is not None:
+            self.plane.power_off(name)  # a control node's API server stops with its VM
         if self.kubelets is not None:
             self.kubelets.power_off(name)
         else:
             self.nodes[name].vm_running = False
 
     def node_powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
-        if self.kubelets is not None:
-            self.kubelets.power_on(name, cpu, memory_mb, self.sim.delay("boot_to_ready"))
-        else:
-            self.nodes[name].vm_running = True
+        # A control node's kubelet talks to its own node's API server (kubeadm's
+        # ControlPlaneKubeletLocalMode, KEP 4471): it boots once that one serves, so the node, and its
+        # kube-apiserver mirror pod, are Ready no sooner than its API server really is.
+        if self.plane is not None and self.plane.power_on(name, lambda: self._kubelet_on(name, cpu, memory_mb)):
+            return
+        self._kubelet_on(name, cpu, memory_mb)
+
+    def _kubelet_on(self, name: str, cpu: int, memory_mb: int) -> None:
+        with self.sim.lock:  # held already from node_powered_on; not from the API server's worker
+            server = self.plane.apiservers.get(name) if self.plane is not None else None
+            if server is not None and not server.wanted:
+                return  # its VM stopped again while its API server was starting
+            if self.kubelets is not None:
+                self.kubelets.power_on(name, cpu, memory_mb, self.sim.delay("boot_to_ready"))
+            else:
+                self.nodes[name].vm_running = True
 
     def ready_node_count(self) -> int:
         return sum(1 for node in self.nodes.values() if node.ready == "True")
 
     def api_available(self) -> bool:
-        return self.plane is not None and all(p.alive() for p in self.plane.processes)
+        return self.plane is not None and self.plane.api_available()
 
     def apply_fault(self, fault: dict[str, Any]) -> None:
         # The in-memory API's faults have no counterpart in a real API server.
@@ -303,6 +336,15 @@ class RealKubeWorld:
                 for p in cache["pdbs"]]
         return {"real": True, "url": self.plane.url if self.plane else None, "version": self.version,
                 "nodes": nodes, "pods": sorted(pods, key=lambda p: (p["namespace"], p["name"])), "pdbs": pdbs}
+
+
+def too_large(clusters: int, nodes: int) -> str:
+    """Why a spec of ``clusters`` clusters (this one of ``nodes`` nodes) is too large for the real backend ("": it is not)."""
+    if clusters > MAX_CLUSTERS:
+        return f"--kube real runs a control plane for each cluster, at most {MAX_CLUSTERS}; the spec has {clusters} clusters"
+    if nodes > MAX_NODES:
+        return f"--kube real plays the kubelets of at most {MAX_NODES} nodes a cluster; the spec's cluster has {nodes} nodes"
+    return ""
 
 
 def _epoch(stamp: str) -> float:

@@ -1,0 +1,183 @@
+"""Every example spec served on the real backend, as an operator starts it: ``cks-sim serve --kube real
+--spec tests/sim/examples/<spec>``. Each serves a real Kubernetes release (``kubectl version``), its
+budgets carry a status the disruption controller wrote, and its API servers store in the cluster's
+own etcd members. For the shapes whose control plane differs (stacked etcd on three control nodes,
+external etcd nodes, one control node) the rollout playbook then completes with the invariants
+clean, restarting control nodes one at a time where the collection may, each taking its own API
+server down with its VM. A spec larger than the real backend runs is refused at once, saying why."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import glob
+import json
+import os
+import subprocess
+import time
+from typing import Any, Optional
+
+import pytest
+import requests
+from cks_sim import harness
+from cks_sim.harness import wait_until
+from cks_sim.real_kube.world import MAX_CLUSTERS, MAX_NODES, too_large
+from cks_sim.spec import load_spec
+from helpers import load_raw_spec, start_sim
+from in_process_sims import RolloutSim
+from test_real_rollouts import kubectl, pinned_release
+
+pytestmark = pytest.mark.timeout(900)
+
+EXAMPLES = sorted(os.path.basename(path) for path in glob.glob(os.path.join(harness.EXAMPLES, "*.yml")))
+#: The shapes of control plane the rollout runs on, what it changes there and the node types it restarts.
+ROLLOUTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    # stacked etcd, three control nodes: each control node's API server and member stop together.
+    "small.yml": ({"rollout_node_root_disk_sizes": {"control": 30}}, ("control",)),
+    # external etcd: the API servers stop with the control nodes, the members with the etcd nodes.
+    "external-etcd.yml": ({"rollout_node_root_disk_sizes": {"control": 30, "etcd": 30}}, ("control", "etcd")),
+    # one control node with stacked etcd: the collection refuses to restart it (its member is the whole
+    # quorum), so its workers roll while the one API server serves throughout.
+    "placement.yml": ({"rollout_node_offerings": {"worker": "cks-large"}}, ("worker",)),
+}
+
+
+def too_large_for_real(spec: str) -> str:
+    """Why the real backend refuses ``spec`` ("": it serves it), from the spec as cks-sim reads it."""
+    loaded = load_spec(os.path.join(harness.EXAMPLES, spec))
+    clusters = loaded["clusters"]
+    sizes = [c["control_nodes"] + c["workers"] for c in clusters]  # etcd nodes are no Kubernetes nodes
+    return next(filter(None, (too_large(len(clusters), size) for size in sizes)), "")
+
+
+REFUSED = [spec for spec in EXAMPLES if too_large_for_real(spec)]
+
+
+def test_the_rollout_shapes_are_examples_the_real_backend_serves() -> None:
+    # A renamed or refused example must not silently drop a shape from the rollouts below.
+    assert set(ROLLOUTS) <= set(EXAMPLES) - set(REFUSED)
+
+
+@pytest.mark.parametrize("spec", [s for s in EXAMPLES if s not in REFUSED])
+def test_an_example_serves_a_real_cluster_storing_in_its_own_etcd(
+        spec: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    handle = functools.partial(RolloutSim, work_dir=str(tmp_path_factory.mktemp("rollout-run")))
+    # The rollout shapes at 0.01 (the rollout's waits halved); the others as their file has them.
+    with start_sim(spec, in_process=False, kube_backend="real", time_scale=0.01 if spec in ROLLOUTS else None,
+                   state_dir=str(tmp_path_factory.mktemp("served")), handle=handle, ready_timeout=600) as sim:
+        served = json.loads(kubectl(sim, "version", "-o", "json"))["serverVersion"]
+        assert served["gitVersion"] == pinned_release() == sim.env["kube_version"]
+        budgets_computed_by_the_disruption_controller(sim)
+        stored_in_the_clusters_etcd(sim)
+        if spec in ROLLOUTS:
+            variables, types = ROLLOUTS[spec]
+            since = time.time()
+            run = sim.rollout(**variables)
+            assert run.rc == 0, run.output
+            sim.assert_converged()
+            restarted = {e["node"] for e in sim.timeline() if e.get("event") == "powered_on" and e["t"] >= since}
+            assert restarted == {name for kind in types for name in sim.names(kind)}, restarted
+
+
+def test_the_real_backend_refuses_more_clusters_or_nodes_than_it_runs() -> None:
+    assert too_large(MAX_CLUSTERS, MAX_NODES) == ""
+    assert f"the spec has {MAX_CLUSTERS + 1} clusters" in too_large(MAX_CLUSTERS + 1, 3)
+    assert f"has {MAX_NODES + 1} nodes" in too_large(1, MAX_NODES + 1)
+
+
+@pytest.mark.parametrize("spec", REFUSED)
+def test_an_example_larger_than_the_real_backend_runs_is_refused_at_once(spec: str, tmp_path: Any) -> None:
+    out = subprocess.run([harness.CKS_SIM, "serve", "--kube", "real", "--spec",
+                          os.path.join(harness.EXAMPLES, spec), "--state-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 1, out
+    assert out.stderr.strip() == f"cks-sim: {too_large_for_real(spec)}: serve it with --kube memory " \
+        "(cks-sim's own Kubernetes API)", out.stderr
+    assert not os.path.exists(os.path.join(tmp_path, "env.json"))
+    assert not os.path.exists(os.path.join(tmp_path, "etcd")), "refused before any etcd member started"
+
+
+def test_a_stopped_control_node_takes_its_api_server_down_and_the_others_serve(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    with start_sim("small.yml", kube_backend="real", state_dir=str(tmp_path_factory.mktemp("stop"))) as sim:
+        world = next(iter(sim.sim.kube.values()))
+        plane = world.plane
+        first, second, third = sim.names("control")
+        assert [s.etcd_servers for s in plane.apiservers.values()] == \
+            [[m["client_url"]] for m in sim.env["etcd"]["members"]]  # each its own node's member
+        sim.action(action="stop_vm", vm=first)
+        wait_until(lambda: not plane.apiservers[first].alive(), 60, "the first control node's API server to stop")
+        # Through the endpoint the kubeconfig names, the others answer.
+        assert {n["metadata"]["name"] for n in sim.kube.list_nodes()} >= {first, second, third}
+        assert world.api_available()
+        # A second one stopped: the two members left of three have no quorum, and the API has no store.
+        sim.action(action="stop_vm", vm=second)
+        wait_until(lambda: not plane.apiservers[second].alive(), 60, "the second API server to stop")
+        wait_until(lambda: readyz(sim) != 200, 60, "the last API server to lose its store")
+        assert any(v["kind"] == "etcd_quorum_lost" for v in sim.invariants())
+        sim.action(action="start_vm", vm=first)
+        wait_until(lambda: readyz(sim) == 200, 120, "the API to answer again once quorum is back")
+        wait_until(lambda: plane.apiservers[first].alive() and world.api_available(), 120, "the first API server back")
+
+
+def test_an_endpoint_on_the_first_control_node_refuses_while_its_vm_is_stopped(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    raw = load_raw_spec("small.yml")
+    raw["clusters"][0]["api_endpoint"] = "first_control_node"
+    with start_sim(raw, kube_backend="real", state_dir=str(tmp_path_factory.mktemp("first"))) as sim:
+        plane = next(iter(sim.sim.kube.values())).plane
+        first = sim.names("control")[0]
+        assert sim.env["kube_url"] == plane.apiservers[first].url != plane.internal_url
+        sim.action(action="stop_vm", vm=first)
+        wait_until(lambda: not plane.apiservers[first].alive(), 60, "the first control node's API server to stop")
+        # Nothing listens at its address now (a real node's address answers no differently).
+        with pytest.raises(requests.ConnectionError, match="Connection refused"):
+            requests.get(f"{sim.env['kube_url']}/readyz", verify=sim.env["kube_ca"], timeout=5)
+        # The other control nodes' API servers serve the cluster meanwhile (its kubelets, its controllers).
+        assert requests.get(f"{plane.internal_url}/readyz", verify=sim.env["kube_ca"], timeout=5).status_code == 200
+        sim.action(action="start_vm", vm=first)
+        wait_until(lambda: readyz(sim) == 200, 120, "the first control node's API server to answer again")
+
+
+def readyz(sim: RolloutSim) -> int:
+    try:
+        return requests.get(f"{sim.env['kube_url']}/readyz", verify=sim.env["kube_ca"], timeout=5).status_code
+    except requests.RequestException:
+        return 0
+
+
+def budgets_computed_by_the_disruption_controller(sim: RolloutSim) -> None:
+    """Each budget's status is the disruption controller's: for its generation, and allowing what its
+    healthy pods leave over its desired ones. A spec without budgets gets one over its kube-proxy pods."""
+    budgets = json.loads(kubectl(sim, "get", "pdb", "-A", "-o", "json"))["items"]
+    if not budgets:
+        kubectl(sim, "create", "pdb", "kube-proxy", "-n", "kube-system", "--selector", "app=kube-proxy",
+                "--min-available", "1")
+        wait_until(lambda: status_of(sim, "kube-system", "kube-proxy") is not None, 60,
+                   "the disruption controller to write the new budget's status")
+        budgets = json.loads(kubectl(sim, "get", "pdb", "-A", "-o", "json"))["items"]
+    for budget in budgets:
+        status = budget.get("status") or {}
+        assert status.get("observedGeneration") == budget["metadata"]["generation"], budget
+        assert status["disruptionsAllowed"] == max(0, status["currentHealthy"] - status["desiredHealthy"]), budget
+        assert status["expectedPods"] > 0, budget
+
+
+def status_of(sim: RolloutSim, namespace: str, name: str) -> Optional[dict[str, Any]]:
+    status = json.loads(kubectl(sim, "get", "pdb", name, "-n", namespace, "-o", "json")).get("status") or {}
+    return status if status.get("observedGeneration") else None
+
+
+def stored_in_the_clusters_etcd(sim: RolloutSim) -> None:
+    """The nodes' objects are in the cluster's own etcd members (read from them, not through the API)."""
+    etcd = sim.env["etcd"]
+    assert etcd, "the example runs with etcd members"
+    tls: dict[str, Any] = {}
+    if etcd["mode"] == "stacked":
+        tls = {"verify": etcd["ca_cert"], "cert": (etcd["client_cert"], etcd["client_key"])}
+    prefix = b"/registry/minions/"
+    found = requests.post(f"{etcd['members'][-1]['client_url']}/v3/kv/range", timeout=10, json={
+        "key": base64.b64encode(prefix).decode(), "range_end": base64.b64encode(prefix[:-1] + b"0").decode(),
+        "keys_only": True}, **tls).json()
+    stored = {base64.b64decode(kv["key"])[len(prefix):].decode() for kv in found.get("kvs") or []}
+    assert stored == {n["metadata"]["name"] for n in sim.kube.list_nodes()}, stored
