@@ -25,7 +25,7 @@ from cks_sim.real_kube.world import MAX_CLUSTERS, MAX_NODES, too_large
 from cks_sim.spec import load_spec
 from helpers import load_raw_spec, start_sim
 from in_process_sims import RolloutSim
-from test_real_rollouts import kubectl, pinned_release
+from real_cluster import kubectl, pinned_release
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -5,10 +5,6 @@ every PodDisruptionBudget's status and whose scheduler places every replacement 
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
-import subprocess
 import threading
 import time
 from typing import Any, Callable
@@ -16,26 +12,9 @@ from typing import Any, Callable
 import pytest
 from cks_sim.harness import wait_until
 from in_process_sims import WORKERS_LARGER, RolloutRun, RolloutSim, rerun_converges, stopped_cleanly
+from real_cluster import kubectl, pinned_release
 
 pytestmark = pytest.mark.timeout(900)
-
-KUBECTL = shutil.which("kubectl") or "kubectl"
-GO_MOD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kube-plane", "go.mod")
-
-
-def kubectl(sim: RolloutSim, *args: str) -> str:
-    out = subprocess.run([KUBECTL, "--kubeconfig", sim.env["kubeconfig"], *args], capture_output=True, text=True,
-                         timeout=90, check=False)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def pinned_release() -> str:
-    with open(GO_MOD, encoding="utf-8") as handle:
-        found = re.search(r"^\s*k8s\.io/kubernetes (v[0-9.]+)$", handle.read(), re.M)
-    assert found, GO_MOD
-    return found.group(1)
-
 
 def budget(sim: RolloutSim, name: str, namespace: str = "default") -> dict[str, Any]:
     raw: dict[str, Any] = json.loads(kubectl(sim, "get", "pdb", name, "-n", namespace, "-o", "json"))

@@ -17,7 +17,8 @@ PAGE = ROOT / "docs" / "docsite" / "rst" / "architecture.rst"
 #: Where a path the page names may start (it writes module_utils paths from their package, a role's
 #: task file or a unit test by its name once the text says whose it is).
 BASES = (ROOT, ROOT / "plugins" / "module_utils", ROOT / "plugins", ROOT / "roles" / "rollout",
-         ROOT / "roles" / "rollout" / "tasks", ROOT / "tests" / "unit", ROOT / "plugins" / "module_utils" / "_rollout")
+         ROOT / "roles" / "rollout" / "tasks", ROOT / "tests" / "unit", ROOT / "plugins" / "module_utils" / "_rollout",
+         ROOT / "tests" / "sim" / "cks_sim")
 PATH = re.compile(r"``([\w./-]+\.(?:py|yml|rst))``")
 #: A file, then the symbols right after it: ``f.py`` ``a``, ``b`` (a blank or a comma between them).
 FILE_AND_SYMBOLS = re.compile(r"``([\w./-]+\.py)``((?:,?\s+``[A-Za-z_][\w.]*``)+)")
