@@ -37,6 +37,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.job_waits import JobTimes, JobWait
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pacing import ApiPacer, ChangeThrottled
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Throttled, Transient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.tls_failures import handshake_cut
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CloudStackError, DeadlineExceeded
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_pace import is_rate_limited, limit_wait
@@ -439,6 +440,9 @@ class CloudStackClient:
                 raise Transient(text, status=status, retry_after=retry_after(exc))
             raise FinalAnswer(text, status)
         except requests.exceptions.SSLError as exc:
+            if handshake_cut(exc):
+                raise Transient(f"the TLS handshake with {redact(self.options.api_url)} was cut off "
+                                f"({transport_reason(exc, secret)})", maybe_done=False)
             raise FinalAnswer(
                 f"TLS verification of {redact(self.options.api_url)} failed ({transport_reason(exc, secret)}); "
                 f"check api_verify_ssl_cert (CLOUDSTACK_VERIFY) names the CA that signed the "

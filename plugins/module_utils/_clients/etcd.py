@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryPolicy, Transient
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.tls_failures import handshake_cut
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import EtcdError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import (
     Member,
@@ -184,12 +185,14 @@ class EtcdClient:
             reason = exc.reason
             if isinstance(reason, (socket.timeout, TimeoutError)):
                 raise _NoAnswer(EtcdError(f"{url}: no answer within {self.timeout:g} s"), timed_out=True) from None
-            if isinstance(reason, ssl.SSLError):
+            if isinstance(reason, ssl.SSLError) and not handshake_cut(reason):
                 raise EtcdError(f"{url}: {reason}") from None
             raise _NoAnswer(EtcdError(f"{url}: {reason}")) from None
         except TimeoutError:
             raise _NoAnswer(EtcdError(f"{url}: no answer within {self.timeout:g} s"), timed_out=True) from None
         except ssl.SSLError as exc:
+            if handshake_cut(exc):
+                raise _NoAnswer(EtcdError(f"{url}: the TLS handshake was cut off ({exc})")) from None
             raise EtcdError(f"{url}: {exc}") from None
         except OSError as exc:
             raise _NoAnswer(EtcdError(f"{url}: {exc}")) from None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import RetryLog, RetryPolicy, Transient, parse_retry_after
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.tls_failures import handshake_cut
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request_kinds import changes_nothing, kube_kind
@@ -234,7 +235,8 @@ class KubeHttp:
             inner, reason = reason, getattr(reason, "reason", None)
         # NewConnectionError (refused: nothing listens, as while the endpoint's control node
         # restarts) is a subclass of ConnectTimeoutError in urllib3: looked at first, and retried.
-        refused = HAS_KUBERNETES and isinstance(inner, urllib3.exceptions.NewConnectionError)
+        # A handshake cut off sent nothing either: a write is safe to send again as it is.
+        refused = (HAS_KUBERNETES and isinstance(inner, urllib3.exceptions.NewConnectionError)) or handshake_cut(exc)
         if not refused and (isinstance(inner, TimeoutError) or (HAS_KUBERNETES and isinstance(
                 inner, (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ConnectTimeoutError)))):
             # request_timeout is the operator's bound on one request: a slow server is not
@@ -257,6 +259,9 @@ class KubeHttp:
         text = str(getattr(exc, "reason", "") or exc) if isinstance(exc, ApiException) else str(inner)
         is_tls = isinstance(inner, (ssl.SSLError, urllib3.exceptions.SSLError)) or (
             isinstance(exc, ApiException) and "SSLError" in text)
+        if is_tls and handshake_cut(exc):
+            return KubernetesError(action, f"the TLS handshake with {self.host} was cut off, nothing answered behind "
+                                           f"the endpoint: {scrub_secrets(_short(text))}")
         if is_tls:
             return KubernetesError(
                 action,

@@ -20,6 +20,7 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.kube import HAS_KUBERNETES, scrub_secrets
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.tls_failures import handshake_cut
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import KubernetesError
 
 if HAS_KUBERNETES:
@@ -132,7 +133,8 @@ class PodExec:
         except websocket.WebSocketBadStatusException as exc:
             raise refusal(action, int(exc.status_code), exc.resp_body)
         except (websocket.WebSocketException, OSError, ssl.SSLError) as exc:
-            what = "TLS verification failed" if isinstance(exc, ssl.SSLError) else "cannot reach the Kubernetes API"
+            trust = isinstance(exc, ssl.SSLError) and not handshake_cut(exc)
+            what = "TLS verification failed" if trust else "cannot reach the Kubernetes API"
             raise KubernetesError(action, f"{what} at {self.configuration.host}: {type(exc).__name__}: {_short(str(exc))}")
         finally:
             websocket.setdefaulttimeout(previous)
