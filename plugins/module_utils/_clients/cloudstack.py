@@ -117,12 +117,14 @@ def job_object(jobresult: Any) -> Any:
 class AnswerLost(CloudStackError):
     """A command was sent and its answer lost (no answer, a proxy's 5xx, or CloudStack's own
     INTERNAL_ERROR): CloudStack may or may not have carried it out. ``run_change`` settles it by
-    reading what the command would change; ``cause`` is what the retry log says came back."""
+    reading what the command would change; ``cause`` is what the retry log says came back,
+    ``answer`` CloudStack's own text when it answered."""
 
     def __init__(self, command: str, errortext: str, errorcode: Optional[int] = None, target: Optional[str] = None,
-                 cause: str = "answer lost") -> None:
+                 cause: str = "answer lost", answer: Optional[str] = None) -> None:
         super().__init__(command, errortext, errorcode=errorcode, target=target)
         self.cause = cause
+        self.answer = answer
 
 
 class CloudStackClient:
@@ -338,6 +340,10 @@ class CloudStackClient:
                     return "already done after a lost answer"
                 wait = self.policy.delay(retry)
                 if not self.policy.may_retry(retry, wait, deadline, 0.0):
+                    if lost.answer is not None:
+                        # Each answer was read back: the command did not run, so CloudStack's answer is the outcome.
+                        raise CloudStackError(command, f"{lost.answer} (answered {retry} time(s), read back after each: "
+                                                       f"not carried out)", errorcode=lost.errorcode, target=target) from None
                     raise
                 self.retry_log.reconciled(command, "not carried out: sent again", lost.cause)
                 self._sleep(wait)
@@ -393,7 +399,7 @@ class CloudStackClient:
                 # is read like a lost answer's; only a read shows whether to send it again.
                 raise AnswerLost(command, f"{fault.errortext} (INTERNAL_ERROR: CloudStack may or may not have carried "
                                           f"it out; not sent again blindly: re-read what it changes before sending it again)",
-                                 errorcode=INTERNAL_ERROR, target=target, cause=fault.message) from None
+                                 errorcode=INTERNAL_ERROR, target=target, cause=fault.message, answer=fault.errortext) from None
             except Transient as fault:
                 if fault.maybe_done:
                     raise AnswerLost(command, f"{fault.message}; CloudStack may or may not have carried it out "

@@ -15,7 +15,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry impo
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request_kinds import changes_nothing, cloudstack_kind
 
 # CloudStack's own server-side codes (ApiErrorCode): the command ran and failed; sending it
-# again gives the same answer. 511 is the 2FA challenge.
+# again gives the same answer. 511 is the 2FA challenge. A 530 in CloudStack's JSON error body is
+# the exception (``InternalError``): the HTTP status alone, a proxy's page, is still final.
 CLOUDSTACK_SERVER_CODES = frozenset({511, *range(530, 538)})
 # ApiErrorCode.INTERNAL_ERROR: ApiServer's answer (HTTP 530, the command's error body) to an
 # exception no command turned into a code of its own (a lost database connection, a management
