@@ -172,8 +172,8 @@ class Armed:
 
 def _object_of(kind: str) -> str:
     """What a write changes, as far as its kind says: a Kubernetes resource, else the kind itself."""
-    api, _, rest = kind.partition(" ")
-    return f"{api} {rest.split(' ', 1)[-1]}" if api == "kubernetes" else kind
+    words = kind.split(" ")
+    return f"kubernetes {words[-1]}" if words[0] == "kubernetes" else kind
 
 
 def _interfere(one: str, other: str, effect: Callable[[str], Optional[str]]) -> bool:

@@ -73,7 +73,7 @@ def test_a_lost_answer_to_a_change_is_settled_and_never_sent_twice(cycle_sim: Ca
 
 @pytest.mark.parametrize("command", list(STEP_OF))
 def test_a_530_answer_to_a_change_is_settled_by_reading_then_sent_again(cycle_sim: Callable[..., ClusterSim],
-                                                                         command: str) -> None:
+                                                                        command: str) -> None:
     sim = cycle_sim("small.yml", etcd=False)
     node = sim.names("worker")[0]
     sim.fault(kind="request_fault", request=f"cloudstack {command}", mode="530", count=1)
