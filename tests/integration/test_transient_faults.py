@@ -3,6 +3,9 @@
 - The answer to each CloudStack change (stop, change offering, resize, affinity, start) is lost
   after CloudStack carried it out (cks-sim's ``lost_answer``): the cycle settles it by reading
   what the command would have changed and the VM's pending jobs, and never sends it twice.
+- CloudStack's own INTERNAL_ERROR (530) answer to a change (cks-sim's ``request_fault`` mode
+  ``530``, before it ran): settled by reading like a lost answer, then sent again; to a read: asked
+  again like a 503.
 - A 429 with Retry-After on an eviction: the pod is checked and the eviction posted again after
   the time the server asked for.
 - A 503 on the release's lease write: the release tries again and gives the lock back; an API
@@ -66,6 +69,37 @@ def test_a_lost_answer_to_a_change_is_settled_and_never_sent_twice(cycle_sim: Ca
     assert after.vm_state == "Running" and after.ready and not after.unschedulable
     assert after.offering_name == "cks-large" and after.root_disk_gb == 30
     assert sim.invariants() == []
+
+
+@pytest.mark.parametrize("command", list(STEP_OF))
+def test_a_530_answer_to_a_change_is_settled_by_reading_then_sent_again(cycle_sim: Callable[..., ClusterSim],
+                                                                        command: str) -> None:
+    sim = cycle_sim("small.yml", etcd=False)
+    node = sim.names("worker")[0]
+    sim.fault(kind="request_fault", request=f"cloudstack {command}", mode="530", count=1)
+
+    result = sim.cycle([node], every_change(sim))
+
+    assert result.error is None, result.error
+    calls = sent(sim, command)
+    assert [(c["status"], c.get("fault")) for c in calls] == [(530, "request_fault"), (200, None)], calls
+    step = next(s for s in result.results[0].steps if s.name == STEP_OF[command])
+    assert step.outcome == "ok" and "(sent again after 1 lost answer(s))" in step.detail, step
+    retries = result.to_dict()["retries"]["cloudstack"]
+    assert retries["lost_answers_settled"] == {f"{command}: not carried out: sent again": 1}, retries
+    after = sim.view().node(node)
+    assert after.vm_state == "Running" and after.ready and not after.unschedulable
+    assert after.offering_name == "cks-large" and after.root_disk_gb == 30
+    assert sim.invariants() == []
+
+
+def test_a_530_answer_to_a_read_is_asked_again(cycle_sim: Callable[..., ClusterSim]) -> None:
+    sim = cycle_sim("small.yml", etcd=False)
+    sim.fault(kind="request_fault", request="cloudstack listVirtualMachines", mode="530", count=1)
+    assert sim.cloud.list("listVirtualMachines", listall=True)
+    calls = sent(sim, "listVirtualMachines")
+    assert [(c["status"], c.get("fault")) for c in calls] == [(530, "request_fault"), (200, None)], calls
+    assert sim.cloud.retry_log.snapshot()["by_action"] == {"listVirtualMachines": 1}
 
 
 def test_a_change_whose_request_never_arrived_is_sent_again(cycle_sim: Callable[..., ClusterSim]) -> None:

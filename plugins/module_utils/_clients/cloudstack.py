@@ -23,7 +23,9 @@ from collections import Counter
 from typing import Any, Callable, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.cloudstack_answers import (
+    INTERNAL_ERROR,
     FinalAnswer,
+    InternalError,
     int_or_none,
     is_idempotent,
     is_transient_status,
@@ -114,8 +116,16 @@ def job_object(jobresult: Any) -> Any:
 
 
 class AnswerLost(CloudStackError):
-    """A command was sent and its answer lost (no answer, or a proxy's 5xx): CloudStack may or may
-    not have carried it out. ``run_change`` settles it by reading what the command would change."""
+    """A command was sent and its answer lost (no answer, a proxy's 5xx, or CloudStack's own
+    INTERNAL_ERROR): CloudStack may or may not have carried it out. ``run_change`` settles it by
+    reading what the command would change; ``cause`` is what the retry log says came back,
+    ``answer`` CloudStack's own text when it answered."""
+
+    def __init__(self, command: str, errortext: str, errorcode: Optional[int] = None, target: Optional[str] = None,
+                 cause: str = "answer lost", answer: Optional[str] = None) -> None:
+        super().__init__(command, errortext, errorcode=errorcode, target=target)
+        self.cause = cause
+        self.answer = answer
 
 
 class CloudStackClient:
@@ -290,14 +300,17 @@ class CloudStackClient:
         ``done()`` reads what the command changes (a VM's state or offering, a volume's size, a
         VM's groups) and says whether it is as asked. ``instance_id`` is the VM or volume an async
         command's job runs on (None: a synchronous command, no job to look for). When the answer
-        to the command is lost, CloudStack is asked instead of sent the command again:
+        to the command is lost, or CloudStack answers it INTERNAL_ERROR (530: an exception part-way,
+        whatever it had done by then stays done), CloudStack is asked instead of sent the command again:
 
         1. a job of this command on that instance still pending (listAsyncJobs): it is polled;
         2. otherwise, if ``done()``: the command went through (skipped as done);
         3. otherwise it never ran: it is sent again, up to the policy's attempts.
 
         Returns how it ended: ``sent``, ``polled job <id> after a lost answer``, or ``already done
-        after a lost answer``. Refusals (a 4xx, CloudStack's 53x) and failed jobs raise as before.
+        after a lost answer``. Refusals (a 4xx, CloudStack's 531-537) and failed jobs (a job ending
+        530 too: that is the job's answer) raise as before; a 530 still there after the attempts
+        raises with its errorcode, naming the command and node.
         """
         asynchronous = instance_id is not None
         retry = 0
@@ -314,22 +327,26 @@ class CloudStackClient:
                 # Refused before it ran: waited out (not spending the attempts), then read before sending again.
                 if refused.settle(self.policy, deadline, done, self.retry_log):
                     return "already done after a rate limit refusal"
-            except AnswerLost:
+            except AnswerLost as lost:
                 retry += 1
                 if asynchronous:
                     job = self.pending_job(command, str(instance_id), since=sent_at, deadline=deadline)
                     if job is not None:
                         jobid = str(job["jobid"])
-                        self.retry_log.reconciled(command, "job still running: polled")
+                        self.retry_log.reconciled(command, "job still running: polled", lost.cause)
                         self.await_job(command, jobid, deadline, target=target)
                         return f"polled job {jobid} after a lost answer"
                 if done():
-                    self.retry_log.reconciled(command, "already done: not sent again")
+                    self.retry_log.reconciled(command, "already done: not sent again", lost.cause)
                     return "already done after a lost answer"
                 wait = self.policy.delay(retry)
                 if not self.policy.may_retry(retry, wait, deadline, 0.0):
+                    if lost.answer is not None:
+                        # Each answer was read back: the command did not run, so CloudStack's answer is the outcome.
+                        raise CloudStackError(command, f"{lost.answer} (answered {retry} time(s), read back after each: "
+                                                       f"not carried out)", errorcode=lost.errorcode, target=target) from None
                     raise
-                self.retry_log.reconciled(command, "not carried out: sent again")
+                self.retry_log.reconciled(command, "not carried out: sent again", lost.cause)
                 self._sleep(wait)
 
     def pending_job(self, command: str, instance_id: str, since: float,
@@ -378,6 +395,12 @@ class CloudStackClient:
                 return send()
             except Throttled as refused:
                 raise ChangeThrottled(command, refused.message, refused.retry_after or 0.0, target=target) from None
+            except InternalError as fault:
+                # CloudStack's own 530 to a write: an exception part-way through, so what it changed
+                # is read like a lost answer's; only a read shows whether to send it again.
+                raise AnswerLost(command, f"{fault.errortext} (INTERNAL_ERROR: CloudStack may or may not have carried "
+                                          f"it out; not sent again blindly: re-read what it changes before sending it again)",
+                                 errorcode=INTERNAL_ERROR, target=target, cause=fault.message, answer=fault.errortext) from None
             except Transient as fault:
                 if fault.maybe_done:
                     raise AnswerLost(command, f"{fault.message}; CloudStack may or may not have carried it out "
@@ -403,6 +426,9 @@ class CloudStackClient:
             return self.policy.run(attempt, deadline=deadline, on_retry=on_retry, sleep=self._sleep)
         except Throttled as fault:
             raise ChangeThrottled(command, fault.message, fault.retry_after or 0.0, target).past(deadline, self.policy.budget) from None
+        except InternalError as fault:
+            # Still 530 after the retries: CloudStack's own text, as a refusal would carry it.
+            raise CloudStackError(command, fault.errortext, errorcode=INTERNAL_ERROR, target=target) from None
         except Transient as fault:
             raise CloudStackError(command, fault.message, errorcode=fault.status, target=target)
 
@@ -429,6 +455,8 @@ class CloudStackClient:
             if is_rate_limited(status, code, text):
                 named = limit_wait(text) if limit_wait(text) is not None else retry_after(exc)
                 raise Throttled(f"HTTP {status}: {text}", self.pacer.throttled(named), named)
+            if code == INTERNAL_ERROR:
+                raise InternalError(text, retry_after=retry_after(exc))
             if is_transient_status(status):
                 raise Transient(f"HTTP {status}: {text}", status=code, retry_after=retry_after(exc))
             raise FinalAnswer(text, code)

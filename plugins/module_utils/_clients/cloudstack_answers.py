@@ -11,12 +11,18 @@ import re
 from datetime import datetime
 from typing import Any, Optional
 
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import parse_retry_after
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.retry import Transient, parse_retry_after
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request_kinds import changes_nothing, cloudstack_kind
 
 # CloudStack's own server-side codes (ApiErrorCode): the command ran and failed; sending it
-# again gives the same answer. 511 is the 2FA challenge.
+# again gives the same answer. 511 is the 2FA challenge. A 530 in CloudStack's JSON error body is
+# the exception (``InternalError``): the HTTP status alone, a proxy's page, is still final.
 CLOUDSTACK_SERVER_CODES = frozenset({511, *range(530, 538)})
+# ApiErrorCode.INTERNAL_ERROR: ApiServer's answer (HTTP 530, the command's error body) to an
+# exception no command turned into a code of its own (a lost database connection, a management
+# server shutting down under the request). It says nothing about the request itself, so a read
+# is sent again; a write may have run part-way and is settled by reading (``run_change``).
+INTERNAL_ERROR = 530
 
 _QUERY = re.compile(r"\?[^\s'\"<>)]*")
 
@@ -41,6 +47,16 @@ def redact(text: str, *secrets: Optional[str]) -> str:
         if secret:
             text = text.replace(secret, "<redacted>")
     return text
+
+
+class InternalError(Transient):
+    """CloudStack answered a request INTERNAL_ERROR (530) itself: sent again like a 503 if it is a
+    read; a write may or may not have been carried out. A job that ends 530 is not this: it is
+    the job's answer (a refusal), read from queryAsyncJobResult."""
+
+    def __init__(self, errortext: str, retry_after: Optional[float] = None) -> None:
+        super().__init__(f"errorcode {INTERNAL_ERROR}: {errortext}", status=INTERNAL_ERROR, retry_after=retry_after)
+        self.errortext = errortext
 
 
 class FinalAnswer(Exception):

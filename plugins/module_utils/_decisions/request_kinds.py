@@ -6,9 +6,11 @@ A request is retried by what it does, never by its HTTP method: a SelfSubjectAcc
 POST that changes nothing, and a 503 on it must not fail a rollout (issue 33). The kinds:
 
 - ``READ``: changes nothing (a GET, list or watch, an access or rules review, a dry run, an etcd
-  question): sent again after a 5xx, a 429 or a dropped connection, like any read;
+  question): sent again after a 5xx, a 429 or a dropped connection, like any read (CloudStack's own
+  INTERNAL_ERROR, 530, included: it is about the server, not the request);
 - ``SETTLED``: a write sent again only after reading what it changes showed it did not happen
-  (``CloudStackClient.run_change``, the Kubernetes client's ``settle`` read-backs);
+  (``CloudStackClient.run_change``, the Kubernetes client's ``settle`` read-backs), a 530 answer
+  included (the command may have run part-way);
 - ``ONCE``: a write sent once, whose failure its caller rides out: an Event about a node (a
   warning), the live path's scaleVirtualMachine (the node takes the restart path instead).
 

@@ -12,7 +12,8 @@ checks meet the real member list, the real ``/health`` and a real loss of quorum
 - ``external``: plain HTTP on the client and peer URLs, as CKS sets up its external etcd nodes.
 
 A member stops (SIGTERM) when its VM reaches Stopped and starts again, with its data dir intact,
-when the VM reaches Running. Those calls come from the CloudStack world with ``sim.lock`` held,
+when the VM reaches Running. ``stop_all`` (the sim's stop) removes the data dirs once every member
+has exited; the logs stay. Those calls come from the CloudStack world with ``sim.lock`` held,
 so the process work happens on one worker thread per member, in order, never under the lock.
 """
 
@@ -595,3 +596,15 @@ class EtcdManager:
             clusters = list(self._clusters.values())
         for cluster in clusters:
             _release(cluster.reserved)
+        self._remove_data(members)
+
+    @staticmethod
+    def _remove_data(members: list[_Member]) -> None:
+        """Each member's data dir, once its process has exited (etcd holds its WAL files locked while
+        it runs): a member preallocates 64 MiB WAL files, which a test run's sims pile up by the
+        gigabyte under a basetemp pytest never cleans (pytest-xdist's workers). Its log and
+        certificates stay for whoever reads why a test failed."""
+        for member in members:
+            if member.proc is not None and member.proc.poll() is None:
+                continue  # still running (a kill that did not take): its WAL lock is held
+            shutil.rmtree(member.data_dir, ignore_errors=True)

@@ -215,17 +215,26 @@ def test_sim_power_hooks_drive_members(manager: EtcdManager, sim: core.Sim) -> N
     assert "k-control-aa03" in running(manager, "c1")
 
 
-def test_stop_all_stops_every_process(manager: EtcdManager) -> None:
+def test_stop_all_stops_every_process_then_removes_the_data_dirs(manager: EtcdManager) -> None:
     manager.add_cluster("a", STACKED, "stacked")
     manager.add_cluster("b", ["e1", "e2", "e3"], "external")
-    pids = [m["pid"] for c in manager.snapshot().values() for m in c["members"]]
+    members = [m for c in manager.snapshot().values() for m in c["members"]]
+    pids = [m["pid"] for m in members]
     assert len(pids) == 6 and all(pids)
+    member_dirs = [os.path.dirname(m["log"]) for m in members]
+    # etcd preallocates its WAL (64 MiB a file): what a run's sims would leave on disk.
+    wal = [os.path.join(d, "data", "member", "wal") for d in member_dirs]
+    assert all(os.listdir(w) for w in wal)
 
     manager.stop_all()
 
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}")
     assert not manager.cluster_ready("a")
+    assert not any(os.path.exists(os.path.join(d, "data")) for d in member_dirs)
+    # The logs (and a stacked member's certificates) stay for whoever reads why a test failed.
+    assert all(os.path.getsize(m["log"]) > 0 for m in members)
+    assert os.path.isdir(os.path.join(member_dirs[0], "pki"))
 
 
 def test_member_names_must_be_unique(manager: EtcdManager) -> None:

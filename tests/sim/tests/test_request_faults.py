@@ -52,7 +52,11 @@ def test_a_503_falls_on_the_next_request_of_its_kind_only(sim: SimHandle) -> Non
 
 
 def test_a_530_is_cloudstacks_internal_error_answer(sim: SimHandle) -> None:
-    """ApiServer answers an unexpected exception of a command INTERNAL_ERROR (530), cserrorcode 4250."""
+    """ApiServer answers an unexpected exception of a command INTERNAL_ERROR (530), cserrorcode 4250:
+    ApiServer.getSerializedApiError names the body after the command's response (BaseCmd.getCommandName)
+    with its errorcode, cserrorcode, errortext and uuidList, and ApiServlet sends it with HTTP status
+    ApiErrorCode.getHttpCode() (530). A read answered so is asked again like a 503, a write settled by
+    reading (the collection's tests/unit/test_cloudstack_internal_error.py)."""
     vm = sim.node_vms("worker")[0]
     sim.fault(kind="request_fault", request="cloudstack stopVirtualMachine", mode="530", count=1)
     cs = sim.cs()
@@ -60,6 +64,9 @@ def test_a_530_is_cloudstacks_internal_error_answer(sim: SimHandle) -> None:
         cs.stopVirtualMachine(id=vm["id"])
     assert caught.value.error["errorcode"] == 530 and caught.value.error["errortext"] == INTERNAL_ERROR_TEXT
     assert caught.value.error["cserrorcode"] == 4250
+    assert caught.value.response.status_code == 530
+    assert caught.value.response.json() == {"stopvirtualmachineresponse": {
+        "uuidList": [], "errorcode": 530, "cserrorcode": 4250, "errortext": INTERNAL_ERROR_TEXT}}
     # Not carried out.
     assert sim.vm(vm["name"])["state"] == "Running"
     assert cs.listAsyncJobs() == {}
