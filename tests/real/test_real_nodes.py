@@ -50,6 +50,9 @@ def test_a_stopped_vm_goes_unknown_and_a_started_one_comes_back_with_a_new_boot(
     # Its web pod is NotReady now (the controller's MarkPodsNotReady), and the budget counts it out.
     wait_until(lambda: web_budget(sim)["currentHealthy"] == 3, 60, "the disruption controller to count the pod out")
     assert web_budget(sim)["disruptionsAllowed"] == 0
+    # cks-sim's kubelets see the controller's mark on their next look at the nodes: its timeline's
+    # notready comes from there, a moment after the API has it.
+    wait_until(lambda: "notready" in after_power_off(sim, worker), 60, "the sim's timeline to record the node NotReady")
 
     sim.action(action="start_vm", vm=worker)
     wait_until(lambda: ready(node(sim, worker)) == "True", 60, "the node to come back Ready")
@@ -61,6 +64,12 @@ def test_a_stopped_vm_goes_unknown_and_a_started_one_comes_back_with_a_new_boot(
     reasons = [e["reason"] for e in api(sim).list("/api/v1/namespaces/default/events")
                if e["involvedObject"].get("name") == worker]
     assert {"Starting", "Rebooted", "NodeReady"} <= set(reasons), reasons
-    timeline = [e["event"] for e in sim.timeline() if e.get("node") == worker]
-    after_stop = timeline[timeline.index("powered_off"):]
+    after_stop = after_power_off(sim, worker)
     assert after_stop.index("notready") < after_stop.index("powered_on") < after_stop.index("boot"), timeline
+
+
+def after_power_off(sim: ClusterSim, worker: str) -> list[str]:
+    """The node's timeline events from its VM's last power-off on."""
+    timeline = [e["event"] for e in sim.timeline() if e.get("node") == worker]
+    start = len(timeline) - 1 - timeline[::-1].index("powered_off") if "powered_off" in timeline else len(timeline)
+    return timeline[start:]

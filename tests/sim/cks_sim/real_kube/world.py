@@ -41,8 +41,9 @@ ACTORS_USER = "cks-sim-kubelets"
 TICK = 0.2
 AUDIT_POLL = 0.05
 #: The node lifecycle controller's grace period is never below this: heartbeats from the actors'
-#: thread on a loaded machine must not look like a dead node.
-MIN_GRACE = 5.0
+#: thread on a loaded machine must not look like a dead node (at 5 s, a clean-clone make test with
+#: other work beside it saw a control node marked NotReady mid-rollout at load 30).
+MIN_GRACE = 10.0
 SETTLE_TIMEOUT = 120.0
 #: Each cluster runs a control plane of its own (a kube-apiserver per control node, a controller
 #: manager and a scheduler): on the shared 2-core machine the tests run on, three took 2.5 minutes
