@@ -42,7 +42,7 @@ TARGETS = {"ratio": 1.05, "concurrency": 1.1, "detection": 1.0, "plan_1000_secon
            "plan_1000_cloudstack": 10, "plan_1000_kubernetes": 5}
 # What the management servers see of a rollout (judged on the projected real-cloud timings, as the targets above).
 LOAD_TARGETS = {"batch_overhead_seconds": 1.5, "ratio": 1.025, "cloudstack_per_node": 12.0,
-            "kubernetes_per_node": 8.0, "catalog_reads": 1, "plan_growth": 1.2}
+                "kubernetes_per_node": 8.0, "catalog_reads": 1, "plan_growth": 1.2}
 
 
 @dataclass

@@ -65,7 +65,7 @@ def test_a_stopped_vm_goes_unknown_and_a_started_one_comes_back_with_a_new_boot(
                if e["involvedObject"].get("name") == worker]
     assert {"Starting", "Rebooted", "NodeReady"} <= set(reasons), reasons
     after_stop = after_power_off(sim, worker)
-    assert after_stop.index("notready") < after_stop.index("powered_on") < after_stop.index("boot"), timeline
+    assert after_stop.index("notready") < after_stop.index("powered_on") < after_stop.index("boot"), after_stop
 
 
 def after_power_off(sim: ClusterSim, worker: str) -> list[str]:

@@ -16,6 +16,7 @@ from real_cluster import kubectl, pinned_release
 
 pytestmark = pytest.mark.timeout(900)
 
+
 def budget(sim: RolloutSim, name: str, namespace: str = "default") -> dict[str, Any]:
     raw: dict[str, Any] = json.loads(kubectl(sim, "get", "pdb", name, "-n", namespace, "-o", "json"))
     return raw

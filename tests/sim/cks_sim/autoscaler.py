@@ -116,9 +116,9 @@ class ClusterAutoscaler:
         if enabled and key not in world.workloads:
             # CKS's autoscaler manifest runs it on the control plane (it tolerates its taint).
             world.controllers.add({"kind": "Deployment", "namespace": "kube-system", "name": COMPONENT,
-                                 "image": "registry.k8s.io/autoscaling/cluster-autoscaler:v1.30.0",
-                                 "tolerations": [{"key": "node-role.kubernetes.io/control-plane",
-                                                  "operator": "Exists", "effect": "NoSchedule"}]})
+                                   "image": "registry.k8s.io/autoscaling/cluster-autoscaler:v1.30.0",
+                                   "tolerations": [{"key": "node-role.kubernetes.io/control-plane",
+                                                    "operator": "Exists", "effect": "NoSchedule"}]})
             world.controllers.after_change()
         self.unneeded_since.clear()
 
@@ -173,7 +173,7 @@ class ClusterAutoscaler:
             cpu, memory = pod_requests(pod)
             if cpu > node_cpu or memory > node_memory:
                 world.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "NotTriggerScaleUp",
-                             "pod didn't trigger scale-up: 1 Insufficient cpu or memory on a new node", COMPONENT)
+                                      "pod didn't trigger scale-up: 1 Insufficient cpu or memory on a new node", COMPONENT)
                 continue
             spot = next((b for b in bins if b[0] + cpu <= node_cpu and b[1] + memory <= node_memory), None)
             if spot is None:
@@ -188,7 +188,7 @@ class ClusterAutoscaler:
         if after <= before:
             for pod in helped:
                 world.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "NotTriggerScaleUp",
-                             "pod didn't trigger scale-up: 1 max node group size reached", COMPONENT)
+                                      "pod didn't trigger scale-up: 1 max node group size reached", COMPONENT)
             return False
         cloud.scale_cluster(cluster, None, {}, after)
         self.last_scale_up = now
@@ -196,7 +196,7 @@ class ClusterAutoscaler:
                               pods=[f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in helped])
         for pod in helped:
             world.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "TriggeredScaleUp",
-                         f"pod triggered scale-up: [{{{cluster.id} {before}->{after} (max: {cluster.maxsize})}}]", COMPONENT)
+                                  f"pod triggered scale-up: [{{{cluster.id} {before}->{after} (max: {cluster.maxsize})}}]", COMPONENT)
         return True
 
     # -- scale down ----------------------------------------------------------------------------
@@ -287,21 +287,21 @@ class ClusterAutoscaler:
             {"key": TO_BE_DELETED_TAINT, "value": str(int(time.time())), "effect": "NoSchedule"}]
         world.kubelets.touch(name)
         world.recorder.record("default", world.recorder.node_ref(name), "Normal", "ScaleDown",
-                     "marked the node as toBeDeleted/unschedulable", COMPONENT)
+                              "marked the node as toBeDeleted/unschedulable", COMPONENT)
         self.sim.timeline.add(cluster=cluster.id, node=name, event="autoscaler_scale_down")
         self.deleting = name
         for pod in list(world.pods.on_node(name)):
             if self._blocking(world, pod) == "skip":
                 continue
             world.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "ScaleDown",
-                         "deleting pod for node scale down", COMPONENT)
+                                  "deleting pod for node scale down", COMPONENT)
             try:
                 world.evictions.evict(pod["metadata"]["namespace"], pod["metadata"]["name"], {}, False)
             except ApiError:
                 node["spec"]["taints"] = [t for t in node["spec"].get("taints") or [] if t.get("key") != TO_BE_DELETED_TAINT]
                 world.kubelets.touch(name)
                 world.recorder.record("default", world.recorder.node_ref(name), "Warning", "ScaleDownFailed",
-                             "failed to drain the node, aborting ScaleDown", COMPONENT)
+                                      "failed to drain the node, aborting ScaleDown", COMPONENT)
                 self.deleting = None
                 return
         self._remove_when_drained(cloud, cluster, world, name, vm)

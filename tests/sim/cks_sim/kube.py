@@ -85,14 +85,23 @@ class KubeWorld:
         self.budgets = Budgets(self.store, self.pod_index, self.workloads, self.nodes, sim.faults, cluster_id)
         self.leader_leases = LeaderLeases(self.store, self.recorder, sim.clock, self.nodes)
 
-        # The actors, and kube-scheduler and the controllers between them.
-        self.client_pods = ClientPods(self.store, self.nodes, sim.lock,
-                                      place=lambda pod, node: self.scheduler.place(pod, node),
-                                      schedule_start=lambda pod: self.pods.schedule_start(pod))
+        # The actors, and kube-scheduler and the controllers between them. They call each other, so
+        # each is handed a call that finds the other when it runs (built later than itself).
+        def place(pod: dict[str, Any], node: Optional[str]) -> None:
+            self.scheduler.place(pod, node)
+
+        def schedule_start(pod: dict[str, Any]) -> None:
+            self.pods.schedule_start(pod)
+
+        def after_change() -> None:
+            self.controllers.after_change()
+
+        def removed(pod: dict[str, Any]) -> None:
+            self.controllers.pod_removed(pod)
+
+        self.client_pods = ClientPods(self.store, self.nodes, sim.lock, place=place, schedule_start=schedule_start)
         self.pods = PodLifecycle(self.store, self.nodes, self.recorder, sim, cluster_id, self.rng, self.client_pods,
-                                 pods_on=self.pod_index.pods_on,
-                                 after_change=lambda: self.controllers.after_change(),
-                                 removed=lambda pod: self.controllers.pod_removed(pod))
+                                 pods_on=self.pod_index.pods_on, after_change=after_change, removed=removed)
         self.scheduler = Scheduler(self.store, self.pod_index, self.nodes, self.recorder, sim, cluster_id,
                                    start=self.pods.schedule_start)
         self.static_pods = StaticPods(self.store, self.nodes, self.version, self.stacked_etcd,

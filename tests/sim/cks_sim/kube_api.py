@@ -233,7 +233,7 @@ class KubeApp:
             body = self._body(request, res)
             with self.sim.lock:
                 result = world.evictions.evict(route.namespace or "", route.name or "", body,
-                                     dry_run=request.args.get("dryRun") == "All")
+                                               dry_run=request.args.get("dryRun") == "All")
             return json_response(result, 201)
         allowed = set(res.verbs)
         if route.subresource == "status":

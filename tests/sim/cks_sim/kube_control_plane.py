@@ -84,8 +84,8 @@ class StaticPods:
             pod = {
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": self.api.new_meta(name, "kube-system", labels=dict(wl.labels), annotations=annotations,
-                                           ownerReferences=[{"apiVersion": "v1", "kind": "Node", "name": node,
-                                                             "uid": node_uid, "controller": True}]),
+                                              ownerReferences=[{"apiVersion": "v1", "kind": "Node", "name": node,
+                                                                "uid": node_uid, "controller": True}]),
                 "spec": spec,
                 "status": {"phase": "Pending", "qosClass": "Burstable"},
             }

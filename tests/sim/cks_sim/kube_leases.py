@@ -108,8 +108,8 @@ class LeaderLeases:
         self.renewed[name] = now
         meta = lease["metadata"]
         self.recorder.record(NAMESPACE, {"kind": "Lease", "namespace": NAMESPACE, "name": name, "uid": meta["uid"],
-                                 "apiVersion": "coordination.k8s.io/v1", "resourceVersion": meta["resourceVersion"]},
-                     "Normal", "LeaderElection", f"{holder} became leader", name)
+                                         "apiVersion": "coordination.k8s.io/v1", "resourceVersion": meta["resourceVersion"]},
+                             "Normal", "LeaderElection", f"{holder} became leader", name)
 
     def _apiserver(self, node: str, running: bool, now: float) -> None:
         name = apiserver_lease_name(node)
@@ -119,7 +119,7 @@ class LeaderLeases:
             self.store.put("leases", {
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": self.store.new_meta(name, NAMESPACE, labels={IDENTITY_LABEL: "kube-apiserver",
-                                                                     "kubernetes.io/hostname": node}),
+                                                                         "kubernetes.io/hostname": node}),
                 "spec": {"holderIdentity": f"{name}_{self.store.new_uid()}", "leaseDurationSeconds": APISERVER_DURATION,
                          "acquireTime": stamp, "renewTime": stamp}})
             self.renewed[name] = now

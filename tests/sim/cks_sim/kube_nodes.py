@@ -140,7 +140,7 @@ class Kubelets:
         """A node VM CKS added (a scale-up), not yet booted: kubeadm join registers its Node at the
         first boot, NotReady until then; its DaemonSet pods follow (the DaemonSet controller)."""
         self.add({"name": name, "node_type": node_type, "cpu": cpu, "memory_mb": memory_mb,
-                        "vm_running": False}, max((n.index for n in self.nodes.values()), default=-1) + 1)
+                  "vm_running": False}, max((n.index for n in self.nodes.values()), default=-1) + 1)
         self.reconcile()
 
     def _set_capacity(self, node: dict[str, Any], cpu: int, memory_mb: int) -> None:
@@ -237,9 +237,9 @@ class Kubelets:
                 self.pods.set_ready(pod, False)
                 # controller/util/node MarkPodsNotReady records this on each pod it flips.
                 self.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Warning", "NodeNotReady",
-                            "Node is not ready", "node-controller")
+                                     "Node is not ready", "node-controller")
         self.recorder.record("default", self.recorder.node_ref(name), "Normal", "NodeNotReady",
-                    f"Node {name} status is now: NodeNotReady", "node-controller")
+                             f"Node {name} status is now: NodeNotReady", "node-controller")
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="notready", ready="Unknown")
         self.after_change()
 
@@ -284,7 +284,7 @@ class Kubelets:
         self.recorder.record("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
         if old_boot:
             self.recorder.record("default", ref, "Warning", "Rebooted",
-                        f"Node {name} has been rebooted, boot id: {state.boot_id}", "kubelet", name)
+                                 f"Node {name} has been rebooted, boot id: {state.boot_id}", "kubelet", name)
         self.sim.timeline.add(cluster=self.cluster_id, node=name, event="boot", boot_id=state.boot_id)
         # Terminations the dead kubelet could not confirm complete now; the rest restart.
         for pod in list(self.pods.on_node(name)):

@@ -141,7 +141,7 @@ class PodLifecycle:
             # kuberuntime_container.go killContainer: one Killing event per running container.
             for container in pod["spec"].get("containers") or []:
                 self.recorder.record(pod["metadata"]["namespace"], pod_ref(pod, container["name"]), "Normal", "Killing",
-                            f"Stopping container {container['name']}", "kubelet", node)
+                                     f"Stopping container {container['name']}", "kubelet", node)
         slow = self.sim.faults.peek("slow_drain", node=node, cluster=self.cluster_id)
         if slow is not None:
             delay = self.sim.clock.real(float(slow.get("seconds", 60)))

@@ -112,8 +112,8 @@ class Scheduler:
         if self.recorder.recording and MIRROR_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
             # kube-scheduler's binding, recorded through the events.k8s.io recorder (schedule_one.go).
             self.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Normal", "Scheduled",
-                        f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {node}",
-                        "default-scheduler", action="Binding")
+                                 f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {node}",
+                                 "default-scheduler", action="Binding")
         if self.recorder.recording:
             owner = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
             self.sim.timeline.add(cluster=self.cluster_id, node=node, event="scheduled",

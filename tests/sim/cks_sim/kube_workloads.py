@@ -57,7 +57,7 @@ class Controllers:
             return
         template = self._pod_template(wl)
         meta = self.store.new_meta(name, ns, labels=dict(labels), generation=1,
-                              annotations={"deployment.kubernetes.io/revision": "1"} if kind == "Deployment" else None)
+                                   annotations={"deployment.kubernetes.io/revision": "1"} if kind == "Deployment" else None)
         meta["uid"] = wl.uid
         spec_body: dict[str, Any] = {"selector": {"matchLabels": dict(labels)}, "template": template}
         if kind in ("Deployment", "StatefulSet"):
@@ -73,7 +73,7 @@ class Controllers:
             spec_body["updateStrategy"] = {"type": "RollingUpdate"}
         plural = {"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets"}[kind]
         self.store.put(plural, {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": spec_body,
-                             "status": {}})
+                                "status": {}})
         if kind == "Deployment":
             wl.template_hash = template_hash(template)
             wl.rs_name = f"{name}-{wl.template_hash}"
@@ -133,7 +133,7 @@ class Controllers:
         pod = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": self.store.new_meta(name, wl.namespace, labels=labels, ownerReferences=owners or None,
-                                       **extra_meta),
+                                            **extra_meta),
             "spec": spec,
             "status": {"phase": "Pending", "qosClass": "Burstable" if wl.extra.get("requests") else "BestEffort"},
         }
@@ -156,7 +156,7 @@ class Controllers:
                 self.recorder.record(wl.namespace, ref, "Normal", "SuccessfulCreate", f"Created pod: {name}", "daemonset-controller")
             else:
                 self.recorder.record(wl.namespace, ref, "Normal", "SuccessfulCreate",
-                            f"create Pod {name} in StatefulSet {wl.name} successful", "statefulset-controller")
+                                     f"create Pod {name} in StatefulSet {wl.name} successful", "statefulset-controller")
 
     def reconcile_all(self) -> None:
         """The controllers' loop: every workload has its pods (replacements created now)."""
