@@ -47,5 +47,9 @@ def test_trust_failures_and_other_errors_are_not_a_cut(error: BaseException) -> 
 def test_a_cycle_of_causes_ends() -> None:
     first = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
     second = RuntimeError("wrapper")
-    first.__context__, second.__cause__ = second, first
+    # Each raised from the other: a cycle of causes, made the way code makes them.
+    for error, cause in ((first, second), (second, first)):
+        with pytest.raises(type(error)):
+            raise error from cause
+    assert second.__cause__ is first and first.__cause__ is second
     assert not handshake_cut(second)
