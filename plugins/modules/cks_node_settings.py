@@ -145,6 +145,9 @@ options:
     description:
       - With O(plan=true), which nodes the plan restarts (V(selected) and V(all) also restart nodes with no
         change), as O(cloudstack.cks.cks_node_outdated#module:restart).
+      - A restart that resumes no round records its round in the rollout record once the lock is held (each node's
+        boot ID then), so that a rerun after this run is killed, fails or is cancelled restarts only the nodes not
+        booted since; the release of a rollout that ran every batch ends the round.
     type: str
     choices: [outdated, selected, all]
     default: outdated

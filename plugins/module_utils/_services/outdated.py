@@ -45,6 +45,12 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.outdated
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import PlacementReads, placement_error, placement_refusals
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest, describe
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.restart_round import (
+    already_restarted,
+    restart_scope,
+    resumed_round,
+    round_words,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS, Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.stop_refusals import refusal_error, stop_refusals
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.work_left import work_left
@@ -83,8 +89,13 @@ def outdated_report(view: ClusterView, record: Optional[Record], lock: Optional[
     mu = max_unavailable or stored_mu or 1
     nodes = [node_record(view, n, settings[n.node_type]) for n in view.nodes]
     selected = select_nodes(select, nodes) if select else None
+    # A restart with no change: the round it resumes, and the nodes that round restarted already.
+    scope = restart_scope(restart, selected)
+    resumed = resumed_round(record.restart_round if record is not None else None, scope)
+    restarted = already_restarted(resumed, view.nodes)
     rollout_plan = plan(view, settings, mu, selected=selected, canary=canary,
-                        etcd_down=etcd_health.down if etcd_health is not None else (), restart=restart)
+                        etcd_down=etcd_health.down if etcd_health is not None else (), restart=restart,
+                        restarted=restarted)
     laid_out = rollout_plan.to_dict()
     result: dict[str, Any] = {
         "changed": False,
@@ -110,6 +121,10 @@ def outdated_report(view: ClusterView, record: Optional[Record], lock: Optional[
         "canary": canary,
         "restart": restart,
         "not_selected": laid_out["not_selected"],
+        "restart_round": None if scope is None else {
+            "scope": scope, "resumed": resumed is not None, "started": resumed.started if resumed else None,
+            "run_id": resumed.run_id if resumed else None, "restarted": laid_out["restarted"],
+            "words": round_words(scope, resumed, laid_out["restarted"])},
         **record_fields(view, record, lock),
     }
     if drain_check is not None:

@@ -15,7 +15,10 @@ In this order, as the rollout role did it in four runs before:
 3. the plan: the one judged in 1., made from the same reads, with what the record and the lock say
    after 2. laid over it (the settings it judged are the ones just stored);
 4. with the cluster autoscaler on, the planned nodes marked scale-down-disabled (``_decisions/autoscaler``);
-5. the pending taint on the planned nodes (``taint_pending``).
+5. the pending taint on the planned nodes (``taint_pending``);
+6. a restart with no change (``restart: selected | all``) that resumes no round records its round
+   (each node's boot ID now, ``_decisions.restart_round``), so that a rerun after a killed or failed
+   run restarts only the nodes not restarted since.
 
 The lock is read before the cluster is: a rollout whose release ends while this run reads would
 otherwise leave a view older than the free lock this run then takes. Anything failing after the
@@ -43,6 +46,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_acce
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import autoscaler_of, autoscaler_words
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.restart_round import RestartRound, round_to_store
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import plan_report, planned_nodes, planned_settings, record_fields
@@ -149,6 +153,9 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
         if result["autoscaler"]["on"] and result["hosts"] and not check_mode:
             result["autoscaler"]["held"] = hold_nodes(session.kube, result["hosts"])
             result["changed"] = result["changed"] or bool(result["autoscaler"]["held"])
+        begun = begin_restart_round(session, view, result, request.lock_holder) if not check_mode else None
+        if begun is not None:
+            result["restart_round"] = dict(result["restart_round"], started=begun.started, run_id=begun.run_id)
         if params.get("taint_pending") and result["hosts"] and not check_mode:
             tainted = taint_pending(session, {"nodes": result["hosts"], "lock_holder": request.lock_holder})
             result["pending_taint"] = tainted["pending_taint"]
@@ -158,6 +165,22 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
         if check_mode:
             raise
         raise _released(session, params, request.lock_holder, exc)
+
+
+def begin_restart_round(session: ClusterSession, view: ClusterView, judged: Mapping[str, Any],
+                        holder: Optional[str]) -> Optional[RestartRound]:
+    """Record the round of a restart that resumes none, once the lock is held (one write of the
+    record); None when there is none to record."""
+    planned = judged.get("restart_round")
+    if not planned or planned.get("resumed"):
+        return None
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    begun = round_to_store(planned["scope"], None, view.nodes, started, holder)
+    if begun is None:
+        return None
+    stored = begun.to_dict()
+    session.store.update(lambda record: setattr(record, "restart_round", stored))
+    return begun
 
 
 def _released(session: ClusterSession, params: Mapping[str, Any], holder: Optional[str], failure: Exception) -> CksError:

@@ -10,7 +10,9 @@
   settings, the cancel flag, the last error and the outcome. Written with compare-and-set too.
 
 Nothing else is stored: the work left is what the nodes themselves show (still different,
-stopped, or still annotated).
+stopped, or still annotated) - but for a rolling restart with no setting changed, which leaves
+nothing on the nodes to tell restarted from not: its round (``restartRound``, each node's boot ID
+when it began, ``_decisions.restart_round``).
 """
 
 from __future__ import annotations
@@ -120,6 +122,9 @@ class Record:
     # {"holder", "renew_time", "noticed"} when a rollout found the lock left by one that stopped
     # without releasing it.
     previous_holder_stopped: Optional[dict[str, Any]] = None
+    #: The rolling restart under way (``_decisions.restart_round``): its scope and each node's boot ID
+    #: when it began, kept until a rollout of that scope finishes, so that a rerun resumes it.
+    restart_round: Optional[dict[str, Any]] = None
     resource_version: Optional[str] = None
 
     def to_data(self) -> dict[str, str]:
@@ -134,6 +139,8 @@ class Record:
         }
         if self.previous_holder_stopped:
             data["previousHolderStopped"] = json.dumps(self.previous_holder_stopped, sort_keys=True)
+        if self.restart_round:
+            data["restartRound"] = json.dumps(self.restart_round, sort_keys=True)
         return data
 
     @classmethod
@@ -142,6 +149,7 @@ class Record:
         try:
             settings = json.loads(data.get("settings") or "{}")
             stopped = json.loads(data["previousHolderStopped"]) if data.get("previousHolderStopped") else None
+            restart_round = json.loads(data["restartRound"]) if data.get("restartRound") else None
         except ValueError as exc:
             raise CksError(f"ConfigMap {NAMESPACE}/{RECORD_NAME} holds invalid JSON ({exc}); fix or delete it")
         return cls(
@@ -152,6 +160,7 @@ class Record:
             result=data.get("result") or None,
             updated=data.get("updated") or None,
             previous_holder_stopped=stopped,
+            restart_round=restart_round if isinstance(restart_round, dict) else None,
             resource_version=(configmap.get("metadata") or {}).get("resourceVersion"),
         )
 
