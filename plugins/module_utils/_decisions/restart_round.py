@@ -126,4 +126,3 @@ def round_words(scope: Optional[str], resumed: Optional[RestartRound], restarted
     by = f" by {resumed.run_id}" if resumed.run_id else ""
     return (f"restart {scope}: resumes the round{since}{by}; restarted since it began, not again: "
             f"{', '.join(names) or '-'}")
-
