@@ -96,6 +96,11 @@ options:
       - V(auto) adds each planned node's C(path) to RV(nodes) and lists them in RV(live_paths) - whether a rollout with
         C(rollout_live_scale=auto) would grow it without a restart (V(live)) or restart it (V(restart)), and why,
         from the node's VM, its offerings and C(listCapabilities) as they are now. V(never) reads nothing more.
+      - A live path that adds vCPUs also needs room for them in the running domain, which no CloudStack API shows (the
+        domain's maximum was written at the VM's last start, by that release and its C(kvm.cpu.dynamic.scaling.capacity)).
+        This module creates nothing, so it does not ask the guest; such a path's reason ends C(headroom checked before
+        the scale). The rollout's plan (M(cloudstack.cks.cks_node_settings) with O(cloudstack.cks.cks_node_settings#module:plan=true),
+        not in check mode) asks it, and a domain without room takes the restart path with why.
     type: str
     choices: [never, auto]
     default: never

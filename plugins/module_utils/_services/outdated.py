@@ -56,7 +56,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.stop_ref
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.work_left import work_left
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, NODE_TYPES, ClusterView, Node
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.stop_check import read_for
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.live_paths import live_scale_mode, with_paths
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.live_paths import GuestProbe, live_scale_mode, with_paths
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LockInfo, Record
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import (
@@ -288,13 +288,14 @@ def _node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mod
 
 
 def plan_report(session: ClusterSession, params: Mapping[str, Any], view: ClusterView, record: Optional[Record],
-                lock: Optional[LockInfo], changes: SettingsRequest) -> dict[str, Any]:
+                lock: Optional[LockInfo], changes: SettingsRequest, probe: Optional[GuestProbe] = None) -> dict[str, Any]:
     """The whole cks_node_outdated answer for what was read, with the reads the plan needs (owners,
     etcd, the drain check) made here; the catalog the run used goes with it. With ``live_scale:
-    auto``, each planned node's path (``live_paths.with_paths``)."""
+    auto``, each planned node's path (``live_paths.with_paths``; ``probe`` asks the guests of the
+    live paths that add vCPUs for their domain's headroom)."""
     mode = live_scale_mode(params)
     judged = _plan_report(session, params, view, record, lock, changes)
-    return with_paths(judged, session, view, planned_settings(view, record, changes), mode)
+    return with_paths(judged, session, view, planned_settings(view, record, changes), mode, probe=probe)
 
 
 def _plan_report(session: ClusterSession, params: Mapping[str, Any], view: ClusterView, record: Optional[Record],
