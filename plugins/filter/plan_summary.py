@@ -25,7 +25,8 @@ description:
     to) or V(no change), with rollout_live_scale V(auto) its path (V(live) or V(restart), and why), and, from a dry
     run's drain check, what would block the node's drain now.
   - Last the node types not rolled and why, the nodes a selection left out, the nodes uncordoned without a restart,
-    what the key could not check (C(not_checked), one V(Not checked) line each),
+    with rollout_restart V(selected) or V(all) the restart round (a new one, or the one resumed and the nodes it
+    restarted already, not restarted again), what the key could not check (C(not_checked), one V(Not checked) line each),
     the per-node hooks, the pause between batches, and that nothing is in the way of the drains when the drain check
     found nothing.
 options:
@@ -165,6 +166,8 @@ def plan_summary(plan: Mapping[str, Any], check_mode: bool = False, lock: Option
     lines += [f"Not rolled, {node_type}: {reason}" for node_type, reason in (plan.get("unrollable") or {}).items()]
     lines += _joined("Not selected (rollout_select), still out of date: ", plan.get("not_selected"))
     lines += _joined("Uncordoned without a restart (back since a rollout stopped): ", plan.get("to_release"))
+    # rollout_restart selected or all: the round begun, or the one resumed and what it restarted already.
+    lines += [str(plan["restart_round"]["words"])] if (plan.get("restart_round") or {}).get("words") else []
     # What the key could not read is named, never guessed: the checks it leaves to the batches.
     lines += [f"Not checked: {note}" for note in plan.get("not_checked") or []]
     # The cluster autoscaler, when on: what the rollout does about it (start.py words it).

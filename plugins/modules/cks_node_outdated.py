@@ -78,6 +78,9 @@ options:
         kured does it).
       - Such a node is in RV(work) with C(restart=true) and the why C(restart asked, no change); it is not counted
         as out of date. The order, the clamp and the quorum rules are the same.
+      - V(selected) and V(all) resume the restart round the rollout record keeps (each node's boot ID when a
+        restart of the same scope began, until a rollout of it runs every batch) - a rerun after a killed, failed or
+        cancelled restart plans only the nodes not booted since; see RV(restart_round).
     type: str
     choices: [outdated, selected, all]
     default: outdated
@@ -93,6 +96,11 @@ options:
       - V(auto) adds each planned node's C(path) to RV(nodes) and lists them in RV(live_paths) - whether a rollout with
         C(rollout_live_scale=auto) would grow it without a restart (V(live)) or restart it (V(restart)), and why,
         from the node's VM, its offerings and C(listCapabilities) as they are now. V(never) reads nothing more.
+      - A live path that adds vCPUs also needs room for them in the running domain, which no CloudStack API shows (the
+        domain's maximum was written at the VM's last start, by that release and its C(kvm.cpu.dynamic.scaling.capacity)).
+        This module creates nothing, so it does not ask the guest; such a path's reason ends C(headroom checked before
+        the scale). The rollout's plan (M(cloudstack.cks.cks_node_settings) with O(cloudstack.cks.cks_node_settings#module:plan=true),
+        not in check mode) asks it, and a domain without room takes the restart path with why.
     type: str
     choices: [never, auto]
     default: never
@@ -386,6 +394,18 @@ not_selected:
   type: list
   elements: str
   sample: ["alpha-node-3"]
+restart_round:
+  description:
+    - With O(restart=selected) or O(restart=all), the restart round the plan begins or resumes - C(scope) (V(all),
+      or C(selected:) and the names), C(resumed) (a round of that scope was recorded and has not ended), C(started)
+      and C(run_id) of the resumed round, C(restarted) (the nodes booted since it began, not restarted again) and
+      C(words) (the line the plan shows). A rollout (O(cloudstack.cks.cks_node_settings#module:plan=true)) that begins
+      a round records it once it holds the lock. V(null) with O(restart=outdated).
+  returned: always
+  type: dict
+  sample: {scope: all, resumed: true, started: "2026-12-07T13:00:00Z", run_id: run-killed,
+           restarted: [alpha-node-1], words: "restart all: resumes the round begun 2026-12-07T13:00:00Z by run-killed;
+           restarted since it began, not again: alpha-node-1"}
 drain_blockers:
   description:
     - With O(drain_check), per planned Kubernetes node in plan order (V(batch) is the batch's number, from 1), what

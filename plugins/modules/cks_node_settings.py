@@ -145,6 +145,9 @@ options:
     description:
       - With O(plan=true), which nodes the plan restarts (V(selected) and V(all) also restart nodes with no
         change), as O(cloudstack.cks.cks_node_outdated#module:restart).
+      - A restart that resumes no round records its round in the rollout record once the lock is held (each node's
+        boot ID then), so that a rerun after this run is killed, fails or is cancelled restarts only the nodes not
+        booted since; the release of a rollout that ran every batch ends the round.
     type: str
     choices: [outdated, selected, all]
     default: outdated
@@ -158,9 +161,21 @@ options:
     description:
       - With O(plan=true), each planned node's path under C(rollout_live_scale=auto), as
         O(cloudstack.cks.cks_node_outdated#module:live_scale).
+      - With O(live_scale=auto), a node whose live path adds vCPUs depends on how many vCPUs its running domain
+        was started with room for, which CloudStack does not show (the domain's maximum is written at the VM's last
+        start, from that release and its C(kvm.cpu.dynamic.scaling.capacity)). Before the lock the plan asks the guest
+        (the live path's pod on the node, O(live_scale_image), reading C(/sys/devices/system/cpu/possible), deleted
+        afterwards); a domain without room takes the restart path, with why. Not in check mode (no pod is created);
+        the path then says C(headroom checked before the scale).
     type: str
     choices: [never, auto]
     default: never
+  live_scale_image:
+    description:
+      - With O(plan=true) and O(live_scale=auto), the image of the pod that asks a guest for its headroom, as
+        O(cloudstack.cks.cks_node_cycle#module:live_scale_image).
+    type: str
+    default: busybox:1.36.1
   drain_check:
     description:
       - With O(plan=true), also tell what would block the drain of each planned node now
@@ -527,7 +542,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cloudstack.cks.plugins.module_utils import ansible_module as glue
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import plan_argument_specs
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import argument_specs, plan_argument_specs
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.settings import node_settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.start import start_rollout
 
@@ -550,6 +565,7 @@ def argument_spec() -> dict[str, Any]:
         **plan_argument_specs(),
         "canary": {"type": "bool", "default": False},
         "live_scale": {"type": "str", "choices": ["never", "auto"], "default": "never"},
+        **argument_specs("live_scale_image"),
         "drain_check": {"type": "bool", "default": False},
         "delete_emptydir_data": {"type": "bool", "default": True},
         "force": {"type": "bool", "default": False},

@@ -18,7 +18,8 @@ from typing import Any, Callable
 from helpers import ClusterSim, load_raw_spec
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import Settings, TypeSettings
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LOCK_NAME, NAMESPACE, Lock, held_lock
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.held import held_lock
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LOCK_NAME, NAMESPACE, Lock
 
 HOLDER = "run-kube-calls"
 

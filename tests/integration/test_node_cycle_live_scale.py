@@ -12,6 +12,9 @@ from helpers import ClusterSim
 from in_process_sims import RolloutSim
 from live_scale_helpers import LIVE, calls, evictions, live_spec, node_capacity, path_of, workers
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.start import start_rollout
+
 
 def test_workers_grow_live_without_stop_or_eviction(cycle_sim: Callable[..., ClusterSim]) -> None:
     sim = cycle_sim(live_spec())
@@ -80,6 +83,51 @@ def test_domain_started_without_headroom_restarts_before_any_scale(cycle_sim: Ca
     assert sim.invariants() == []
 
 
+def live_plan(sim: ClusterSim, check_mode: bool) -> dict[str, Any]:
+    """The rollout's plan (cks_node_settings plan=true), in process: workers to cks-large under live_scale auto."""
+    params = {"cluster": sim.cluster_id, "node_offerings": {"worker": "cks-large"}, "rollout": True, "plan": True,
+              "lock_holder": "run-plan", "live_scale": "auto", "restart": "outdated"}
+    return start_rollout(ClusterSession.of(params, sim.cloud, sim.kube), params, check_mode=check_mode)
+
+
+def probe_pods_created(sim: ClusterSim) -> list[dict[str, Any]]:
+    return [c for c in sim.calls() if c.get("api") == "kubernetes" and c.get("verb") == "create"
+            and c.get("resource") == "pods" and c.get("namespace") == "kube-system"]
+
+
+def test_plan_names_the_restart_path_of_a_domain_started_without_headroom(cycle_sim: Callable[..., ClusterSim]) -> None:
+    # Started under 4.22 on a fixed offering, the domains have no room for more vCPUs; no CloudStack
+    # API shows it (KVMGuru wrote the domain's maximum at the start), so the plan asks the guest.
+    sim = cycle_sim(live_spec(started_on_version="4.22.1.0"))
+    nodes = sim.names("worker")
+
+    # The dry run creates no pod: live as far as CloudStack tells, the headroom checked before the scale.
+    dry = live_plan(sim, check_mode=True)
+    for node in nodes:
+        path = next(n["path"] for n in dry["nodes"] if n["name"] == node)
+        assert path["path"] == "live" and path["reason"].endswith("; headroom checked before the scale"), path
+    assert probe_pods_created(sim) == []
+
+    # The rollout's plan asks each guest before the lock: the restart path, with why.
+    plan = live_plan(sim, check_mode=False)
+    for node in nodes:
+        path = next(n["path"] for n in plan["nodes"] if n["name"] == node)
+        assert path == {"path": "restart", "reason": "the running domain was started with room for 2 vCPUs, not 4: "
+                                                     "it must be restarted once before it can be scaled live"}, path
+    assert sorted(plan["live_paths"]["restart"]) == sorted(nodes) and plan["live_paths"]["live"] == []
+    assert len(probe_pods_created(sim)) == len(nodes)
+    assert not [p for p in sim.kube.list_all_pods() if p["metadata"]["name"].startswith("cks-live-scale-")]
+    assert calls(sim, "scaleVirtualMachine") == []
+
+    # Started under 4.23 (the host's vCPUs as the maximum): the plan's probe finds the room.
+    fresh = cycle_sim(live_spec())
+    plan = live_plan(fresh, check_mode=False)
+    for node in fresh.names("worker"):
+        path = next(n["path"] for n in plan["nodes"] if n["name"] == node)
+        assert path["path"] == "live" and "; the running domain has room for " in path["reason"], path
+    assert calls(fresh, "scaleVirtualMachine") == []
+
+
 def test_refused_after_the_decision_falls_back_in_the_same_batch(cycle_sim: Callable[..., ClusterSim]) -> None:
     # The host fills up between the decision and the scale: CloudStack refuses (530) and the node
     # takes the restart path, whose start places it where there is room.
@@ -136,7 +184,8 @@ def test_rollout_grows_workers_live_and_reports_the_path(rollout_sim: Callable[.
     dry = sim.rollout(args=("--check",), **change)
     assert dry.rc == 0, dry.output
     for node in sim.names("worker"):
-        assert f"{node} path: live (cks-medium -> cks-large on a running KVM VM (CloudStack 4.23.0.0))" in dry.output
+        assert (f"{node} path: live (cks-medium -> cks-large on a running KVM VM (CloudStack 4.23.0.0); "
+                "headroom checked before the scale)") in dry.output
     assert calls(sim, "scaleVirtualMachine") == []
 
     run = sim.rollout(**change)

@@ -17,6 +17,7 @@ from fakes import FakeKube
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import LockHeld
 from ansible_collections.cloudstack.cks.plugins.module_utils._state import record as rec
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.held import held_lock
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -151,7 +152,7 @@ def test_the_next_module_run_renews_from_the_version_handed_on_without_a_read() 
     kube, clock = FakeKube(), FakeClock(T0)
     version = lock(kube, clock, "run-a", duration=90).acquire().resource_version
     reads = _counting_reads(kube)
-    later = rec.held_lock(kube, "run-a", version)
+    later = held_lock(kube, "run-a", version)
     assert later is not None
     info = later.renew_at_batch_start()
     assert reads == [] and kube.lease_patches == 1 and info.holder == "run-a"
@@ -165,7 +166,7 @@ def test_a_lease_written_since_is_read_and_judged_still_ours() -> None:
     # Someone wrote the lease since (a label, say) but left our holder: renewed after a read.
     kube._store("lease", rec.LOCK_NAME, kube.objects[("lease", rec.LOCK_NAME)])
     reads = _counting_reads(kube)
-    later = rec.held_lock(kube, "run-a", version)
+    later = held_lock(kube, "run-a", version)
     assert later is not None
     info = later.renew_at_batch_start()
     assert reads == [rec.LOCK_NAME] and info.holder == "run-a"
@@ -183,7 +184,7 @@ def test_a_stale_version_never_overwrites_the_holder_that_took_over() -> None:
     clock.now += timedelta(seconds=120)  # expired: run-b takes over
     lock(kube, clock, "run-b").acquire()
     taken = dict(kube.objects[("lease", rec.LOCK_NAME)]["spec"])
-    stale = rec.held_lock(kube, "run-a", version)
+    stale = held_lock(kube, "run-a", version)
     assert stale is not None
     with pytest.raises(rec.LockLost, match="run-b"):
         stale.renew_at_batch_start()

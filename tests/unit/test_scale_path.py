@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_path import (
     AUTO,
+    HEADROOM_LATER,
     LIVE,
     NEVER,
     RESTART,
@@ -22,9 +23,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_pa
     guest_sees,
     headroom_refusal,
     memtotal_kib,
+    needs_headroom,
     quantity_kib,
     reports_capacity,
     scale_path,
+    with_headroom,
 )
 
 M2 = OfferingFacts("m-2", 2, 4096, 2000, custom=False, dynamic_scaling=True)
@@ -137,3 +140,33 @@ def test_event_words() -> None:
     status = {"capacity": {"cpu": "8", "memory": f"{int(31.2 * 1024 ** 2)}Ki"}}
     assert event_words("m-8", status) == "scaled to m-8 without a restart; kubelet restarted; capacity now 8 CPU, 31.2 GiB"
     assert event_words("m-8", {}) == "scaled to m-8 without a restart; kubelet restarted; capacity now ? CPU, ? GiB"
+
+
+def test_the_plan_asks_the_guest_for_headroom_only_for_a_live_path_that_adds_vcpus() -> None:
+    live = scale_path(AUTO, OFFERING, FACTS)
+    assert needs_headroom(live, FACTS)
+    # More memory only, a restart path, or nothing read: the domain's vCPU maximum does not matter.
+    memory_only = dataclasses.replace(FACTS, target=dataclasses.replace(M2, name="m-2-big", memory_mb=8192))
+    assert not needs_headroom(scale_path(AUTO, OFFERING, memory_only), memory_only)
+    assert not needs_headroom(scale_path(AUTO, frozenset({"root_disk"}), FACTS), FACTS)
+    assert not needs_headroom(live, None)
+
+
+def test_a_domain_started_without_headroom_is_the_restart_path_in_the_plan() -> None:
+    live = scale_path(AUTO, OFFERING, FACTS)
+    # Started under 4.22 on a fixed offering: KVMGuru gave the domain no more vCPUs than it had.
+    refused = with_headroom(live, FACTS, GuestView(2, 2, 4000000))
+    assert refused.path == RESTART
+    assert refused.reason == ("the running domain was started with room for 2 vCPUs, not 4: it must be restarted "
+                              "once before it can be scaled live")
+    room = with_headroom(live, FACTS, GuestView(2, 64, 4000000))
+    assert room.path == LIVE and room.reason.endswith("; the running domain has room for 64 vCPUs")
+    # The guest could not be asked (its pod refused): the restart path, never a guess.
+    failed = with_headroom(live, FACTS, None, "the pod on the node failed: forbidden")
+    assert failed.path == RESTART and "could not be read before the lock: the pod on the node failed" in failed.reason
+    # Not asked (a dry run creates no pod): live, and the cycle checks it before the scale.
+    later = with_headroom(live, FACTS, None)
+    assert later.path == LIVE and later.reason == f"{live.reason}; {HEADROOM_LATER}"
+    # A path that needs no headroom is left as it was.
+    restart = scale_path(AUTO, frozenset({"root_disk"}), FACTS)
+    assert with_headroom(restart, FACTS, GuestView(2, 2, 1)) == restart

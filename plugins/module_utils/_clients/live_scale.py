@@ -16,7 +16,8 @@ the pod, and the node takes the restart path.
 from __future__ import annotations
 
 import secrets
-from typing import Any, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pod_exec import PodExec
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, KubernetesError
@@ -163,6 +164,32 @@ class NodeShell:
 
     def restart_kubelet(self) -> str:
         return self.run(*(part.format(pod=self.name) for part in RESTART_KUBELET)).strip()
+
+
+#: Nodes probed at once before the lock: each probe is a pod to start; more at once only loads the API server.
+PROBE_WORKERS = 8
+
+
+def probe_guests(kube: Any, nodes: Iterable[str], image: str, seconds: float,
+                 interval: float) -> dict[str, tuple[Optional[GuestView], Optional[str], Optional[str]]]:
+    """Each node's guest as the pod on it reads it (read only: the vCPUs online and possible,
+    MemTotal), the pod deleted however it ends: node -> (what it read, or None; why not; the pod
+    left behind when it could not be seen deleted - it ends by itself after its sleep)."""
+    names = list(dict.fromkeys(nodes))
+
+    def probe(node: str) -> tuple[Optional[GuestView], Optional[str], Optional[str]]:
+        shell = NodeShell(kube, node, image, Deadline(seconds), interval)
+        try:
+            with shell:
+                guest = shell.guest()
+            return guest, None, shell.left_behind
+        except CksError as exc:
+            return None, f"the pod on the node failed: {exc.msg}", shell.left_behind
+
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(PROBE_WORKERS, len(names))) as pool:
+        return dict(zip(names, pool.map(probe, names), strict=True))
 
 
 def _gone(pod: Optional[dict[str, Any]]) -> Optional[str]:

@@ -91,6 +91,8 @@ class Plan:
     worker_batch_size: int
     #: Nodes with work left that ``selected`` leaves out (they stay out of date); not the held ones.
     not_selected: tuple[str, ...] = ()
+    #: Nodes the restart under way restarted already (``restarted``): not restarted again.
+    restarted: tuple[str, ...] = ()
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -115,6 +117,7 @@ class Plan:
             "worker_batch_size": self.worker_batch_size,
             "last_error": self.last_error,
             "not_selected": list(self.not_selected),
+            "restarted": list(self.restarted),
         }
         for t in NODE_TYPES:
             result[OUT_OF_DATE_KEYS[t]] = self.out_of_date.get(t, 0)
@@ -127,7 +130,8 @@ def _order_key(planned: PlannedNode) -> tuple[int, str]:
 
 def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
          selected: Optional[Iterable[str]] = None, canary: bool = False,
-         etcd_down: Iterable[str] = (), restart: str = RESTART_OUTDATED) -> Plan:
+         etcd_down: Iterable[str] = (), restart: str = RESTART_OUTDATED,
+         restarted: Iterable[str] = ()) -> Plan:
     """The nodes to restart, in batches: external etcd nodes one at a time, then control nodes
     one at a time, then workers ``worker_batch_size`` at a time (with ``canary``, the first
     worker alone first, then the others ``worker_batch_size`` at a time).
@@ -143,6 +147,9 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
     first within their type (they add no work of their own).
     ``restart``: ``selected`` also restarts the nodes ``selected`` names, ``all`` every node, when they
     have nothing to change (the same cycle, the same order and rules).
+    ``restarted``: the nodes the restart under way restarted already (``_decisions.restart_round``, a
+    rerun of a restart that stopped): ``restart`` asks nothing more of them; work of their own (a
+    change, a VM down, left cordoned) still plans them.
     """
     if max_unavailable < 1:
         raise InvalidInput(PARAM_MAX_UNAVAILABLE, max_unavailable, "must be at least 1")
@@ -174,13 +181,15 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
     workers = len(view.nodes_of(WORKER))
     size = worker_batch_size(max_unavailable, workers)
     members_down = {name.lower() for name in etcd_down}
+    done = {name.lower() for name in restarted}
 
     for t in NODE_TYPES:
         planned: list[PlannedNode] = []
         for node in view.nodes_of(t):
             reasons = tuple(outdated_reasons(node, settings[t], view))
             stuck = node.annotated and not node.back
-            asked = restart == RESTART_ALL or (restart == RESTART_SELECTED and chosen is not None and node.name in chosen)
+            asked = node.name not in done and (
+                restart == RESTART_ALL or (restart == RESTART_SELECTED and chosen is not None and node.name in chosen))
             if reasons or not node.running or stuck or asked:
                 planned.append(PlannedNode(node.name, t, node.vm_state, reasons, node.annotated, node.back,
                                            etcd_down=node.running and node.name in members_down, restart=asked))
@@ -220,7 +229,8 @@ def plan(view: ClusterView, settings: Settings, max_unavailable: int = 1,
 
     return Plan(batches=tuple(down_batches + batches), nodes=tuple(planned_all), out_of_date=out_of_date,
                 skipped=skipped, to_release=tuple(to_release), worker_batch_size=size,
-                not_selected=tuple(not_selected))
+                not_selected=tuple(not_selected),
+                restarted=tuple(sorted(n.name for n in view.nodes if n.name in done)))
 
 
 def serial_list(rollout_plan: Plan) -> list[int]:

@@ -273,6 +273,36 @@ def headroom_refusal(guest: GuestView, new: OfferingFacts) -> Optional[str]:
     return None
 
 
+#: What the plan says of a live path's vCPU headroom when it did not look in the guest (a dry run,
+#: cks_node_outdated: they create no pod): the node cycle reads it before it scales.
+HEADROOM_LATER = "headroom checked before the scale"
+
+
+def needs_headroom(decided: ScalePath, facts: Optional[LiveFacts]) -> bool:
+    """Whether a live path adds vCPUs, and so depends on the running domain's maximum: CloudStack
+    does not show it (the domain's ``<vcpu>`` was written by ``KVMGuru`` at the VM's last start, from
+    the release and ``kvm.cpu.dynamic.scaling.capacity`` of that time), so the guest is asked."""
+    return (decided.path == LIVE and facts is not None and facts.current is not None and facts.target is not None
+            and facts.target.cpu > facts.current.cpu)
+
+
+def with_headroom(decided: ScalePath, facts: Optional[LiveFacts], guest: Optional[GuestView],
+                  error: Optional[str] = None) -> ScalePath:
+    """The plan's path once the guest was asked (before the lock) how many vCPUs its running domain
+    has room for: a domain started without room for the new vCPUs takes the restart path, with why.
+    ``guest`` None and no ``error``: not asked (the plan then says the cycle checks it)."""
+    if not needs_headroom(decided, facts) or facts is None or facts.target is None:
+        return decided
+    if error is not None:
+        return ScalePath(RESTART, f"the guest's possible vCPUs could not be read before the lock: {error}")
+    if guest is None:
+        return ScalePath(LIVE, f"{decided.reason}; {HEADROOM_LATER}")
+    refusal = headroom_refusal(guest, facts.target)
+    if refusal is not None:
+        return ScalePath(RESTART, refusal)
+    return ScalePath(LIVE, f"{decided.reason}; the running domain has room for {guest.possible_cpus} vCPUs")
+
+
 def guest_sees(before: GuestView, after: GuestView, old: OfferingFacts, new: OfferingFacts) -> tuple[bool, str]:
     """Whether the guest onlined what was added: the new vCPU count, and MemTotal grown by the added
     memory less the kernel's page structures of it (1/64)."""

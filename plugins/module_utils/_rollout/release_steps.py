@@ -39,6 +39,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscal
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import capacity, health_problems, outcome, release_plan
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks import Marks, release_marks
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.node_events import released_event
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.restart_round import round_ends
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.loader import ClusterLoader
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.marks import return_to_service
@@ -188,6 +189,9 @@ class Release:
         self.record: Optional[Any] = None
         #: Where the release's Events about the nodes go (``_clients/node_events.NodeEvents``); None: none.
         self.node_events: Optional[NodeEventSink] = None
+        #: The scope of the restart round this rollout began or resumed (None: no restart round):
+        #: a rollout that ran every batch ends it (``_decisions.restart_round.round_ends``).
+        self.restart_scope: Optional[str] = None
 
     def run(self, last_error: Optional[str] = None, skipped: Optional[Sequence[str] | str] = None,
             rollout_result: Optional[str] = None) -> ReleaseResult:
@@ -304,8 +308,10 @@ class Release:
             return False
         current = store.read()
         self.record = current
+        scope = self.restart_scope
+        ends = current is not None and round_ends(current.restart_round, scope, result.result)
         if current is not None and current.outcome == result.outcome and current.last_error == result.last_error \
-                and current.result == result.result and not current.previous_holder_stopped:
+                and current.result == result.result and not current.previous_holder_stopped and not ends:
             return False
 
         def change(record: Any) -> None:
@@ -314,6 +320,9 @@ class Release:
             record.result = result.result
             # The rollout that stopped without release is released now: status stops naming it.
             record.previous_holder_stopped = None
+            if round_ends(record.restart_round, scope, result.result):
+                # Every batch ran: the restart is over, and the next one restarts every node again.
+                record.restart_round = None
 
         store.update(change)
         return True

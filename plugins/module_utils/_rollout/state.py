@@ -28,7 +28,7 @@ VERSION = 1
 #: What the report and the progress line read of the plan (cks_node_settings' plan), and no more:
 #: every node's record stays out of the fact the role passes to each run.
 PLAN_KEYS = ("cluster", "plan", "hosts", "node_types", "unrollable", "max_unavailable", "worker_batch_size",
-             "canary", "selected", "not_selected", "autoscaler")
+             "canary", "selected", "not_selected", "autoscaler", "restart_round")
 
 DONE, FAILED, CANCELLED = "done", "failed", "cancelled"
 

@@ -39,7 +39,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.validation import ValidationOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.orphan import batch_note, orphan_release
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import held_lock
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.held import held_lock
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import stored_max_unavailable
 
 

@@ -45,12 +45,18 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.outdated
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import PlacementReads, placement_error, placement_refusals
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest, describe
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.restart_round import (
+    already_restarted,
+    restart_scope,
+    resumed_round,
+    round_words,
+)
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS, Settings
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.stop_refusals import refusal_error, stop_refusals
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.work_left import work_left
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import CONTROL, ETCD, NODE_TYPES, ClusterView, Node
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.stop_check import read_for
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.live_paths import live_scale_mode, with_paths
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.live_paths import GuestProbe, live_scale_mode, with_paths
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import LockInfo, Record
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_store import (
@@ -83,8 +89,13 @@ def outdated_report(view: ClusterView, record: Optional[Record], lock: Optional[
     mu = max_unavailable or stored_mu or 1
     nodes = [node_record(view, n, settings[n.node_type]) for n in view.nodes]
     selected = select_nodes(select, nodes) if select else None
+    # A restart with no change: the round it resumes, and the nodes that round restarted already.
+    scope = restart_scope(restart, selected)
+    resumed = resumed_round(record.restart_round if record is not None else None, scope)
+    restarted = already_restarted(resumed, view.nodes)
     rollout_plan = plan(view, settings, mu, selected=selected, canary=canary,
-                        etcd_down=etcd_health.down if etcd_health is not None else (), restart=restart)
+                        etcd_down=etcd_health.down if etcd_health is not None else (), restart=restart,
+                        restarted=restarted)
     laid_out = rollout_plan.to_dict()
     result: dict[str, Any] = {
         "changed": False,
@@ -110,6 +121,10 @@ def outdated_report(view: ClusterView, record: Optional[Record], lock: Optional[
         "canary": canary,
         "restart": restart,
         "not_selected": laid_out["not_selected"],
+        "restart_round": None if scope is None else {
+            "scope": scope, "resumed": resumed is not None, "started": resumed.started if resumed else None,
+            "run_id": resumed.run_id if resumed else None, "restarted": laid_out["restarted"],
+            "words": round_words(scope, resumed, laid_out["restarted"])},
         **record_fields(view, record, lock),
     }
     if drain_check is not None:
@@ -273,13 +288,14 @@ def _node_outdated(session: ClusterSession, params: Mapping[str, Any], check_mod
 
 
 def plan_report(session: ClusterSession, params: Mapping[str, Any], view: ClusterView, record: Optional[Record],
-                lock: Optional[LockInfo], changes: SettingsRequest) -> dict[str, Any]:
+                lock: Optional[LockInfo], changes: SettingsRequest, probe: Optional[GuestProbe] = None) -> dict[str, Any]:
     """The whole cks_node_outdated answer for what was read, with the reads the plan needs (owners,
     etcd, the drain check) made here; the catalog the run used goes with it. With ``live_scale:
-    auto``, each planned node's path (``live_paths.with_paths``)."""
+    auto``, each planned node's path (``live_paths.with_paths``; ``probe`` asks the guests of the
+    live paths that add vCPUs for their domain's headroom)."""
     mode = live_scale_mode(params)
     judged = _plan_report(session, params, view, record, lock, changes)
-    return with_paths(judged, session, view, planned_settings(view, record, changes), mode)
+    return with_paths(judged, session, view, planned_settings(view, record, changes), mode, probe=probe)
 
 
 def _plan_report(session: ClusterSession, params: Mapping[str, Any], view: ClusterView, record: Optional[Record],

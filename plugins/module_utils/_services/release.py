@@ -103,6 +103,8 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
     release = Release(cloud, kube, session.loader, str(params["cluster"]), session.store, lock,
                       project_id=params.get("project_id"), check_mode=check_mode)
     events = release.node_events = NodeEvents(kube, run=holder)
+    planned_round = rollout.plan.get("restart_round")
+    release.restart_scope = planned_round.get("scope") if isinstance(planned_round, Mapping) else None
     rollout_result, last_error = rollout.ending()
     try:
         result = release.run(last_error=last_error, skipped=rollout.skipped, rollout_result=rollout_result)

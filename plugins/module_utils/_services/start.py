@@ -5,6 +5,8 @@
 
 In this order, as the rollout role did it in four runs before:
 
+0. with ``live_scale: auto``, the guests of the live paths that add vCPUs asked for their running
+   domain's headroom (``live_paths.with_paths``; not in check mode, which creates no pod);
 1. refuse before the lock: the settings as a rollout would store them, the etcd checks the plan
    would need, the changes CloudStack would refuse once a node is stopped, the nodes its deployment
    planner could not place in their strict affinity groups (``cks_node_outdated``'s
@@ -15,7 +17,10 @@ In this order, as the rollout role did it in four runs before:
 3. the plan: the one judged in 1., made from the same reads, with what the record and the lock say
    after 2. laid over it (the settings it judged are the ones just stored);
 4. with the cluster autoscaler on, the planned nodes marked scale-down-disabled (``_decisions/autoscaler``);
-5. the pending taint on the planned nodes (``taint_pending``).
+5. the pending taint on the planned nodes (``taint_pending``);
+6. a restart with no change (``restart: selected | all``) that resumes no round records its round
+   (each node's boot ID now, ``_decisions.restart_round``), so that a rerun after a killed or failed
+   run restarts only the nodes not restarted since.
 
 The lock is read before the cluster is: a rollout whose release ends while this run reads would
 otherwise leave a view older than the free lock this run then takes. Anything failing after the
@@ -30,6 +35,7 @@ from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.api_access import read_api_access
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.autoscaler import autoscaler_deployed, hold_nodes
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.live_scale import probe_guests
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_events import events_access_warning
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
@@ -43,8 +49,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_acce
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import autoscaler_of, autoscaler_words
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.restart_round import RestartRound, round_to_store
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_path import GuestView
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.live_paths import GuestProbe
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import plan_report, planned_nodes, planned_settings, record_fields
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import node_release
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
@@ -53,6 +62,8 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._services.taint imp
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock, Record
 
 REFUSED = "Refused before the lock (nothing changed): "
+#: Seconds a guest probe before the lock may take (its pod started, three reads, deleted).
+PROBE_SECONDS = 120.0
 #: The settings service's answers kept next to the plan's (the plan's own keys win: they are the same
 #: values, read once).
 SETTINGS_ONLY = ("previous_settings", "first_use", "rollout", "diff")
@@ -107,7 +118,12 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
     lock_before = session.lock(request.lock_holder, request.lock_duration).read()
     view = session.view()
     record = session.store.read()
-    judged = plan_report(session, params, view, record, lock_before, changes)
+    # The guests of the live paths that add vCPUs are asked for their headroom here, before the lock
+    # (a pod each, read only); not by a dry run, which creates nothing, nor while another rollout
+    # holds the lock (this run is refused below).
+    free = lock_before is None or not lock_before.held or lock_before.holder == request.lock_holder
+    probe = guest_probe(session, params) if not check_mode and free else None
+    judged = plan_report(session, params, view, record, lock_before, changes, probe=probe)
     judge_api_access(session, params, view, record, changes, judged)
     refused = refusal(judged)
     if refused is not None:
@@ -149,6 +165,9 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
         if result["autoscaler"]["on"] and result["hosts"] and not check_mode:
             result["autoscaler"]["held"] = hold_nodes(session.kube, result["hosts"])
             result["changed"] = result["changed"] or bool(result["autoscaler"]["held"])
+        begun = begin_restart_round(session, view, result, request.lock_holder) if not check_mode else None
+        if begun is not None:
+            result["restart_round"] = dict(result["restart_round"], started=begun.started, run_id=begun.run_id)
         if params.get("taint_pending") and result["hosts"] and not check_mode:
             tainted = taint_pending(session, {"nodes": result["hosts"], "lock_holder": request.lock_holder})
             result["pending_taint"] = tainted["pending_taint"]
@@ -158,6 +177,33 @@ def _start(session: ClusterSession, params: Mapping[str, Any], check_mode: bool)
         if check_mode:
             raise
         raise _released(session, params, request.lock_holder, exc)
+
+
+def guest_probe(session: ClusterSession, params: Mapping[str, Any]) -> GuestProbe:
+    """The plan's guest probe: the live path's pod on each node (``live_scale_image``), read only."""
+    image = str(params.get("live_scale_image") or default_of("live_scale_image"))
+    interval = float(default_of("poll_interval"))
+
+    def probe(nodes: list[str]) -> Mapping[str, tuple[Optional[GuestView], Optional[str], Optional[str]]]:
+        return probe_guests(session.kube, nodes, image, PROBE_SECONDS, interval)
+
+    return probe
+
+
+def begin_restart_round(session: ClusterSession, view: ClusterView, judged: Mapping[str, Any],
+                        holder: Optional[str]) -> Optional[RestartRound]:
+    """Record the round of a restart that resumes none, once the lock is held (one write of the
+    record); None when there is none to record."""
+    planned = judged.get("restart_round")
+    if not planned or planned.get("resumed"):
+        return None
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    begun = round_to_store(planned["scope"], None, view.nodes, started, holder)
+    if begun is None:
+        return None
+    stored = begun.to_dict()
+    session.store.update(lambda record: setattr(record, "restart_round", stored))
+    return begun
 
 
 def _released(session: ClusterSession, params: Mapping[str, Any], holder: Optional[str], failure: Exception) -> CksError:

@@ -14,7 +14,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.marks im
     pending_taint_patch,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
-from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import held_lock
+from ansible_collections.cloudstack.cks.plugins.module_utils._state.held import held_lock
 
 
 def taint_pending(session: ClusterSession, params: Mapping[str, Any], check_mode: bool = False) -> dict[str, Any]:

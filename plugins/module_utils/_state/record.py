@@ -10,7 +10,9 @@
   settings, the cancel flag, the last error and the outcome. Written with compare-and-set too.
 
 Nothing else is stored: the work left is what the nodes themselves show (still different,
-stopped, or still annotated).
+stopped, or still annotated) - but for a rolling restart with no setting changed, which leaves
+nothing on the nodes to tell restarted from not: its round (``restartRound``, each node's boot ID
+when it began, ``_decisions.restart_round``).
 """
 
 from __future__ import annotations
@@ -45,31 +47,6 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._state.lease_info i
     parse_microtime,
     utcnow,
 )
-
-
-def held_lock(kube: StateApi, holder: Optional[str], version: Optional[str] = None) -> Optional[Lock]:
-    """The rollout lock as held by ``holder`` (None: no lock is checked), keeping its duration.
-
-    ``version``: the lease's resourceVersion as this holder's previous module run last wrote it
-    (its ``lock_version``). Then nothing is read: the batch's renewal is one write conditional on
-    that version, and a lease anyone wrote since is read and judged as without it.
-    """
-    if not holder:
-        return None
-    if version:
-        unread = Lock(kube, holder_identity=holder)
-        unread.written_version = str(version)
-        return unread
-
-    probe = Lock(kube, holder_identity=holder)
-    lease = kube.get_lease(probe.namespace, probe.name)
-    current = probe._info(lease) if lease is not None else None
-    duration = current.duration_seconds if current is not None and current.duration_seconds > 0 else None
-    lock = Lock(kube, holder_identity=holder, duration_seconds=duration) if duration else Lock(kube, holder_identity=holder)
-    # The batch's first renewal judges this read instead of reading the lease again.
-    lock.just_read = lease
-    return lock
-
 
 NAMESPACE = "kube-system"
 
@@ -120,6 +97,9 @@ class Record:
     # {"holder", "renew_time", "noticed"} when a rollout found the lock left by one that stopped
     # without releasing it.
     previous_holder_stopped: Optional[dict[str, Any]] = None
+    #: The rolling restart under way (``_decisions.restart_round``): its scope and each node's boot ID
+    #: when it began, kept until a rollout of that scope finishes, so that a rerun resumes it.
+    restart_round: Optional[dict[str, Any]] = None
     resource_version: Optional[str] = None
 
     def to_data(self) -> dict[str, str]:
@@ -134,6 +114,8 @@ class Record:
         }
         if self.previous_holder_stopped:
             data["previousHolderStopped"] = json.dumps(self.previous_holder_stopped, sort_keys=True)
+        if self.restart_round:
+            data["restartRound"] = json.dumps(self.restart_round, sort_keys=True)
         return data
 
     @classmethod
@@ -142,6 +124,7 @@ class Record:
         try:
             settings = json.loads(data.get("settings") or "{}")
             stopped = json.loads(data["previousHolderStopped"]) if data.get("previousHolderStopped") else None
+            restart_round = json.loads(data["restartRound"]) if data.get("restartRound") else None
         except ValueError as exc:
             raise CksError(f"ConfigMap {NAMESPACE}/{RECORD_NAME} holds invalid JSON ({exc}); fix or delete it")
         return cls(
@@ -152,6 +135,7 @@ class Record:
             result=data.get("result") or None,
             updated=data.get("updated") or None,
             previous_holder_stopped=stopped,
+            restart_round=restart_round if isinstance(restart_round, dict) else None,
             resource_version=(configmap.get("metadata") or {}).get("resourceVersion"),
         )
 
