@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from typing import Optional
 
 from in_process_sims import RolloutSim
 
@@ -14,9 +15,10 @@ KUBECTL = shutil.which("kubectl") or "kubectl"
 GO_MOD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kube-plane", "go.mod")
 
 
-def kubectl(sim: RolloutSim, *args: str) -> str:
-    out = subprocess.run([KUBECTL, "--kubeconfig", sim.env["kubeconfig"], *args], capture_output=True, text=True,
-                         timeout=90, check=False)
+def kubectl(sim: RolloutSim, *args: str, kubeconfig: Optional[str] = None) -> str:
+    """kubectl against the sim's first cluster, or the one ``kubeconfig`` names."""
+    out = subprocess.run([KUBECTL, "--kubeconfig", kubeconfig or sim.env["kubeconfig"], *args], capture_output=True,
+                         text=True, timeout=90, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
