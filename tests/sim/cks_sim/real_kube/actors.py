@@ -295,7 +295,7 @@ class Kubelets:
         meta = pod["metadata"]
         try:
             api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
-                            {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
+                       {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
         except ApiRefusal as refusal:
             if refusal.code not in (404, 409):  # gone already, or another pod of that name now
                 raise

@@ -237,6 +237,10 @@ class RealKubeWorld:
                     self._refresh_cache()
             except (ApiRefusal, requests.RequestException) as exc:
                 LOG.warning("kubelets: %s", exc)  # the API server is busy or restarting: the next tick retries
+            except RuntimeError:
+                if self._stopping.is_set():
+                    return  # stop() shut the pods' pool down in the middle of a tick
+                raise
             self._stopping.wait(self.tick_interval)
 
     def _beat(self) -> None:
@@ -248,7 +252,10 @@ class RealKubeWorld:
             if self._api_down():
                 self._stopping.wait(min(kubelets.heartbeat / 4, 1.0))
                 continue
-            renewals = [self._beats.submit(self._heartbeat, node) for node in kubelets.due_heartbeats()]
+            try:
+                renewals = [self._beats.submit(self._heartbeat, node) for node in kubelets.due_heartbeats()]
+            except RuntimeError:  # stop() shut the pool down meanwhile
+                return
             failed = [error for error in (r.exception() for r in renewals) if error is not None]
             if failed:  # the API server is busy or restarting: those are due again on the next round
                 LOG.warning("heartbeats: %d failed, the first: %s", len(failed), failed[0])
