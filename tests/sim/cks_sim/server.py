@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -212,6 +213,8 @@ class SimServer:
         self._stop_lock = threading.Lock()
         self._kube_url = ""
         self.kube_endpoints: dict[str, KubeEndpoint] = {}
+        #: --kube real: the etcd members of VMs stopped in the spec, stopped once the planes started
+        self._members_to_stop: list[str] = []
 
     # -- building ----------------------------------------------------------------------------
 
@@ -257,7 +260,11 @@ class SimServer:
                         sim.kube[cluster.id].use_external_etcd_servers(servers)
                 for name in members:
                     if sim.cloud.vm_by_name[name].state != "Running":
-                        sim.etcd.vm_powered_off(name)
+                        if self.kube == "real":
+                            # After the real plane started: a stopped cluster's bring-up stores in them.
+                            self._members_to_stop.append(name)
+                        else:
+                            sim.etcd.vm_powered_off(name)
 
     def _apply_added_fault(self, fault: dict[str, Any]) -> None:
         if fault.get("kind") in KUBE_FAULTS:
@@ -312,9 +319,20 @@ class SimServer:
         return self
 
     def _start_real_kube(self) -> None:
-        """--kube real: each cluster's control plane started, its nodes registered and its workloads settled."""
-        for world in self.sim.kube.values():
-            world.start()
+        """--kube real: each cluster's control plane started, its nodes registered and its workloads settled,
+        a few clusters at once (REAL_KUBE_STARTS): a plane's start mostly waits on its processes, and
+        a fleet's twelve one after the other took minutes."""
+        from .real_kube.world import REAL_KUBE_STARTS
+
+        worlds = list(self.sim.kube.values())
+        with ThreadPoolExecutor(max(1, min(REAL_KUBE_STARTS, len(worlds))), thread_name_prefix="cks-sim-plane") as pool:
+            started = [pool.submit(world.start) for world in worlds]
+            # Every start ends before the first failure is raised: stop() then stops them all.
+            failed = [error for error in (s.exception() for s in started) if error is not None]
+        if failed:
+            raise failed[0]
+        for name in self._members_to_stop:
+            self.sim.etcd.vm_powered_off(name)
         self._kube_url = next(iter(self.sim.kube.values())).plane.url
         self._write_kubeconfigs()
 

@@ -11,11 +11,13 @@ and confirms a terminating pod's deletion (grace 0) once its containers would ha
 control nodes it posts kubeadm's static pods' mirror pods (etcd, kube-apiserver, ...).
 
 Power changes arrive from the CloudStack half under ``sim.lock`` and only flip flags; every API
-call happens on the actors' own thread (``tick``), never under that lock.
+call happens on the actors' threads (``tick``, and ``beat`` for each due lease on threads of its
+own, so that a large cluster's slow tick never delays a renewal), never under that lock.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 import uuid
@@ -50,7 +52,13 @@ class KubeletNode:
 
     @property
     def ip(self) -> str:
-        return f"10.1.{self.index // 250}.{10 + self.index % 250}"
+        # .10 to .249 of each /24, then the next one: a valid address for any number of nodes.
+        return f"10.1.{self.index // 240}.{10 + self.index % 240}"
+
+    @property
+    def pod_cidr_prefix(self) -> str:
+        """The first three octets of its pods' /24, as the node IPAM gives each node one of a /14 (10.244-247.x)."""
+        return f"10.{244 + self.index // 256}.{self.index % 256}"
 
 
 @dataclass
@@ -72,6 +80,11 @@ class Kubelets:
     _started: dict[str, str] = field(default_factory=dict)  # pod uid -> the boot ID of the kubelet that started it
     #: the Nodes and Pods as the last tick read them (what the sim's snapshot shows)
     seen: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"nodes": [], "pods": []})
+    #: seconds: the longest a posting kubelet went between two lease renewals
+    worst_gap: float = 0.0
+    #: ``fan_out(calls)`` runs each call with a connection of its own (the world's threads: a thousand
+    #: nodes' kubelets start their pods at once); None: one after the other on ``api``.
+    fan_out: Optional[Callable[[list[Callable[[KubeApi], None]]], None]] = None
 
     # -- power, from the CloudStack half (under sim.lock: flags only) ------------------------------
 
@@ -87,15 +100,16 @@ class Kubelets:
 
     # -- registering (at start) --------------------------------------------------------------------
 
-    def register(self) -> None:
-        """Every node as kubeadm init/join left it: the Node, its Lease, a control node's mirror pods."""
-        for node in self.nodes.values():
-            created = self.api.create("/api/v1/nodes", self._node_object(node))
-            if node.vm_running:
-                self._boot(node, created, first=True)
-            if node.node_type == "control":
-                for pod in self._mirror_pods(node, created["metadata"]["uid"]):
-                    self.api.create("/api/v1/namespaces/kube-system/pods", pod)
+    def register(self, node: KubeletNode, api: Optional[KubeApi] = None) -> None:
+        """One node as kubeadm init/join left it: the Node, its Lease, a control node's mirror pods (on
+        ``api``: the connection of the thread registering it, as each kubelet has its own)."""
+        api = api or self.api
+        created = api.create("/api/v1/nodes", self._node_object(node))
+        if node.vm_running:
+            self._boot(node, created, first=True, api=api)
+        if node.node_type == "control":
+            for pod in self._mirror_pods(node, created["metadata"]["uid"]):
+                api.create("/api/v1/namespaces/kube-system/pods", pod)
 
     def _node_object(self, node: KubeletNode) -> dict[str, Any]:
         labels = {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
@@ -181,20 +195,37 @@ class Kubelets:
     # -- the kubelets' loop (the actors' thread) ---------------------------------------------------
 
     def tick(self) -> None:
+        """Boots due, the nodes' Ready as the API has it, the pods bound to booted nodes (the heartbeats
+        are ``beat``'s, on threads of their own: a slow tick of a large cluster must not delay them)."""
         now = time.monotonic()
         for node in list(self.nodes.values()):
             if node.vm_running and not node.posting and node.boot_due is not None and now >= node.boot_due:
                 self._boot(node, self.api.get(f"/api/v1/nodes/{node.name}"), first=False)
-            elif node.posting and now - node.last_lease >= self.heartbeat:
-                self._heartbeat(node)
         self._observe_nodes()
         self._run_pods(now)
 
-    def _boot(self, node: KubeletNode, current: dict[str, Any], first: bool) -> None:
+    def due_heartbeats(self) -> list[KubeletNode]:
+        """The nodes whose kubelet runs and whose Lease is due for renewal."""
+        now = time.monotonic()
+        return [n for n in list(self.nodes.values()) if n.posting and now - n.last_lease >= self.heartbeat]
+
+    def beat(self, node: KubeletNode, api: Optional[KubeApi] = None) -> None:
+        """The node's Lease renewed (on ``api``, the renewing thread's connection). Its NodeStatus is
+        posted only on a change (the kubelet's nodeStatusReportFrequency, 5 minutes, is longer than any
+        test): when the node lifecycle controller marked it Unknown while its lease lapsed."""
+        if not node.posting:
+            return  # its VM stopped since it was found due
+        api = api or self.api
+        self._renew_lease(node, api=api)
+        if node.ready != "True":
+            api.patch(f"/api/v1/nodes/{node.name}/status", self._status(node, ready=True, transition=True))
+
+    def _boot(self, node: KubeletNode, current: dict[str, Any], first: bool, api: Optional[KubeApi] = None) -> None:
+        api = api or self.api
         old_boot = ((current.get("status") or {}).get("nodeInfo") or {}).get("bootID")
         node.boot_id, node.boot_due = str(uuid.uuid4()), None
-        self.api.patch(f"/api/v1/nodes/{node.name}/status", self._status(node, ready=True, transition=True))
-        self._renew_lease(node, owner_uid=current["metadata"]["uid"])
+        api.patch(f"/api/v1/nodes/{node.name}/status", self._status(node, ready=True, transition=True))
+        self._renew_lease(node, owner_uid=current["metadata"]["uid"], api=api)
         node.posting = True
         if not first:
             # The kubelet's own Events of a restart (kubelet.go, kubelet_node_status.go).
@@ -205,25 +236,25 @@ class Kubelets:
             self.timeline("boot", node=node.name, boot_id=node.boot_id)
             self.timeline("ready", node=node.name)
 
-    def _heartbeat(self, node: KubeletNode) -> None:
-        self._renew_lease(node)
-        if node.ready != "True":
-            # The node lifecycle controller marked it Unknown while the lease lapsed: post Ready again.
-            self.api.patch(f"/api/v1/nodes/{node.name}/status", self._status(node, ready=True, transition=True))
-
-    def _renew_lease(self, node: KubeletNode, owner_uid: Optional[str] = None) -> None:
+    def _renew_lease(self, node: KubeletNode, owner_uid: Optional[str] = None, api: Optional[KubeApi] = None) -> None:
+        api = api or self.api
         path = f"/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NS}/leases"
         spec = {"holderIdentity": node.name, "leaseDurationSeconds": 40, "renewTime": now_micro()}
         try:
-            self.api.patch(f"{path}/{node.name}", {"spec": spec}, MERGE)
+            api.patch(f"{path}/{node.name}", {"spec": spec}, MERGE)
         except ApiRefusal as refusal:
             if refusal.code != 404:
                 raise
-            owner = owner_uid or self.api.get(f"/api/v1/nodes/{node.name}")["metadata"]["uid"]
-            self.api.create(path, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": spec,
-                                   "metadata": {"name": node.name, "namespace": NODE_LEASE_NS, "ownerReferences": [
-                                       {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": owner}]}})
-        node.last_lease = time.monotonic()
+            owner = owner_uid or api.get(f"/api/v1/nodes/{node.name}")["metadata"]["uid"]
+            api.create(path, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": spec,
+                              "metadata": {"name": node.name, "namespace": NODE_LEASE_NS, "ownerReferences": [
+                                  {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": owner}]}})
+        now = time.monotonic()
+        if node.last_lease and node.posting:
+            # The longest a running kubelet went between two renewals: what the node lifecycle
+            # controller's grace period has to cover (the sim's /state shows it).
+            self.worst_gap = max(self.worst_gap, now - node.last_lease)
+        node.last_lease = now
 
     def _observe_nodes(self) -> None:
         self.seen["nodes"] = self.api.list("/api/v1/nodes")
@@ -239,6 +270,7 @@ class Kubelets:
 
     def _run_pods(self, now: float) -> None:
         self.seen["pods"] = self.api.list("/api/v1/pods")
+        work: list[Callable[[KubeApi], None]] = []
         for pod in self.seen["pods"]:
             meta, spec = pod["metadata"], pod.get("spec") or {}
             node = self.nodes.get(spec.get("nodeName") or "")
@@ -249,17 +281,21 @@ class Kubelets:
                 # The containers got their grace (the sim's pod termination time at most) and stopped.
                 stop = min(float(meta.get("deletionGracePeriodSeconds") or 0), self.pod_termination)
                 if now - self._pods_seen.setdefault(uid, now) >= stop:
-                    self._confirm_deleted(pod)
+                    work.append(functools.partial(self._confirm_deleted, pod))
             elif not (_running_and_ready(pod) and self._started.get(uid) == node.boot_id):
                 if now - self._pods_seen.setdefault(uid, now) >= self.pod_start:
-                    self._start(pod, node)
-                    self._pods_seen.pop(uid, None)
+                    work.append(functools.partial(self._start, pod, node))
+        if self.fan_out is not None:
+            self.fan_out(work)
+        else:
+            for call in work:
+                call(self.api)
 
-    def _confirm_deleted(self, pod: dict[str, Any]) -> None:
+    def _confirm_deleted(self, pod: dict[str, Any], api: KubeApi) -> None:
         meta = pod["metadata"]
         try:
-            self.api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
-                            {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
+            api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                       {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
         except ApiRefusal as refusal:
             if refusal.code not in (404, 409):  # gone already, or another pod of that name now
                 raise
@@ -268,12 +304,12 @@ class Kubelets:
         self.timeline("pod_deleted", node=pod["spec"].get("nodeName"), pod=f"{meta['namespace']}/{meta['name']}",
                       uid=meta["uid"])
 
-    def _start(self, pod: dict[str, Any], node: KubeletNode) -> None:
+    def _start(self, pod: dict[str, Any], node: KubeletNode, api: KubeApi) -> None:
         now = now_rfc3339()
         containers = pod["spec"].get("containers") or []
         status = {
             "phase": "Running", "hostIP": node.ip, "hostIPs": [{"ip": node.ip}],
-            "podIP": node.ip if pod["spec"].get("hostNetwork") else f"10.244.{node.index}.{10 + len(self._pods_seen) % 200}",
+            "podIP": node.ip if pod["spec"].get("hostNetwork") else f"{node.pod_cidr_prefix}.{10 + len(self._pods_seen) % 200}",
             "startTime": now, "qosClass": "BestEffort",
             "conditions": [{"type": kind, "status": "True", "lastTransitionTime": now}
                            for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
@@ -285,14 +321,15 @@ class Kubelets:
         }
         meta = pod["metadata"]
         try:
-            self.api.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                           {"metadata": {"uid": meta["uid"]}, "status": status})
+            api.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                      {"metadata": {"uid": meta["uid"]}, "status": status})
         except ApiRefusal as refusal:
             if refusal.code not in (404, 409):  # deleted meanwhile
                 raise
             return
         # Which boot ran it: a pod Ready before its node restarted is started again after.
         self._started[meta["uid"]] = node.boot_id
+        self._pods_seen.pop(meta["uid"], None)
 
     def _event(self, node: KubeletNode, kind: str, reason: str, message: str) -> None:
         now = now_rfc3339()

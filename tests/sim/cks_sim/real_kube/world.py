@@ -4,9 +4,10 @@
 power, the count of Ready nodes, a snapshot, the kubeconfig's name and token), but the API objects
 live in real kube-apiservers (``plane.ControlPlane``: one per control node, stopping with its VM,
 storing in the cluster's own etcd members, ``storage.py``), the real controllers and scheduler run
-the workloads, and the actors (``actors.Kubelets``) play the machines. Its thread runs the kubelets'
-ticks and turns the API servers' audit logs into the sim's call log (the collection's requests: the
-kubeconfig's identity, kubernetes-admin) and its invariant checks.
+the workloads, and the actors (``actors.Kubelets``) play the machines. Its threads run the kubelets'
+ticks and lease renewals (pools of a few threads, each with its own connection) and turn the API
+servers' audit logs into the sim's call log (the collection's requests: the kubeconfig's identity,
+kubernetes-admin) and its invariant checks.
 
 What it cannot do, and says so: the in-memory world's Kubernetes faults (``kube_error``,
 ``pdb_block``, ...) are the in-memory API's own (the timeline records ``kube_fault_not_applied``);
@@ -23,13 +24,14 @@ import os
 import secrets
 import threading
 import time
-from typing import Any, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional
 
 import requests
 
 from ..tls import issue_cert
 from .actors import KubeletNode, Kubelets, settled, workload_objects
-from .api import ApiRefusal, RestApi
+from .api import ApiRefusal, KubeApi, RestApi
 from .plane import ControlPlane, PlaneError
 from .storage import plane_layout
 
@@ -41,17 +43,32 @@ ACTORS_USER = "cks-sim-kubelets"
 TICK = 0.2
 AUDIT_POLL = 0.05
 #: The node lifecycle controller's grace period is never below this: heartbeats from the actors'
-#: thread on a loaded machine must not look like a dead node (at 5 s, a clean-clone make test with
+#: threads on a loaded machine must not look like a dead node (at 5 s, a clean-clone make test with
 #: other work beside it saw a control node marked NotReady mid-rollout at load 30).
 MIN_GRACE = 10.0
+#: ... and grows with the nodes the process plays: seconds per node. Their lease renewals come from a
+#: few threads of one process, not from a machine each: on the shared 2-core machine (load 20) a
+#: round of 1,003 renewals took about 20 s, and a lease's age reached 32 s at a 12.5 s interval
+#: (docs/docsite/rst/development.rst). A real cluster's grace is 50 s for any size (kube-controller-manager's default).
+GRACE_PER_NODE = 0.1
+#: The kubelets' lease renewals, registrations and pod starts: threads (a pool of each), each with
+#: its own connection.
+HEARTBEAT_THREADS = 4
+#: The actors' tick lists every Node and Pod: a large cluster's lists are read less often (seconds per node).
+TICK_PER_NODE = 0.002
 SETTLE_TIMEOUT = 120.0
+#: ... and seconds more per node (a thousand nodes' DaemonSet pods are created, bound and started).
+SETTLE_PER_NODE = 0.5
 #: Each cluster runs a control plane of its own (a kube-apiserver per control node, a controller
-#: manager and a scheduler): on the shared 2-core machine the tests run on, three took 2.5 minutes
-#: to start, so the fleets' twelve would take ten.
-MAX_CLUSTERS = 4
-#: The kubelets are played from one Python thread (actors.Kubelets): on that machine it posted the
-#: heartbeats of 253 nodes too slowly for the node lifecycle controller, which marked 201 NotReady.
-MAX_NODES = 50
+#: manager and a scheduler): this many start at once (a start mostly waits on its processes).
+REAL_KUBE_STARTS = 4
+#: What a cluster's processes hold in memory (resident, MiB), a little over what was measured on the
+#: served examples (docs/docsite/rst/development.rst, *The real control plane*): a kube-apiserver
+#: per control node (300 with a few nodes, 460-500 with a thousand), and a controller manager, a
+#: scheduler, its etcd members and its actors (about 250 together). A spec whose planes would not
+#: fit in the machine's available memory is refused at once, saying so, not swapped or killed.
+APISERVER_MB = 350
+CONTROLLERS_MB = 250
 
 
 class RealKubeWorld:
@@ -60,7 +77,10 @@ class RealKubeWorld:
 
     def __init__(self, sim: Any, cluster_id: str, cluster_spec: dict, nodes: list[dict],
                  workloads: list[dict], pdbs: list[dict]) -> None:
-        why = too_large(len(sim.cloud.clusters), len(nodes))
+        # Judged once for the whole spec, by the first cluster's world, before any process starts.
+        why = "" if sim.kube else too_large([
+            sum(1 for vm in sim.cloud.cluster_vms(cluster) if vm.node_type == "control" and not vm.is_etcd)
+            for cluster in sim.cloud.clusters.values()])
         if why:
             raise PlaneError(f"{why}: serve it with --kube memory (cks-sim's own Kubernetes API)")
         self.sim = sim
@@ -84,6 +104,14 @@ class RealKubeWorld:
         self.version = ""
         self._stopping = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._beater: Optional[threading.Thread] = None
+        self._beats: Optional[ThreadPoolExecutor] = None
+        self._pod_work: Optional[ThreadPoolExecutor] = None
+        self._local = threading.local()
+        self._thread_apis: list[RestApi] = []
+        self._api_credentials: tuple[str, str, str] = ("", "", "")
+        self.tick_interval = TICK
+        self.grace = MIN_GRACE
         self._auditor: Optional[threading.Thread] = None
         self._audit_lock = threading.Lock()
         self._ticking = threading.Lock()  # one tick at a time: the actors' thread, or start() once settled
@@ -109,7 +137,16 @@ class RealKubeWorld:
         fd = os.open(tokens, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(f'{self.token},{COLLECTION_USER},{COLLECTION_USER},"system:masters"\n')
-        grace = max(sim.delay("notready_grace"), MIN_GRACE)
+        # One process plays the kubelets of every cluster of the spec: their number is what the renewals cost.
+        grace = node_monitor_grace(sim.delay("notready_grace"), sum(len(w.nodes) for w in sim.kube.values()))
+        self.tick_interval = max(TICK, TICK_PER_NODE * len(self.nodes))
+        self.grace = grace
+        # A cluster stopped in CloudStack was deployed running, then stopped: with no control node's VM
+        # running, its plane and kubelets bring it up as it ran, and its VMs stop once it settled.
+        stopped = [] if any(n.vm_running for n in self.nodes.values() if n.node_type == "control") \
+            else [n.name for n in self.nodes.values() if not n.vm_running]
+        for name in stopped:
+            self.nodes[name].vm_running = True
         # The API servers store in the cluster's own etcd members, one on each control node (storage.py).
         controls = [(n.name, n.vm_running) for n in sorted(self.nodes.values(), key=lambda n: n.index)
                     if n.node_type == "control"]
@@ -123,23 +160,35 @@ class RealKubeWorld:
         cert, key = issue_cert(sim.tls, ACTORS_USER, [], client=True, server=False,
                                out_dir=os.path.join(state_dir, "kube-plane"), organization="system:masters")
         # The kubelets reach the API through the balancer, as kubeadm's kubelet.conf names the endpoint.
-        api = self._api = RestApi(self.plane.internal_url, sim.tls["ca_cert"], cert, key)
+        self._api_credentials = (sim.tls["ca_cert"], cert, key)
+        api = self._api = RestApi(self.plane.internal_url, *self._api_credentials)
         self.kubelets = Kubelets(
             api=api, timeline=self._timeline, version=self.version,
             root_disk_gb=int(self.cluster_spec.get("root_disk_size", 20) or 20),
             heartbeat=grace / 4, pod_start=sim.delay("pod_start"), pod_termination=sim.delay("pod_termination"),
-            nodes=self.nodes, etcd_servers=self.etcd_servers, stacked_etcd=self.stacked_etcd)
-        # The kubelets tick from the first registration on: a node registered early must not miss its
-        # heartbeats while the others are still being registered.
+            nodes=self.nodes, etcd_servers=self.etcd_servers, stacked_etcd=self.stacked_etcd, fan_out=self._fan_out)
+        # The kubelets tick and renew their leases from the first registration on: a node registered
+        # early must not miss its heartbeats while the others are still being registered.
+        # Separate pools: the renewals never wait behind a tick's pod starts.
+        self._beats = ThreadPoolExecutor(HEARTBEAT_THREADS, thread_name_prefix=f"cks-sim-leases-{self.cluster_id[:8]}")
+        self._pod_work = ThreadPoolExecutor(HEARTBEAT_THREADS, thread_name_prefix=f"cks-sim-pods-{self.cluster_id[:8]}")
         self._thread = threading.Thread(target=self._run, name=f"cks-sim-kubelets-{self.cluster_id[:8]}", daemon=True)
         self._thread.start()
+        self._beater = threading.Thread(target=self._beat, name=f"cks-sim-heartbeats-{self.cluster_id[:8]}",
+                                        daemon=True)
+        self._beater.start()
         self._auditor = threading.Thread(target=self._follow_audit, name=f"cks-sim-audit-{self.cluster_id[:8]}",
                                          daemon=True)
-        self.kubelets.register()
+        kubelets = self.kubelets
+        # Registered from threads of their own: the renewals of the nodes registered first do not wait
+        # behind the registrations of the others.
+        with ThreadPoolExecutor(HEARTBEAT_THREADS, thread_name_prefix=f"cks-sim-join-{self.cluster_id[:8]}") as joins:
+            list(joins.map(lambda node: kubelets.register(node, self._thread_api()),
+                           sorted(self.nodes.values(), key=lambda n: n.index)))
         objects = workload_objects(self.workloads, self.pdbs)
         for path, body in objects:
             api.create(path, body)
-        deadline = time.monotonic() + SETTLE_TIMEOUT
+        deadline = time.monotonic() + SETTLE_TIMEOUT + SETTLE_PER_NODE * len(self.nodes)
         while (waiting := self._settled(api, objects)) is not None:
             if time.monotonic() > deadline:
                 raise PlaneError(f"the spec's workloads did not settle on the real control plane: {waiting}")
@@ -150,6 +199,11 @@ class RealKubeWorld:
             self._refresh_cache()
         self._read_audit(record=False)  # the start's own requests are no calls of the collection
         self._auditor.start()
+        if stopped:
+            with sim.lock:
+                for name in stopped:
+                    self.node_powered_off(name)
+            self._timeline("kube_cluster_stopped", nodes=stopped)
 
     @staticmethod
     def _settled(api: RestApi, objects: list[tuple[str, dict[str, Any]]]) -> Optional[str]:
@@ -160,24 +214,86 @@ class RealKubeWorld:
 
     def stop(self) -> None:
         self._stopping.set()
-        for thread in (self._thread, self._auditor):
+        for thread in (self._thread, self._beater, self._auditor):
             if thread is not None and thread.is_alive():
                 thread.join(timeout=10)
-        if self._api is not None:
-            self._api.close()
+        for pool in (self._beats, self._pod_work):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        for api in [self._api, *self._thread_apis]:
+            if api is not None:
+                api.close()
         if self.plane is not None:
             self.plane.stop()
 
     def _run(self) -> None:
         assert self.kubelets is not None
         while not self._stopping.is_set():
+            if self._api_down():
+                self._stopping.wait(self.tick_interval)
+                continue
             try:
                 with self._ticking:
                     self.kubelets.tick()
                     self._refresh_cache()
             except (ApiRefusal, requests.RequestException) as exc:
                 LOG.warning("kubelets: %s", exc)  # the API server is busy or restarting: the next tick retries
-            self._stopping.wait(TICK)
+            except RuntimeError:
+                if self._stopping.is_set():
+                    return  # stop() shut the pods' pool down in the middle of a tick
+                raise
+            self._stopping.wait(self.tick_interval)
+
+    def _beat(self) -> None:
+        """Each running kubelet's lease renewed when due, on the pool's threads (a real kubelet renews
+        its own every 10 s, each from its machine): the lifecycle controller's reading of the node."""
+        assert self.kubelets is not None and self._beats is not None
+        kubelets = self.kubelets
+        while not self._stopping.is_set():
+            if self._api_down():
+                self._stopping.wait(min(kubelets.heartbeat / 4, 1.0))
+                continue
+            try:
+                renewals = [self._beats.submit(self._heartbeat, node) for node in kubelets.due_heartbeats()]
+            except RuntimeError:  # stop() shut the pool down meanwhile
+                return
+            failed = [error for error in (r.exception() for r in renewals) if error is not None]
+            if failed:  # the API server is busy or restarting: those are due again on the next round
+                LOG.warning("heartbeats: %d failed, the first: %s", len(failed), failed[0])
+            self._stopping.wait(min(kubelets.heartbeat / 4, 1.0))
+
+    def _api_down(self) -> bool:
+        """Every control node's API server is stopped (their VMs are): no kubelet reaches the API, and
+        nothing is tried until one runs again."""
+        return self.plane is not None and not any(s.wanted for s in self.plane.apiservers.values())
+
+    def _heartbeat(self, node: KubeletNode) -> None:
+        assert self.kubelets is not None
+        self.kubelets.beat(node, self._thread_api())
+
+    def _fan_out(self, calls: list[Callable[[KubeApi], None]]) -> None:
+        """The kubelets' pod starts and deletions of a tick, on the pool's threads; the first failure
+        raised once all have run (the tick is retried)."""
+        if len(calls) < 2 or self._pod_work is None:
+            for call in calls:
+                call(self._thread_api())
+            return
+        done = [self._pod_work.submit(self._call_with_api, call) for call in calls]
+        failed = [error for error in (d.exception() for d in done) if error is not None]
+        if failed:
+            raise failed[0]
+
+    def _call_with_api(self, call: Callable[[KubeApi], None]) -> None:
+        call(self._thread_api())
+
+    def _thread_api(self) -> RestApi:
+        """The calling thread's own connection to the API (a kubelet's: through the balancer)."""
+        api = getattr(self._local, "api", None)
+        if api is None:
+            assert self._api is not None
+            api = self._local.api = RestApi(self._api.url, *self._api_credentials)
+            self._thread_apis.append(api)
+        return api
 
     def _refresh_cache(self) -> None:
         assert self.kubelets is not None
@@ -335,16 +451,43 @@ class RealKubeWorld:
                          "owner": f"{owner['kind']}/{owner['name']}" if owner else None})
         pdbs = [{"namespace": p["metadata"]["namespace"], "name": p["metadata"]["name"], **(p.get("status") or {})}
                 for p in cache["pdbs"]]
+        # The node lifecycle controller's grace, the leases' renewal interval and the longest a running
+        # kubelet went between two renewals (what the grace has to cover), in seconds.
+        heartbeats = {"grace": self.grace, "interval": self.kubelets.heartbeat if self.kubelets else None,
+                      "worst_gap": round(self.kubelets.worst_gap, 3) if self.kubelets else None}
         return {"real": True, "url": self.plane.url if self.plane else None, "version": self.version,
+                "heartbeats": heartbeats,
                 "nodes": nodes, "pods": sorted(pods, key=lambda p: (p["namespace"], p["name"])), "pdbs": pdbs}
 
 
-def too_large(clusters: int, nodes: int) -> str:
-    """Why a spec of ``clusters`` clusters (this one of ``nodes`` nodes) is too large for the real backend ("": it is not)."""
-    if clusters > MAX_CLUSTERS:
-        return f"--kube real runs a control plane for each cluster, at most {MAX_CLUSTERS}; the spec has {clusters} clusters"
-    if nodes > MAX_NODES:
-        return f"--kube real plays the kubelets of at most {MAX_NODES} nodes a cluster; the spec's cluster has {nodes} nodes"
+def node_monitor_grace(grace: float, nodes: int) -> float:
+    """The node lifecycle controller's grace period (seconds) for a cluster of ``nodes`` nodes whose
+    timings give ``grace``: never under MIN_GRACE, and growing with the cluster (GRACE_PER_NODE)."""
+    return max(grace, MIN_GRACE, GRACE_PER_NODE * nodes)
+
+
+def plane_memory_mb(control_nodes: list[int]) -> int:
+    """What the planes of clusters with these numbers of control nodes hold in memory (MiB, an estimate)."""
+    return sum(APISERVER_MB * max(count, 1) + CONTROLLERS_MB for count in control_nodes)
+
+
+def available_memory_mb() -> int:
+    """The memory the kernel says is available for new processes (MemAvailable), in MiB."""
+    with open("/proc/meminfo", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def too_large(control_nodes: list[int], available_mb: Optional[int] = None) -> str:
+    """Why a spec whose clusters have these numbers of control nodes is too large for the real backend
+    on this machine ("": it is not): its planes would not fit in the available memory."""
+    needed = plane_memory_mb(control_nodes)
+    available = available_memory_mb() if available_mb is None else available_mb
+    if needed > available:
+        return (f"--kube real runs a control plane for each cluster: {len(control_nodes)} clusters' planes need "
+                f"about {needed} MiB, this machine has {available} MiB available")
     return ""
 
 
