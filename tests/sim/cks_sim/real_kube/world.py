@@ -54,6 +54,8 @@ GRACE_PER_NODE = 0.1
 #: The kubelets' lease renewals, registrations and pod starts: threads (a pool of each), each with
 #: its own connection.
 HEARTBEAT_THREADS = 4
+#: The least time a lease renewal may take before it is given up and sent again on the next round.
+RENEWAL_TIMEOUT = 2.0
 #: The actors' tick lists every Node and Pod: a large cluster's lists are read less often (seconds per node).
 TICK_PER_NODE = 0.002
 SETTLE_TIMEOUT = 120.0
@@ -269,7 +271,11 @@ class RealKubeWorld:
 
     def _heartbeat(self, node: KubeletNode) -> None:
         assert self.kubelets is not None
-        self.kubelets.beat(node, self._thread_api())
+        # A renewal sent on a connection to an API server that is shutting down (its control node's VM
+        # stopping) can hang until that process ends; the round waits for every renewal, so one hung
+        # request must give up within the renewal interval, not after the 10 s of any other call, or
+        # every node's lease lapses past a 10 s grace (seen on the stacked control-plane rollout).
+        self.kubelets.beat(node, self._thread_api(timeout=max(self.kubelets.heartbeat, RENEWAL_TIMEOUT)))
 
     def _fan_out(self, calls: list[Callable[[KubeApi], None]]) -> None:
         """The kubelets' pod starts and deletions of a tick, on the pool's threads; the first failure
@@ -286,12 +292,15 @@ class RealKubeWorld:
     def _call_with_api(self, call: Callable[[KubeApi], None]) -> None:
         call(self._thread_api())
 
-    def _thread_api(self) -> RestApi:
-        """The calling thread's own connection to the API (a kubelet's: through the balancer)."""
+    def _thread_api(self, timeout: Optional[float] = None) -> RestApi:
+        """The calling thread's own connection to the API (a kubelet's: through the balancer); its
+        requests give up after ``timeout`` seconds (RestApi's default when None)."""
         api = getattr(self._local, "api", None)
         if api is None:
             assert self._api is not None
             api = self._local.api = RestApi(self._api.url, *self._api_credentials)
+            if timeout is not None:
+                api.timeout = timeout
             self._thread_apis.append(api)
         return api
 
