@@ -97,9 +97,10 @@ def test_only_a_round_of_the_same_scope_is_resumed() -> None:
     assert resumed_round(None, "all") is None
     assert resumed_round({"scope": "all", "boot_ids": "not a mapping"}, "all") is None
     # What is written once the lock is held: a new round, never over a resumed one; none for outdated.
-    assert round_to_store("all", None, f.view().nodes, "t1", "run-2") is not None
-    assert round_to_store("all", RestartRound.from_dict(stored), f.view().nodes, "t1", "run-2") is None
-    assert round_to_store(None, None, f.view().nodes, "t1", "run-2") is None
+    # (the plan's restart_round, as outdated_report words it)
+    assert round_to_store({"scope": "all", "resumed": False}, f.view().nodes, "t1", "run-2") is not None
+    assert round_to_store({"scope": "all", "resumed": True}, f.view().nodes, "t1", "run-2") is None
+    assert round_to_store(None, f.view().nodes, "t1", "run-2") is None
 
 
 def test_the_round_ends_only_when_a_rollout_of_its_scope_ran_every_batch() -> None:

@@ -97,14 +97,14 @@ def already_restarted(found: Optional[RestartRound], nodes: Iterable[Node]) -> t
     return tuple(sorted(done))
 
 
-def round_to_store(scope: Optional[str], resumed: Optional[RestartRound], nodes: Iterable[Node],
-                   started: Optional[str], run_id: Optional[str]) -> Optional[RestartRound]:
-    """What the rollout writes into the record once it holds the lock: the new round of a restart that
-    resumes none; None when nothing is to be written (a resumed round stays as it began; ``outdated``
-    has no round)."""
-    if scope is None or resumed is not None:
+def round_to_store(planned: Optional[Mapping[str, Any]], nodes: Iterable[Node], started: Optional[str],
+                   run_id: Optional[str]) -> Optional[RestartRound]:
+    """What the rollout writes into the record once it holds the lock, from the plan's
+    ``restart_round`` (``outdated_report``): the new round of a restart that resumes none; None when
+    nothing is to be written (a resumed round stays as it began; ``outdated`` has no round)."""
+    if not planned or planned.get("resumed") or not planned.get("scope"):
         return None
-    return new_round(scope, nodes, started, run_id)
+    return new_round(str(planned["scope"]), nodes, started, run_id)
 
 
 def round_ends(stored: Optional[Mapping[str, Any]], scope: Optional[str], result: Optional[str]) -> bool:

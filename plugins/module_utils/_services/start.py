@@ -53,6 +53,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.restart_
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_path import GuestView
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
+from ansible_collections.cloudstack.cks.plugins.module_utils._services.fleet import utc_now
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.live_paths import GuestProbe
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import plan_report, planned_nodes, planned_settings, record_fields
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import node_release
@@ -194,11 +195,7 @@ def begin_restart_round(session: ClusterSession, view: ClusterView, judged: Mapp
                         holder: Optional[str]) -> Optional[RestartRound]:
     """Record the round of a restart that resumes none, once the lock is held (one write of the
     record); None when there is none to record."""
-    planned = judged.get("restart_round")
-    if not planned or planned.get("resumed"):
-        return None
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    begun = round_to_store(planned["scope"], None, view.nodes, started, holder)
+    begun = round_to_store(judged.get("restart_round"), view.nodes, utc_now(), holder)
     if begun is None:
         return None
     stored = begun.to_dict()

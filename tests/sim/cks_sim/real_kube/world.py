@@ -294,13 +294,12 @@ class RealKubeWorld:
 
     def _thread_api(self, timeout: Optional[float] = None) -> RestApi:
         """The calling thread's own connection to the API (a kubelet's: through the balancer); its
-        requests give up after ``timeout`` seconds (RestApi's default when None)."""
+        requests give up after ``timeout`` seconds (the shared connection's when None)."""
         api = getattr(self._local, "api", None)
         if api is None:
             assert self._api is not None
-            api = self._local.api = RestApi(self._api.url, *self._api_credentials)
-            if timeout is not None:
-                api.timeout = timeout
+            api = self._local.api = RestApi(self._api.url, *self._api_credentials,
+                                            timeout=self._api.timeout if timeout is None else timeout)
             self._thread_apis.append(api)
         return api
 
