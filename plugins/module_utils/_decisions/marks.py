@@ -22,10 +22,10 @@ Pure decisions first, then the service behind ``cks_node_cycle`` ``mode=taint_pe
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.stamps import utc_stamp
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, STOP_ANNOTATION, ClusterView, Node
 
 PENDING_TAINT_KEY = "cloudstack.apache.org/rollout-pending"
@@ -140,7 +140,7 @@ def exclusion_decision(node: Mapping[str, Any]) -> ExclusionDecision:
 
 def exclusion_patch(now: Optional[float] = None) -> dict[str, Any]:
     """Label the node out of external load balancers, and mark the label as ours."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
+    stamp = utc_stamp(now)
     return {"metadata": {"labels": {LB_EXCLUSION_LABEL: LB_EXCLUSION_VALUE},
                          "annotations": {LB_EXCLUSION_ANNOTATION: stamp}}}
 

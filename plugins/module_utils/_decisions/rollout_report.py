@@ -10,15 +10,11 @@ The release (``_services.release``) writes it; the ``rollout_report`` filter giv
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.stamps import utc_stamp
+
 NODE_TYPES = ("control", "worker", "etcd")
-
-
-def _utc(seconds: Any) -> str:
-    return time.strftime(RFC3339, time.gmtime(float(seconds)))
 
 
 def _step(step: Mapping[str, Any]) -> dict[str, Any]:
@@ -27,8 +23,8 @@ def _step(step: Mapping[str, Any]) -> dict[str, Any]:
         "name": step.get("name"),
         "outcome": step.get("outcome"),
         "detail": step.get("detail", ""),
-        "started": _utc(step["started"]),
-        "ended": _utc(ended) if ended is not None else None,
+        "started": utc_stamp(step["started"]),
+        "ended": utc_stamp(ended) if ended is not None else None,
         "seconds": round(float(ended) - float(step["started"]), 3) if ended is not None else None,
     }
 
@@ -38,8 +34,8 @@ def _node(node: Mapping[str, Any]) -> dict[str, Any]:
         "name": node.get("name"),
         "node_type": node.get("node_type"),
         "outcome": node.get("outcome"),
-        "started": _utc(node["started"]) if node.get("started") else None,
-        "ended": _utc(node["ended"]) if node.get("ended") else None,
+        "started": utc_stamp(node["started"]) if node.get("started") else None,
+        "ended": utc_stamp(node["ended"]) if node.get("ended") else None,
         "steps": [_step(step) for step in node.get("steps") or []],
         "changes": node.get("changes", {}),
         "cordoned_by_others": node.get("cordoned_by_others", False),

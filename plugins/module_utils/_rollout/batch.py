@@ -77,7 +77,8 @@ class BatchCycle:
     def __init__(self, cloud: CloudStackApi, kube: KubernetesApi, loader: ClusterLoader, cluster: str, settings: Settings,
                  nodes: Sequence[str], options: Optional[CycleOptions] = None,
                  etcd_check: Optional[EtcdCheck] = None, lock: Optional[RolloutLock] = None,
-                 project_id: Optional[str] = None, validate_etcd_always: bool = True) -> None:
+                 project_id: Optional[str] = None, validate_etcd_always: bool = True,
+                 node_events: Optional[NodeEventSink] = None, autoscaler: Optional[Mapping[str, Any]] = None) -> None:
         self.cloud = cloud
         self.kube = kube
         self.loader = loader
@@ -96,9 +97,9 @@ class BatchCycle:
         # Set per batch from its nodes' strict groups (see ``StartGates``).
         self.start_gates = StartGates()
         #: Where the node cycles write their Events (``_clients/node_events.NodeEvents``); None: none.
-        self.node_events: Optional[NodeEventSink] = None
+        self.node_events = node_events
         #: The plan's ``autoscaler`` (``_decisions/autoscaler.autoscaler_of`` and the nodes the plan knew).
-        self.autoscaler: Optional[Mapping[str, Any]] = None
+        self.autoscaler = autoscaler
 
     def run(self) -> BatchResult:
         phase = self.options.phase

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, CloudStackError, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.stamps import utc_stamp
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.after_stop import (
     put_back_cause,
@@ -455,7 +456,7 @@ class NodeCycle:
             # Release must know a stop may have happened: then a Ready with the old boot ID is
             # never taken for "it never went down" (it may be the stale one from before the stop).
             self._since_stop = self._wrote(self.kube.patch_node(
-                self.node.name, {"metadata": {"annotations": {STOP_ANNOTATION: _now_text()}}}))
+                self.node.name, {"metadata": {"annotations": {STOP_ANNOTATION: utc_stamp()}}}))
         try:
             how = changes.stop(self._job_deadline())
         except CloudStackError:
@@ -473,10 +474,6 @@ class NodeCycle:
         if marks.any:
             done.append(f"{marks.words()} removed")
         return ", ".join(done)
-
-
-def _now_text() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @dataclass(frozen=True)

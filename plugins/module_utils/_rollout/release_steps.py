@@ -171,7 +171,8 @@ class Release:
     def __init__(self, cloud: CloudStackApi, kube: KubernetesApi, loader: ClusterLoader, cluster: str,
                  record_store: Optional[RecordStore] = None, lock: Optional[RolloutLock] = None,
                  project_id: Optional[str] = None, check_mode: bool = False,
-                 seconds: float = DEFAULT_RELEASE_SECONDS, sleep: Callable[[float], None] = time.sleep) -> None:
+                 seconds: float = DEFAULT_RELEASE_SECONDS, sleep: Callable[[float], None] = time.sleep,
+                 node_events: Optional[NodeEventSink] = None, restart_scope: Optional[str] = None) -> None:
         self.seconds = float(seconds)
         self._sleep = sleep
         self.cloud = cloud
@@ -188,10 +189,10 @@ class Release:
         #: The record as the release read it before recording the outcome (its stored settings).
         self.record: Optional[Any] = None
         #: Where the release's Events about the nodes go (``_clients/node_events.NodeEvents``); None: none.
-        self.node_events: Optional[NodeEventSink] = None
+        self.node_events = node_events
         #: The scope of the restart round this rollout began or resumed (None: no restart round):
         #: a rollout that ran every batch ends it (``_decisions.restart_round.round_ends``).
-        self.restart_scope: Optional[str] = None
+        self.restart_scope = restart_scope
 
     def run(self, last_error: Optional[str] = None, skipped: Optional[Sequence[str] | str] = None,
             rollout_result: Optional[str] = None) -> ReleaseResult:

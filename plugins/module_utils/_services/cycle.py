@@ -211,13 +211,13 @@ def _run_batch(session: ClusterSession, params: Mapping[str, Any], check_mode: b
             return orphan_release(session, params, rollout, lock, nodes, None)
     # The batch's ROOT volumes are read only when one of its nodes' changes needs them.
     loader.root_volume_needed = lambda node: needs_root_volume(node, settings[node.node_type])
+    events = NodeEvents(kube, run=holder)
     batch = BatchCycle(cloud, kube, loader, str(params["cluster"]), settings, nodes,
                        options=cycle_options(params, check_mode, max_unavailable_of(params, record), batch_started),
                        etcd_check=etcd_check_for(params, kube, external_etcd=external),
                        validate_etcd_always=client_from_options(params) is not None,
-                       lock=lock, project_id=params.get("project_id"))
-    events = batch.node_events = NodeEvents(kube, run=holder)
-    batch.autoscaler = rollout.plan.get("autoscaler")
+                       lock=lock, project_id=params.get("project_id"),
+                       node_events=events, autoscaler=rollout.plan.get("autoscaler"))
     try:
         result = batch.run()
     finally:

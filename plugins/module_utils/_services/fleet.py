@@ -22,13 +22,13 @@ from __future__ import annotations
 import os
 import re
 import time
-from datetime import datetime, timezone
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.pacing import API_RATE_ENV
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.playbook import CancelPolicy, PlaybookRunner
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.stamps import utc_stamp
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_pace import share_of_rate
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.fleet import (
     ClusterOutcome,
@@ -48,10 +48,6 @@ FLEET_OWNED_VARS = ("rollout_cluster", "rollout_report_path", "rollout_run_id")
 
 def folder_name(cluster: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", cluster) or "_"
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def api_rate_env(params: Mapping[str, Any]) -> dict[str, str]:
@@ -82,7 +78,7 @@ def roll_cluster(params: Mapping[str, Any], runner: PlaybookRunner) -> dict[str,
         raise InvalidInput("fleet_dir", params["fleet_dir"], "no such directory; the fleet playbook creates it before the first cluster")
     rate_env = api_rate_env(params)
     fleet = FleetRunFolder(params["fleet_dir"])
-    started = utc_now()
+    started = utc_stamp()
     begun = time.monotonic()
     refusal = start_refusal(fleet.failed_clusters(), int(params["max_failed"]))
     if refusal is not None:
@@ -140,11 +136,11 @@ def fleet_report_path(params: Mapping[str, Any]) -> str:
 def finish(fleet: FleetRunFolder, params: Mapping[str, Any], outcome: ClusterOutcome, cluster_id: str, started: str, begun: float,
            report_path: Optional[str], log_path: Optional[str], cancelled: bool = False) -> dict[str, Any]:
     """Write the cluster's outcome; after a cancel of the fleet's job also the fleet report, which its last play will not write."""
-    result = dict(outcome.to_dict(), cluster_id=cluster_id, started=started, ended=utc_now(), seconds=round(time.monotonic() - begun, 1),
+    result = dict(outcome.to_dict(), cluster_id=cluster_id, started=started, ended=utc_stamp(), seconds=round(time.monotonic() - begun, 1),
                   report_path=report_path, log_path=log_path)
 
     def build(outcomes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        return fleet_report_document(outcomes, str(params["run_id"]), params.get("fleet_started"), utc_now(), cancelled=True)
+        return fleet_report_document(outcomes, str(params["run_id"]), params.get("fleet_started"), utc_stamp(), cancelled=True)
 
     fleet.end_cluster(folder_name(outcome.cluster), result, cancelled, fleet_report_path(params), build)
     return dict(result, changed=bool(outcome.nodes_restarted), rollout_failed=outcome.failed)

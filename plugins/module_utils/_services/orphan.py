@@ -15,11 +15,11 @@ for the lease to expire.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients import processes
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, StepFailed
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.stamps import utc_stamp
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.holder import batch_of, describe_batch
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.results import BatchResult
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.state import Rollout
@@ -27,13 +27,11 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._services.release i
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.session import ClusterSession
 from ansible_collections.cloudstack.cks.plugins.module_utils._state.record import Lock
 
-RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
-
 
 def batch_note(nodes: Sequence[str], phase: str) -> dict[str, Any]:
     """The batch annotation of the Lease: this module run (host, boot id, pid, start) and the batch."""
     return dict(processes.process_identity(), nodes=[str(n).lower() for n in nodes], phase=phase,
-                started=time.strftime(RFC3339, time.gmtime()))
+                started=utc_stamp())
 
 
 def controller_gone_error(plan: Optional[Sequence[Any]], nodes: Sequence[str], began: bool) -> tuple[str, str]:

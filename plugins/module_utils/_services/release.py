@@ -12,9 +12,9 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_event
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.report_file import write_private_json, write_private_text
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import StateApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.stamps import utc_stamp
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import added_nodes, autoscaler_words
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
-from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.rollout_report import RFC3339
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.timeline_picture import picture_path, timeline_svg
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import NODE_TYPES, ClusterView
 from ansible_collections.cloudstack.cks.plugins.module_utils._rollout.release_steps import Release, ReleaseResult
@@ -100,11 +100,11 @@ def node_release(session: ClusterSession, params: Mapping[str, Any], check_mode:
         # Ours when read moments ago: given back in one write conditional on that version (a
         # lease written since is read and judged again, as without it).
         lock.written_version = seen.resource_version
-    release = Release(cloud, kube, session.loader, str(params["cluster"]), session.store, lock,
-                      project_id=params.get("project_id"), check_mode=check_mode)
-    events = release.node_events = NodeEvents(kube, run=holder)
+    events = NodeEvents(kube, run=holder)
     planned_round = rollout.plan.get("restart_round")
-    release.restart_scope = planned_round.get("scope") if isinstance(planned_round, Mapping) else None
+    release = Release(cloud, kube, session.loader, str(params["cluster"]), session.store, lock,
+                      project_id=params.get("project_id"), check_mode=check_mode, node_events=events,
+                      restart_scope=planned_round.get("scope") if isinstance(planned_round, Mapping) else None)
     rollout_result, last_error = rollout.ending()
     try:
         result = release.run(last_error=last_error, skipped=rollout.skipped, rollout_result=rollout_result)
@@ -134,7 +134,7 @@ def with_report(answer: dict[str, Any], rollout: Rollout, params: Mapping[str, A
     release: ``report_error`` says why, and the role fails on it once it has shown the outcome.
     """
     report = rollout.report(answer["release"], after=answer.get("after") or {},
-                            ended=time.strftime(RFC3339, time.gmtime()))
+                            ended=utc_stamp())
     if report is None:
         return answer
     answer["report"] = report

@@ -40,6 +40,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._clients.node_event
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import default_of
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.stamps import utc_stamp
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.api_access import (
     api_access_error,
     expiry_warning,
@@ -53,7 +54,6 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.restart_
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.scale_path import GuestView
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.settings import PARAM_AFFINITY, PARAM_OFFERINGS, PARAM_ROOT_DISKS
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ClusterView
-from ansible_collections.cloudstack.cks.plugins.module_utils._services.fleet import utc_now
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.live_paths import GuestProbe
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.outdated import plan_report, planned_nodes, planned_settings, record_fields
 from ansible_collections.cloudstack.cks.plugins.module_utils._services.release import node_release
@@ -195,7 +195,7 @@ def begin_restart_round(session: ClusterSession, view: ClusterView, judged: Mapp
                         holder: Optional[str]) -> Optional[RestartRound]:
     """Record the round of a restart that resumes none, once the lock is held (one write of the
     record); None when there is none to record."""
-    begun = round_to_store(judged.get("restart_round"), view.nodes, utc_now(), holder)
+    begun = round_to_store(judged.get("restart_round"), view.nodes, utc_stamp(), holder)
     if begun is None:
         return None
     stored = begun.to_dict()
