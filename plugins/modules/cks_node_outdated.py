@@ -20,7 +20,8 @@ description:
     O(max_unavailable) at a time, clamped to the number of workers minus one and at least 1. Within a type,
     stopped nodes, nodes still carrying the annotation of a rollout that stopped and, with O(etcd_endpoints),
     nodes whose etcd member etcd reports unhealthy go first (while that member is down, the quorum preflight
-    refuses every other member''s node).'
+    refuses every other member''s node). While no member is healthy, as during a leader election, etcd is
+    asked again for up to 5 seconds before the plan is made from what it says.'
   - Node types that cannot lose a node (a single control node, a 2-node stacked control plane, 2 etcd nodes)
     are not planned; why is returned ready to be kept as the rollout's last error, and the other types are still
     planned. Their stopped nodes are planned (they are down already).

@@ -344,12 +344,15 @@ class FakeQuorumClient:
     """An etcd quorum client (``_services.quorum.QuorumClient``): answers ``verdict`` (or raises it), and
     keeps what it was asked."""
 
-    def __init__(self, verdict: Answer) -> None:
+    def __init__(self, verdict: Answer, *later: Answer) -> None:
         self.verdict = verdict
+        self.later = list(later)  # what it answers from the second question on, one each, the last kept
         self.asked: list[tuple[list[str], bool]] = []
 
     def check(self, going_down: Sequence[str] = (), require_ready: bool = True,
               addresses: Optional[Mapping[str, Optional[str]]] = None) -> Any:
+        if self.asked and self.later:
+            self.verdict = self.later.pop(0)
         self.asked.append((list(going_down), require_ready))
         return _answer(self.verdict)
 

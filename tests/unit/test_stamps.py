@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import pytest
+
 from ansible_collections.cloudstack.cks.plugins.module_utils._common import stamps
 
 

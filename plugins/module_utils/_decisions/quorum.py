@@ -132,6 +132,12 @@ class QuorumVerdict:
     def unhealthy(self) -> tuple[Member, ...]:
         return tuple(m for m in self.members if not m.healthy)
 
+    @property
+    def no_voter_healthy(self) -> bool:
+        """What every member answers while they elect a leader (a second or two) as much as when the
+        quorum is gone: a reading that cannot tell which member is down."""
+        return self.healthy == 0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "members": [m.to_dict() for m in self.members],

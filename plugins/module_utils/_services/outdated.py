@@ -18,15 +18,16 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.autoscaler import autoscaler_deployed
-from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import client_from_options
+from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd import QuorumClient, client_from_options
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_exec import exec_access
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.etcd_pod import pod_access, quorum_client
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.owners import OwnerReads
 from ansible_collections.cloudstack.cks.plugins.module_utils._clients.placement import read_placement
-from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, InvalidInput
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.errors import CksError, DeadlineExceeded, InvalidInput
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.memory import no_cycle_collection
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.option_defaults import RESTART_OUTDATED
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.protocols import PodsApi
+from ansible_collections.cloudstack.cks.plugins.module_utils._common.waiting import Deadline, wait_for
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.autoscaler import HOLD_ANNOTATION, autoscaler_of, autoscaler_words
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.drain import DrainOptions
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.etcd_paths import ExecAccess, PodAccess, etcd_check_paths, etcd_check_refusal
@@ -43,6 +44,7 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.outdated
     select_nodes,
 )
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.placement import PlacementReads, placement_error, placement_refusals
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.quorum import QuorumVerdict
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.reasons import OUT_OF_DATE_KEYS
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.request import SettingsRequest, describe
 from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.restart_round import (
@@ -65,6 +67,10 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._state.settings_sto
     stored_max_unavailable,
     stored_settings,
 )
+
+#: How long a plan asks etcd again while no voting member is healthy, as during a leader election:
+#: etcd's default election timeout is 1 s, drawn again up to 2 s for a round that split its votes.
+ELECTION_SECONDS = 5.0
 
 
 def outdated_report(view: ClusterView, record: Optional[Record], lock: Optional[LockInfo],
@@ -241,10 +247,27 @@ def read_etcd_health(params: Mapping[str, Any], session: Optional[ClusterSession
     if client is None:
         return None
     try:
-        verdict = client.check(require_ready=False)
+        verdict = member_health(client)
     except CksError as exc:
         return EtcdHealth(error=exc.msg)
     return EtcdHealth(down=tuple(m.name for m in verdict.unhealthy if m.name), message=verdict.message)
+
+
+def member_health(client: QuorumClient, seconds: float = ELECTION_SECONDS) -> QuorumVerdict:
+    """The members' health, asked again (for up to ``seconds``) while no voting member is healthy:
+    planned from a reading taken during an election, every member would be judged down and the
+    killed one not put first."""
+    readings: list[QuorumVerdict] = []
+
+    def a_voter_is_healthy() -> bool:
+        readings.append(client.check(require_ready=False))
+        return not readings[-1].no_voter_healthy
+
+    try:
+        wait_for(a_voter_is_healthy, Deadline(seconds), interval=1.0, what="a healthy etcd member")
+    except DeadlineExceeded:
+        pass  # no election but the quorum gone: planned as read, and each batch's preflight asks again
+    return readings[-1]
 
 
 def read_drain_check(kube: PodsApi, options: DrainOptions) -> DrainCheck:
