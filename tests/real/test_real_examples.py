@@ -105,6 +105,10 @@ def test_more_clusters_than_the_machine_runs_at_once_serve_by_turns(tmp_path_fac
             assert kubectl(sim, "get", "configmap", "kept", "-o", "jsonpath={.data.kept}",
                            kubeconfig=first["kubeconfig"]) == "yes"
             assert not [e for e in events if e.get("event") == "notready" and e.get("cluster") == first["id"]]
+            # Its calls read from its API server's audit log across the restart, each once.
+            calls = [c for c in sim.calls() if c.get("api") == "kubernetes" and c["cluster"] == first["id"]
+                     and c.get("resource") == "configmaps"]
+            assert [c["verb"] for c in calls] == ["create", "get"] and calls[1]["name"] == "kept", calls
             # The snapshot of a dormant cluster is its last reading.
             dormant = sim.state()["kube"][hundredth["id"]]
             assert [n["ready"] for n in dormant["nodes"]] == ["True", "True"], dormant

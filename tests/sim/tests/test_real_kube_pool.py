@@ -3,7 +3,8 @@ which idle one stops to make room for a plane asked for, and when a spec is refu
 
 from __future__ import annotations
 
-from cks_sim.real_kube.pool import Budget, PlaneUse, default_budget, planes_at_start, planes_to_stop
+import pytest
+from cks_sim.real_kube.pool import DORMANT, FAILED, RUNNING, Budget, PlanePool, PlaneUse, default_budget, planes_at_start, planes_to_stop
 from cks_sim.real_kube.world import APISERVER_MB, CONTROLLERS_MB, too_large
 
 
@@ -60,3 +61,76 @@ def test_a_spec_is_refused_only_when_one_cluster_plane_cannot_fit() -> None:
     why = too_large([1, 3], available_mb=one)
     assert why == (f"--kube real runs a control plane for each cluster: the largest (3 control nodes) needs about "
                    f"{APISERVER_MB * 3 + CONTROLLERS_MB} MiB, this machine has {one} MiB available"), why
+
+
+class _World:
+    """What the pool drives of a RealKubeWorld: start (the first time), suspend, resume."""
+
+    def __init__(self, name: str, calls: list[str], fail: bool = False) -> None:
+        self.name, self.calls, self.fail = name, calls, fail
+        self.plane: object = None
+        self.on_power_change = None
+
+    def start(self) -> None:
+        self.calls.append(f"start {self.name}")
+        if self.fail:
+            raise RuntimeError("did not get ready")
+        self.plane = object()
+
+    def suspend(self) -> None:
+        self.calls.append(f"suspend {self.name}")
+
+    def resume(self) -> None:
+        self.calls.append(f"resume {self.name}")
+
+    def can_resume(self) -> bool:
+        return True
+
+    def stop(self) -> None:
+        self.calls.append(f"stop {self.name}")
+
+
+class _Timeline:
+    def __init__(self) -> None:
+        self.events: list[dict[str, object]] = []
+
+    def add(self, **fields: object) -> None:
+        self.events.append(fields)
+
+
+class _Sim:
+    def __init__(self) -> None:
+        self.timeline = _Timeline()
+
+
+def test_planes_asked_for_start_by_turns_and_come_back() -> None:
+    calls: list[str] = []
+    worlds = {name: _World(name, calls, fail=name == "broken") for name in ("a", "b", "c", "broken")}
+    pool = PlanePool(_Sim(), worlds, Budget(memory_mb=6000, planes=2), {name: 600 for name in worlds}).start()
+    try:
+        assert pool.on_demand and sorted(calls) == ["start a", "start b"]
+        assert pool.url("c").startswith("https://127.0.0.1:") and pool.url("c") != pool.url("a")
+        calls.clear()
+        pool.used("a")  # b is now the least recently used
+        assert pool.wake("c") is True
+        assert calls == ["suspend b", "start c"]
+        assert [pool.state(n) for n in ("a", "b", "c")] == [RUNNING, DORMANT, RUNNING]
+        calls.clear()
+        assert pool.wake("b") is True and calls == ["suspend a", "resume b"]
+        calls.clear()
+        # A plane that fails to start is stopped and not tried again.
+        with pytest.raises(RuntimeError):
+            pool.wake("broken")
+        assert calls[-2:] == ["start broken", "stop broken"] and pool.state("broken") == FAILED
+        assert pool.wake("broken") is False
+    finally:
+        pool.stop()
+
+
+def test_a_spec_that_fits_starts_every_plane_and_names_them() -> None:
+    calls: list[str] = []
+    worlds = {name: _World(name, calls) for name in ("a", "b")}
+    pool = PlanePool(_Sim(), worlds, Budget(memory_mb=6000, planes=12), {name: 600 for name in worlds}).start()
+    assert not pool.on_demand and sorted(calls) == ["start a", "start b"]
+    assert all(w.on_power_change is None for w in worlds.values())
+    pool.stop()

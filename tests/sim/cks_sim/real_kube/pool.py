@@ -53,7 +53,7 @@ ROOM_TIMEOUT = 120.0
 #: Planes being made room for and started at once (as REAL_KUBE_STARTS at serve time).
 WAKE_THREADS = 4
 
-NOT_STARTED, RUNNING, DORMANT = "not started", "running", "dormant"
+NOT_STARTED, RUNNING, DORMANT, FAILED = "not started", "running", "dormant", "failed"
 
 
 # -- the decisions (pure) ---------------------------------------------------------------------------
@@ -154,18 +154,18 @@ class PlanePool:
     def start(self) -> PlanePool:
         initial = planes_at_start([(cid, p.memory_mb) for cid, p in self.planes.items()], self.budget)
         self.on_demand = len(initial) < len(self.planes)
-        if self.on_demand:
-            for plane in self.planes.values():
-                plane.world.on_power_change = self.request_wake
-            self._fronts = _Fronts(self).start()
-            self.sim.timeline.add(event="kube_planes_on_demand", clusters=len(self.planes), at_start=len(initial),
-                                  budget_mb=self.budget.memory_mb, budget_planes=self.budget.planes)
         with ThreadPoolExecutor(max(1, min(self.starts, len(initial))), thread_name_prefix="cks-sim-plane") as pool:
             started = [pool.submit(self._start, cid) for cid in initial]
             # Every start ends before the first failure is raised: the server's stop() then stops them all.
             failed = [error for error in (s.exception() for s in started) if error is not None]
         if failed:
             raise failed[0]
+        if self.on_demand:  # from here on a plane starts on a request, or on a VM's power change
+            for plane in self.planes.values():
+                plane.world.on_power_change = self.request_wake
+            self._fronts = _Fronts(self).start()
+            self.sim.timeline.add(event="kube_planes_on_demand", clusters=len(self.planes), at_start=len(initial),
+                                  budget_mb=self.budget.memory_mb, budget_planes=self.budget.planes)
         return self
 
     def url(self, cluster_id: str) -> Optional[str]:
@@ -184,7 +184,10 @@ class PlanePool:
             self._lock.notify_all()
         if self._fronts is not None:
             self._fronts.stop()
-        self._waker.shutdown(wait=False, cancel_futures=True)
+        self._waker.shutdown(wait=True, cancel_futures=True)
+        for lock in self._wakes.values():
+            with lock:  # a plane starting ends its start before the worlds stop (none starts after)
+                pass
 
     # -- waking and stopping ------------------------------------------------------------------------
 
@@ -211,17 +214,20 @@ class PlanePool:
         with self._wakes[cluster_id]:
             if plane.state == RUNNING:
                 return True
-            if plane.state == DORMANT and not plane.world.can_resume():
+            if plane.state == FAILED or (plane.state == DORMANT and not plane.world.can_resume()):
                 return False
             if not self._make_room(cluster_id):
                 return False
             try:
                 self._start(cluster_id)
             except BaseException:
+                # Half started (a process that did not get ready, workloads that did not settle): stopped,
+                # and not tried again (its start's log says why).
+                plane.world.stop()
                 with self._lock:
-                    plane.busy = False
-                    plane.state = DORMANT if plane.world.plane is not None else NOT_STARTED
+                    plane.busy, plane.state = False, FAILED
                     self._lock.notify_all()
+                self.sim.timeline.add(cluster=cluster_id, event="kube_plane_failed")
                 raise
             return True
 
