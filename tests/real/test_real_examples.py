@@ -20,6 +20,7 @@ import os
 import time
 from typing import Any
 
+import kubernetes
 import pytest
 import requests
 from cks_sim import harness
@@ -93,7 +94,14 @@ def test_more_clusters_than_the_machine_runs_at_once_serve_by_turns(tmp_path_fac
             kubectl(sim, "create", "configmap", "kept", "--from-literal=kept=yes", kubeconfig=first["kubeconfig"])
             since = time.time()
             for cluster in (hundredth, last, first):
-                # The first request starts the plane (the least recently used idle one stopping), then is answered.
+                # The first request starts the plane (the least recently used idle one stopping), then is
+                # answered: the Python client waits as long as it takes. (kubectl gives up a TLS handshake
+                # after 10 s, which a plane's start can take on a loaded machine: it asks once it runs.)
+                client = kubernetes.config.new_client_from_config(config_file=cluster["kubeconfig"])
+                try:
+                    assert kubernetes.client.VersionApi(client).get_code().git_version == pinned_release()
+                finally:
+                    client.close()
                 a_real_cluster_with_ready_nodes(sim, cluster["kubeconfig"])
             assert planes()[second["name"]] == planes()[hundredth["name"]] == "dormant"
             assert planes()[last["name"]] == planes()[first["name"]] == "running"
