@@ -258,9 +258,12 @@ class RealKubeWorld:
                 if server.wanted != self.nodes[name].vm_running:
                     (self.plane.power_on if self.nodes[name].vm_running else self.plane.power_off)(name)
         self._start_actors()
-        with self._ticking:
-            self.kubelets.tick()
-            self._refresh_cache()
+        try:
+            with self._ticking:  # the snapshot's reading from the plane as it runs again
+                self.kubelets.tick()
+                self._refresh_cache()
+        except (ApiRefusal, requests.RequestException) as exc:
+            LOG.warning("kubelets: %s", exc)  # a busy API server: the actors' thread ticks again
         self._read_audit(record=False)  # the kubelets' first requests
         assert self._auditor is not None
         self._auditor.start()
