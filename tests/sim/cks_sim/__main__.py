@@ -30,6 +30,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="memory: cks-sim's own Kubernetes API; real: a real kube-apiserver, controllers and "
                             "scheduler (make kube-plane builds them) with cks-sim playing the kubelets "
                             "(default: the CKS_SIM_KUBE environment variable, else memory)")
+    serve.add_argument("--kube-planes", type=int, default=int(os.environ.get("CKS_SIM_KUBE_PLANES") or 0),
+                       metavar="N", help="--kube real: how many clusters' control planes run at once; the others "
+                                         "start when their API is first asked for, the least recently used idle one "
+                                         "stopping (default: the CKS_SIM_KUBE_PLANES environment variable, else 6 a "
+                                         "core within the available memory)")
     check = sub.add_parser("check", help="validate a spec and print it normalised")
     check.add_argument("--spec", required=True)
     return parser
@@ -58,7 +63,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .server import SimServer
 
     server = SimServer(spec, args.state_dir, host=args.host, cloudstack_port=args.cloudstack_port,
-                       kube_port=args.kube_port, admin_port=args.admin_port, with_etcd=not args.no_etcd, kube=args.kube)
+                       kube_port=args.kube_port, admin_port=args.admin_port, with_etcd=not args.no_etcd, kube=args.kube,
+                       kube_planes=args.kube_planes)
     stop_requested = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -15,7 +15,6 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -195,7 +194,8 @@ class SimServer:
     """The whole simulator: build, serve, describe (env.json), stop."""
 
     def __init__(self, spec: dict[str, Any], state_dir: str, host: str = "127.0.0.1", cloudstack_port: int = 0,
-                 kube_port: int = 0, admin_port: int = 0, with_etcd: bool = True, kube: str = "memory") -> None:
+                 kube_port: int = 0, admin_port: int = 0, with_etcd: bool = True, kube: str = "memory",
+                 kube_planes: int = 0) -> None:
         if kube not in KUBE_BACKENDS:
             raise ValueError(f"kube must be one of {', '.join(KUBE_BACKENDS)}, not {kube!r}")
         self.spec = spec
@@ -215,6 +215,9 @@ class SimServer:
         self.kube_endpoints: dict[str, KubeEndpoint] = {}
         #: --kube real: the etcd members of VMs stopped in the spec, stopped once the planes started
         self._members_to_stop: list[str] = []
+        #: --kube real: how many clusters' planes run at once (0: what the machine's cores and memory hold)
+        self.kube_planes = kube_planes
+        self.plane_pool: Any = None  # real_kube.pool.PlanePool
 
     # -- building ----------------------------------------------------------------------------
 
@@ -321,19 +324,23 @@ class SimServer:
     def _start_real_kube(self) -> None:
         """--kube real: each cluster's control plane started, its nodes registered and its workloads settled,
         a few clusters at once (REAL_KUBE_STARTS): a plane's start mostly waits on its processes, and
-        a fleet's twelve one after the other took minutes."""
-        from .real_kube.world import REAL_KUBE_STARTS
+        a fleet's twelve one after the other took minutes. More clusters than the machine runs at once
+        (real_kube/pool.py): those that fit start now, the others when their API is first asked for."""
+        from .real_kube.pool import PlanePool, default_budget
+        from .real_kube.world import REAL_KUBE_STARTS, available_memory_mb, plane_memory_mb
 
-        worlds = list(self.sim.kube.values())
-        with ThreadPoolExecutor(max(1, min(REAL_KUBE_STARTS, len(worlds))), thread_name_prefix="cks-sim-plane") as pool:
-            started = [pool.submit(world.start) for world in worlds]
-            # Every start ends before the first failure is raised: stop() then stops them all.
-            failed = [error for error in (s.exception() for s in started) if error is not None]
-        if failed:
-            raise failed[0]
+        worlds = self.sim.kube
+        needs = {cid: plane_memory_mb([sum(1 for n in w.nodes.values() if n.node_type == "control")])
+                 for cid, w in worlds.items()}
+        # A cluster with a VM stopped in the spec is brought up running, then stopped: at serve time,
+        # while its etcd members run (they stop below).
+        first = [cid for cid in worlds if any(self.sim.cloud.vm_by_name[name].cluster_id == cid
+                                              for name in self._members_to_stop)]
+        self.plane_pool = PlanePool(self.sim, dict(worlds), default_budget(available_memory_mb(), planes=self.kube_planes),
+                                    needs, first=first, starts=REAL_KUBE_STARTS).start()
         for name in self._members_to_stop:
             self.sim.etcd.vm_powered_off(name)
-        self._kube_url = next(iter(self.sim.kube.values())).plane.url
+        self._kube_url = self.plane_pool.url(next(iter(worlds)))
         self._write_kubeconfigs()
 
     def _write_kubeconfigs(self) -> None:
@@ -347,8 +354,7 @@ class SimServer:
 
     def _kube_url_of(self, cluster_id: str) -> Optional[str]:
         if self.kube == "real":
-            plane = self.sim.kube[cluster_id].plane
-            return plane.url if plane is not None else None
+            return self.plane_pool.url(cluster_id) if self.plane_pool is not None else None
         endpoint = self.kube_endpoints.get(cluster_id)
         return endpoint.url if endpoint else None
 
@@ -431,6 +437,8 @@ class SimServer:
                         thread.server.server_close()
                 except OSError:
                     pass
+            if self.plane_pool is not None:
+                self.plane_pool.stop()  # no plane woken from here on
             for world in self.sim.kube.values():
                 if hasattr(world, "stop"):
                     world.stop()  # a real control plane and its actors

@@ -67,8 +67,10 @@ REAL_KUBE_STARTS = 4
 #: What a cluster's processes hold in memory (resident, MiB), a little over what was measured on the
 #: served examples (docs/docsite/rst/development.rst, *The real control plane*): a kube-apiserver
 #: per control node (300 with a few nodes, 460-500 with a thousand), and a controller manager, a
-#: scheduler, its etcd members and its actors (about 250 together). A spec whose planes would not
-#: fit in the machine's available memory is refused at once, saying so, not swapped or killed.
+#: scheduler, its etcd members and its actors (about 250 together). Resident sizes count the
+#: kube-plane binary's pages, shared by every process of it, in each (about 80 MiB): the estimate is
+#: generous. Planes that do not fit together in the machine's available memory run by turns
+#: (pool.py); a spec of which not even one cluster's plane fits is refused at once, saying so.
 APISERVER_MB = 350
 CONTROLLERS_MB = 250
 
@@ -118,6 +120,12 @@ class RealKubeWorld:
         self._audit_lock = threading.Lock()
         self._ticking = threading.Lock()  # one tick at a time: the actors' thread, or start() once settled
         self._cache: dict[str, list[dict[str, Any]]] = {"nodes": [], "pods": [], "pdbs": []}
+        #: its plane stopped while idle (pool.py: more clusters than the budget runs at once); its
+        #: storage, its nodes' flags and the snapshot's last reading kept
+        self.dormant = False
+        #: ``on_power_change(cluster_id)`` after a VM's power changed while the plane does not run
+        #: (pool.py wakes it); called under ``sim.lock``
+        self.on_power_change: Optional[Callable[[str], None]] = None
 
     # -- what server.build tells it ----------------------------------------------------------------
 
@@ -171,16 +179,7 @@ class RealKubeWorld:
             nodes=self.nodes, etcd_servers=self.etcd_servers, stacked_etcd=self.stacked_etcd, fan_out=self._fan_out)
         # The kubelets tick and renew their leases from the first registration on: a node registered
         # early must not miss its heartbeats while the others are still being registered.
-        # Separate pools: the renewals never wait behind a tick's pod starts.
-        self._beats = ThreadPoolExecutor(HEARTBEAT_THREADS, thread_name_prefix=f"cks-sim-leases-{self.cluster_id[:8]}")
-        self._pod_work = ThreadPoolExecutor(HEARTBEAT_THREADS, thread_name_prefix=f"cks-sim-pods-{self.cluster_id[:8]}")
-        self._thread = threading.Thread(target=self._run, name=f"cks-sim-kubelets-{self.cluster_id[:8]}", daemon=True)
-        self._thread.start()
-        self._beater = threading.Thread(target=self._beat, name=f"cks-sim-heartbeats-{self.cluster_id[:8]}",
-                                        daemon=True)
-        self._beater.start()
-        self._auditor = threading.Thread(target=self._follow_audit, name=f"cks-sim-audit-{self.cluster_id[:8]}",
-                                         daemon=True)
+        self._start_actors()
         kubelets = self.kubelets
         # Registered from threads of their own: the renewals of the nodes registered first do not wait
         # behind the registrations of the others.
@@ -200,12 +199,74 @@ class RealKubeWorld:
             self.kubelets.tick()
             self._refresh_cache()
         self._read_audit(record=False)  # the start's own requests are no calls of the collection
+        assert self._auditor is not None
         self._auditor.start()
         if stopped:
             with sim.lock:
                 for name in stopped:
                     self.node_powered_off(name)
             self._timeline("kube_cluster_stopped", nodes=stopped)
+
+    def _start_actors(self) -> None:
+        """The kubelets' threads (the audit follower's made, started once the start's requests are read)."""
+        # Separate pools: the renewals never wait behind a tick's pod starts.
+        self._beats = ThreadPoolExecutor(HEARTBEAT_THREADS, thread_name_prefix=f"cks-sim-leases-{self.cluster_id[:8]}")
+        self._pod_work = ThreadPoolExecutor(HEARTBEAT_THREADS, thread_name_prefix=f"cks-sim-pods-{self.cluster_id[:8]}")
+        self._thread = threading.Thread(target=self._run, name=f"cks-sim-kubelets-{self.cluster_id[:8]}", daemon=True)
+        self._thread.start()
+        self._beater = threading.Thread(target=self._beat, name=f"cks-sim-heartbeats-{self.cluster_id[:8]}",
+                                        daemon=True)
+        self._beater.start()
+        self._auditor = threading.Thread(target=self._follow_audit, name=f"cks-sim-audit-{self.cluster_id[:8]}",
+                                         daemon=True)
+
+    # -- stopped while idle, and back (pool.py) ------------------------------------------------------
+
+    def can_resume(self) -> bool:
+        """A control node's VM runs: its API server can start (with none, no API answers anyway)."""
+        return any(n.vm_running for n in self.nodes.values() if n.node_type == "control")
+
+    def suspend(self) -> None:
+        """The plane and the kubelets' threads stopped, the API's storage kept (the cluster's etcd
+        members run on; the plane's own etcd keeps its data directory): what pool.py does to the least
+        recently used idle plane. The snapshot keeps the last reading; power changes set flags."""
+        self._stop_actors()
+        assert self.plane is not None
+        self.plane.stop()
+        self._read_audit(record=True)  # the calls the audit thread had not read yet
+        self.dormant = True
+
+    def resume(self) -> None:
+        """The plane started again on its storage, the kubelets' threads with it: each running
+        kubelet renews its lease at once (a new node lifecycle controller starts its grace from when it
+        first sees the node), a VM started meanwhile boots, one stopped meanwhile stays silent."""
+        assert self.plane is not None and self.kubelets is not None
+        with self.sim.lock:
+            self.plane.stopped = frozenset(n.name for n in self.nodes.values()
+                                           if n.node_type == "control" and not n.vm_running)
+        self.plane.start()
+        self._stopping = threading.Event()
+        self._local = threading.local()
+        self._thread_apis = []
+        api = self._api = RestApi(self.plane.internal_url, *self._api_credentials)
+        self.kubelets.api = api
+        for node in self.nodes.values():
+            node.last_lease = 0.0  # due now
+        self.dormant = False
+        with self.sim.lock:  # a VM whose power changed while the plane started: its API server as its VM is
+            for name, server in self.plane.apiservers.items():
+                if server.wanted != self.nodes[name].vm_running:
+                    (self.plane.power_on if self.nodes[name].vm_running else self.plane.power_off)(name)
+        self._start_actors()
+        try:
+            with self._ticking:  # the snapshot's reading from the plane as it runs again
+                self.kubelets.tick()
+                self._refresh_cache()
+        except (ApiRefusal, requests.RequestException) as exc:
+            LOG.warning("kubelets: %s", exc)  # a busy API server: the actors' thread ticks again
+        self._read_audit(record=False)  # the kubelets' first requests
+        assert self._auditor is not None
+        self._auditor.start()
 
     @staticmethod
     def _settled(api: RestApi, objects: list[tuple[str, dict[str, Any]]]) -> Optional[str]:
@@ -215,6 +276,11 @@ class RealKubeWorld:
             return str(exc)
 
     def stop(self) -> None:
+        self._stop_actors()
+        if self.plane is not None:
+            self.plane.stop()
+
+    def _stop_actors(self) -> None:
         self._stopping.set()
         for thread in (self._thread, self._beater, self._auditor):
             if thread is not None and thread.is_alive():
@@ -225,8 +291,6 @@ class RealKubeWorld:
         for api in [self._api, *self._thread_apis]:
             if api is not None:
                 api.close()
-        if self.plane is not None:
-            self.plane.stop()
 
     def _run(self) -> None:
         assert self.kubelets is not None
@@ -400,14 +464,21 @@ class RealKubeWorld:
             self.kubelets.power_off(name)
         else:
             self.nodes[name].vm_running = False
+        self._power_changed()
+
+    def _power_changed(self) -> None:
+        if (self.dormant or self.plane is None) and self.on_power_change is not None:
+            self.on_power_change(self.cluster_id)
 
     def node_powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
         # A control node's kubelet talks to its own node's API server (kubeadm's
         # ControlPlaneKubeletLocalMode, KEP 4471): it boots once that one serves, so the node, and its
         # kube-apiserver mirror pod, are Ready no sooner than its API server really is.
-        if self.plane is not None and self.plane.power_on(name, lambda: self._kubelet_on(name, cpu, memory_mb)):
+        if self.plane is not None and self.plane.power_on(name, lambda: self._kubelet_on(name, cpu, memory_mb)) \
+                and not self.dormant:
             return
-        self._kubelet_on(name, cpu, memory_mb)
+        self._kubelet_on(name, cpu, memory_mb)  # a dormant plane's kubelet boots once it runs again
+        self._power_changed()
 
     def _kubelet_on(self, name: str, cpu: int, memory_mb: int) -> None:
         with self.sim.lock:  # held already from node_powered_on; not from the API server's worker
@@ -423,7 +494,7 @@ class RealKubeWorld:
         return sum(1 for node in self.nodes.values() if node.ready == "True")
 
     def api_available(self) -> bool:
-        return self.plane is not None and self.plane.api_available()
+        return self.plane is not None and not self.dormant and self.plane.api_available()
 
     def apply_fault(self, fault: dict[str, Any]) -> None:
         # The in-memory API's faults have no counterpart in a real API server.
@@ -433,6 +504,9 @@ class RealKubeWorld:
         """What the admin API's /state shows, from the actors' last reading (no request under sim.lock)."""
         cache = self._cache
         nodes = []
+        if self.plane is None and not cache["nodes"]:  # not started yet (pool.py): the nodes as the spec has them
+            nodes = [{"name": n.name, "node_type": n.node_type, "vm_running": n.vm_running, "ready": n.ready}
+                     for n in sorted(self.nodes.values(), key=lambda n: n.name)]
         for raw in sorted(cache["nodes"], key=lambda n: n["metadata"]["name"]):
             name = raw["metadata"]["name"]
             state = self.nodes.get(name)
@@ -463,7 +537,8 @@ class RealKubeWorld:
         # kubelet went between two renewals (what the grace has to cover), in seconds.
         heartbeats = {"grace": self.grace, "interval": self.kubelets.heartbeat if self.kubelets else None,
                       "worst_gap": round(self.kubelets.worst_gap, 3) if self.kubelets else None}
-        return {"real": True, "url": self.plane.url if self.plane else None, "version": self.version,
+        plane = "not started" if self.plane is None else "dormant" if self.dormant else "running"
+        return {"real": True, "url": self.plane.url if self.plane else None, "version": self.version, "plane": plane,
                 "heartbeats": heartbeats,
                 "nodes": nodes, "pods": sorted(pods, key=lambda p: (p["namespace"], p["name"])), "pdbs": pdbs}
 
@@ -490,11 +565,13 @@ def available_memory_mb() -> int:
 
 def too_large(control_nodes: list[int], available_mb: Optional[int] = None) -> str:
     """Why a spec whose clusters have these numbers of control nodes is too large for the real backend
-    on this machine ("": it is not): its planes would not fit in the available memory."""
-    needed = plane_memory_mb(control_nodes)
+    on this machine ("": it is not): not even its largest cluster's plane fits in the available memory
+    (the planes that do not fit together run by turns, pool.py)."""
+    largest = max(control_nodes, default=1)
+    needed = plane_memory_mb([largest])
     available = available_memory_mb() if available_mb is None else available_mb
     if needed > available:
-        return (f"--kube real runs a control plane for each cluster: {len(control_nodes)} clusters' planes need "
+        return (f"--kube real runs a control plane for each cluster: the largest ({largest} control nodes) needs "
                 f"about {needed} MiB, this machine has {available} MiB available")
     return ""
 
