@@ -120,6 +120,14 @@ def test_more_clusters_than_the_machine_runs_at_once_serve_by_turns(tmp_path_fac
             # The snapshot of a dormant cluster is its last reading.
             dormant = sim.state()["kube"][hundredth["id"]]
             assert [n["ready"] for n in dormant["nodes"]] == ["True", "True"], dormant
+            # An operator fetching a cluster's kubeconfig from CloudStack uses it next: its plane starts
+            # then, with no connection to its endpoint, and kubectl's first request finds it running.
+            assert planes()[second["name"]] == "dormant"
+            config = sim.cs().getKubernetesClusterConfig(id=second["id"])["clusterconfig"]["configdata"]
+            wait_until(lambda: planes()[second["name"]] == "running", 300, "the plane woken by its kubeconfig's fetch")
+            fetched = tmp_path_factory.mktemp("fetched") / "kubeconfig"
+            fetched.write_text(config, encoding="utf-8")
+            a_real_cluster_with_ready_nodes(sim, str(fetched))
         finally:
             sim.close()
 

@@ -344,13 +344,21 @@ class SimServer:
         self._write_kubeconfigs()
 
     def _write_kubeconfigs(self) -> None:
-        self.sim.kubeconfig_provider = self.kubeconfig_text
+        self.sim.kubeconfig_provider = self._kubeconfig_asked
         for cluster in self.sim.cloud.clusters.values():
             path = os.path.join(self.state_dir, f"kubeconfig-{cluster.name}.yaml")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(self.kubeconfig_text(cluster.id))
             self.kubeconfigs[cluster.id] = path
+
+    def _kubeconfig_asked(self, cluster_id: str) -> str:
+        """getKubernetesClusterConfig's answer. A cluster whose plane was stopped to make room has it
+        started now: whoever fetches a kubeconfig uses it next, and kubectl gives up a TLS handshake
+        after 10 s, which a plane's start can take on a loaded machine."""
+        if self.plane_pool is not None:
+            self.plane_pool.request_wake(cluster_id)
+        return self.kubeconfig_text(cluster_id)
 
     def _kube_url_of(self, cluster_id: str) -> Optional[str]:
         if self.kube == "real":
