@@ -24,7 +24,6 @@ class NodeState:
     system_uuid: str
     foreign_cordon: bool = False
     ready: str = "Unknown"  # the Ready condition's status as stored (cached for the scheduler)
-    grace_timer: Optional[int] = None
     boot_timer: Optional[int] = None
     lease_renewed_at: float = 0.0  # real monotonic-ish wall time of the last lease renewal
     # cpu / memory_mb are what the guest has online; the Node shows what its kubelet saw when it

@@ -1,12 +1,14 @@
-"""Nodes: their Node and Lease objects, the kubelet's status posts and boots, the node-lifecycle
-controller's grace period and taints, VM power as CloudStack drives it, and foreign cordons.
+"""Nodes: their Node and Lease objects, the kubelet's status posts and boots, VM power as
+CloudStack drives it, and foreign cordons.
 
 ``Kubelets`` is an actor written against the small ``kube_cluster_api.ClusterApi``: every node's
 kubelet (registration, status posts, boots and boot IDs, its Lease) and the VM power CloudStack
-drives, plus the node-lifecycle controller's grace period. It is handed the nodes' hidden state,
-the recorder, the pods' lifecycle on the nodes (``PodLifecycle``), the sim (timers, faults,
-timeline, invariants), the cluster's spec and version, and what the controllers do:
-``reconcile()`` (a new node's DaemonSet pods) and ``after_change()``.
+drives; nothing of the controllers. It is handed the nodes' hidden state, the recorder, the pods'
+lifecycle on the nodes (``PodLifecycle``), the sim (timers, faults, timeline, invariants), the
+cluster's spec and version, what the controllers do: ``reconcile()`` (a new node's DaemonSet pods)
+and ``after_change()``, and whom it tells that a kubelet stopped or resumed posting
+(``heartbeats``: the in-memory API's ``kube_node_lifecycle.NodeLifecycle``, which marks a silent
+node Unknown after the grace period; a real kube-controller-manager sees the heartbeats itself).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import Any, Callable, Optional
 
 from . import kube_run
 from .kube_cluster_api import ClusterApi
-from .kube_helpers import _condition, _set_condition, mirror_lifecycle_taints, node_ready, now_micro, now_time, pod_ready
+from .kube_helpers import _condition, _set_condition, mirror_lifecycle_taints, node_ready, now_micro, now_time
 from .kube_hidden import NodeState
+from .kube_node_lifecycle import NodeHeartbeats
 from .kube_pods import PodLifecycle
-from .kube_recorder import Recorder, kubelet_node_ref, pod_ref
+from .kube_recorder import Recorder, kubelet_node_ref
 from .kube_resources import (
     CONTROL_PLANE_TAINT,
     NODE_LEASE_NS,
@@ -27,12 +30,12 @@ from .kube_resources import (
 
 
 class Kubelets:
-    """A node's life as its kubelet and the node-lifecycle controller show it."""
+    """A node's life as its kubelet and its VM show it."""
 
     def __init__(self, api: ClusterApi, nodes: dict[str, NodeState], recorder: Recorder, pods: PodLifecycle,
                  sim: Any, cluster_id: str, cluster_spec: dict[str, Any], version: str, *,
                  reconcile: Callable[[], None], after_change: Callable[[], None],
-                 on_endpoint_change: list[Callable[[], None]]) -> None:
+                 on_endpoint_change: list[Callable[[], None]], heartbeats: NodeHeartbeats) -> None:
         self.api = api
         self.nodes = nodes
         self.recorder = recorder
@@ -45,6 +48,8 @@ class Kubelets:
         self.after_change = after_change
         # Called (sim.lock held) when a VM's power may change whether the endpoint listens.
         self.on_endpoint_change = on_endpoint_change
+        # The node-lifecycle controller, told when a kubelet stops posting and posts again.
+        self.heartbeats = heartbeats
 
     def _node(self, name: str) -> dict[str, Any]:
         """The Node of one of ``nodes``: each has one from its registration on."""
@@ -123,7 +128,7 @@ class Kubelets:
         if running:
             self._kubelet_conditions(conds, ready=True, when=created)
         else:
-            self._unknown_conditions(conds)
+            self.heartbeats.starts_silent(node)
         mirror_lifecycle_taints(node)
         state.ready = node_ready(node)
         self.api.put("nodes", node)
@@ -178,22 +183,6 @@ class Kubelets:
         for cond in conds:
             cond.pop("lastProbeTime", None)
 
-    @staticmethod
-    def _unknown_conditions(conds: list[dict[str, Any]]) -> None:
-        # The node-lifecycle controller keeps the last heartbeat and stamps the transition now.
-        stamp = now_time()
-        for ctype in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready"):
-            old = next((c for c in conds if c["type"] == ctype), {})
-            new = {
-                "type": ctype, "status": "Unknown", "reason": "NodeStatusUnknown",
-                "message": "Kubelet stopped posting node status.",
-                "lastHeartbeatTime": old.get("lastHeartbeatTime", stamp),
-                "lastTransitionTime": stamp,
-            }
-            if old.get("status") == "Unknown":
-                new["lastTransitionTime"] = old.get("lastTransitionTime", stamp)
-            _set_condition(conds, new)
-
     def set_boot_id(self, name: str, boot_id: str) -> None:
         """The boot ID the kubelet reports until the node's next boot (then a new one, as always)."""
         self.nodes[name].boot_id = boot_id
@@ -218,30 +207,7 @@ class Kubelets:
         state.kubelet_posting = False
         self.sim.scheduler.cancel(state.boot_timer)
         state.boot_timer = None
-        if state.grace_timer is None:
-            # Ready stays as it was until the node-monitor grace period passes without a post.
-            state.grace_timer = self.sim.scheduler.schedule(
-                self.sim.delay("notready_grace"), self._grace_expired, name)
-
-    def _grace_expired(self, name: str) -> None:
-        state = self.nodes[name]
-        state.grace_timer = None
-        if state.kubelet_posting:
-            return
-        node = self._node(name)
-        self._unknown_conditions(node["status"]["conditions"])
-        self.touch(name)
-        # MarkPodsNotReady: the controller flips the Ready condition of the node's pods.
-        for pod in self.pods.on_node(name):
-            if pod_ready(pod):
-                self.pods.set_ready(pod, False)
-                # controller/util/node MarkPodsNotReady records this on each pod it flips.
-                self.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Warning", "NodeNotReady",
-                                     "Node is not ready", "node-controller")
-        self.recorder.record("default", self.recorder.node_ref(name), "Normal", "NodeNotReady",
-                             f"Node {name} status is now: NodeNotReady", "node-controller")
-        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="notready", ready="Unknown")
-        self.after_change()
+        self.heartbeats.stopped_posting(name)
 
     def powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
         state = self.nodes[name]
@@ -255,8 +221,7 @@ class Kubelets:
             node = self._node(name)
             self._kubelet_conditions(node["status"]["conditions"], ready=True)
             self.touch(name)
-            self.sim.scheduler.cancel(state.grace_timer)
-            state.grace_timer = None
+            self.heartbeats.posting(name)
             delay = self.sim.clock.real(float(stale.get("seconds", self.sim.timings["boot_to_ready"])))
         else:
             delay = self.sim.delay("boot_to_ready")
@@ -267,8 +232,7 @@ class Kubelets:
         state.boot_timer = None
         if not state.vm_running:
             return
-        self.sim.scheduler.cancel(state.grace_timer)
-        state.grace_timer = None
+        self.heartbeats.posting(name)
         never_ready = self.sim.faults.peek("never_ready", node=name, cluster=self.cluster_id) is not None
         node = self._node(name)
         old_boot = node["status"]["nodeInfo"]["bootID"]
