@@ -37,6 +37,9 @@ class NodeHeartbeats(Protocol):
     def starts_silent(self, node: dict[str, Any]) -> None:
         """A Node about to be registered whose VM is off: what the controller shows of it."""
 
+    def status_posted(self, node: dict[str, Any]) -> None:
+        """A kubelet's Node about to be written: what the controller makes of its conditions."""
+
 
 class _Silent:
     """The kubelets' heartbeats told to no one: a real kube-controller-manager watches them itself."""
@@ -48,6 +51,9 @@ class _Silent:
         pass
 
     def starts_silent(self, node: dict[str, Any]) -> None:
+        pass
+
+    def status_posted(self, node: dict[str, Any]) -> None:
         pass
 
 
@@ -95,6 +101,10 @@ class NodeLifecycle:
 
     def starts_silent(self, node: dict[str, Any]) -> None:
         unknown_conditions(node["status"]["conditions"])
+
+    def status_posted(self, node: dict[str, Any]) -> None:
+        # The lifecycle taints follow Ready (and the cordon) at once, where the real controller takes a moment.
+        mirror_lifecycle_taints(node)
 
     def _expired(self, name: str) -> None:
         self._grace.pop(name, None)

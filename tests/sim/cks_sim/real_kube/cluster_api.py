@@ -13,7 +13,9 @@ rules:
   server assigns uid, resourceVersion and creationTimestamp), else a PUT. Of a resource with a
   status subresource (a Node, a Pod: a kubelet owns their status) the status goes by a PUT of
   ``/status``, as the main resource's PUT drops it; an object read here is compared with what was
-  read, so that only what changed is written (a kubelet's status post is one call). The object is
+  read, so that only what changed is written (a kubelet's status post is one call); a status write
+  refused (409) because a controller changed the object meanwhile is sent again at the newer
+  resourceVersion, the status being its writer's own. The object is
   changed in place to the one stored (a new resourceVersion, the uid of a created one), as the
   in-memory store's ``put`` leaves the actor holding the stored object.
 - ``remove``: a DELETE with ``gracePeriodSeconds: 0`` (the kubelet's confirmation that a pod's
@@ -33,6 +35,11 @@ from .api import ApiRefusal, KubeApi
 Key = tuple[str, str]
 #: Resources whose status an actor writes (the kubelet's): through their ``/status`` subresource.
 STATUS_WRITTEN = frozenset(plural for plural, res in RESOURCES.items() if "status" in res.subresources)
+#: ... of which a create drops the status (pkg/registry/core/pod/strategy.go PrepareForCreate makes it
+#: Pending); a Node keeps the one its kubelet registers with (node/strategy.go clears only its config).
+STATUS_DROPPED_ON_CREATE = frozenset({"pods"})
+#: How often a status write refused for a newer resourceVersion is sent again.
+STATUS_ATTEMPTS = 3
 
 
 def collection_path(plural: str, namespace: Optional[str]) -> str:
@@ -84,7 +91,7 @@ class RestClusterApi:
         namespace = meta.get("namespace", "")
         if not meta.get("resourceVersion"):
             stored = self.api.create(collection_path(plural, namespace or None), obj)
-            if plural in STATUS_WRITTEN and obj.get("status") and stored.get("status") != obj["status"]:
+            if plural in STATUS_DROPPED_ON_CREATE and obj.get("status"):
                 # A created pod's status is the API server's (Pending); a kubelet's Node keeps its own.
                 stored = self._put_status(plural, dict(obj, metadata=stored["metadata"]))
         else:
@@ -110,8 +117,22 @@ class RestClusterApi:
         return stored if stored is not None else self.api.get(path)
 
     def _put_status(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """The status written by its owner: a write refused because a controller changed the object
+        meanwhile (its spec, its taints) is sent again at the newer resourceVersion, as the status is
+        the writer's own."""
         meta = obj["metadata"]
-        return self.api.replace(f"{object_path(plural, meta.get('namespace', ''), meta['name'])}/status", obj)
+        path = object_path(plural, meta.get("namespace", ""), meta["name"])
+        for attempt in range(STATUS_ATTEMPTS):
+            try:
+                return self.api.replace(f"{path}/status", obj)
+            except ApiRefusal as refusal:
+                if refusal.code != 409 or attempt == STATUS_ATTEMPTS - 1:
+                    raise
+                current = self.api.get(path)
+                if current["metadata"]["uid"] != meta.get("uid", current["metadata"]["uid"]):
+                    raise
+                obj = dict(obj, metadata=dict(meta, resourceVersion=current["metadata"]["resourceVersion"]))
+        raise AssertionError("unreachable")
 
     def remove(self, plural: str, key: Key) -> Optional[dict[str, Any]]:
         namespace, name = key
