@@ -15,10 +15,11 @@ needs, and answers what the CloudStack half, the HTTP layer and the admin API as
   kube_store (``ObjectStore``: objects, resourceVersions, watch records, change listeners;
   ``PodIndex``), kube_recorder (Events), kube_pdbs (budgets, the controllers' status),
   kube_evictions, kube_verbs (get, list, create, update, delete), kube_leases (the control
-  plane's Leases), kube_scheduler and kube_workloads (kube-scheduler and the controllers, which
-  a real cluster runs beside its API server).
+  plane's Leases), kube_scheduler, kube_workloads and kube_node_lifecycle (kube-scheduler and
+  the controllers, which a real cluster runs beside its API server).
 - The actors standing in for the machines, written against ``kube_cluster_api.ClusterApi``:
-  kube_nodes (``Kubelets``: registration, power, boots, leases, the node-lifecycle grace),
+  kube_nodes (``Kubelets``: registration, power, boots, leases; it tells the node-lifecycle
+  controller when a kubelet stops and resumes posting),
   kube_pods (``PodLifecycle``), kube_api_pods (``ClientPods``), kube_control_plane
   (``StaticPods``).
 
@@ -39,6 +40,7 @@ from .kube_evictions import Evictions
 from .kube_helpers import SAFE_ALPHABET, pod_ready
 from .kube_hidden import NodeState, Workload
 from .kube_leases import LeaderLeases
+from .kube_node_lifecycle import NodeLifecycle
 from .kube_nodes import Kubelets
 from .kube_pdbs import Budgets
 from .kube_pods import PodLifecycle
@@ -109,10 +111,12 @@ class KubeWorld:
         self.controllers = Controllers(self.store, self.pod_index, self.workloads, self.nodes, self.recorder,
                                        self.budgets, sim, cluster_id, self.version, place=self.scheduler.place,
                                        ensure_mirror_pods=self.static_pods.ensure_mirror_pods)
+        self.node_lifecycle = NodeLifecycle(self.store, self.nodes, self.recorder, self.pods, sim, cluster_id,
+                                            after_change=self.controllers.after_change)
         self.kubelets = Kubelets(self.store, self.nodes, self.recorder, self.pods, sim, cluster_id, cluster_spec,
                                  self.version, reconcile=self.controllers.reconcile_all,
                                  after_change=self.controllers.after_change,
-                                 on_endpoint_change=self.on_endpoint_change)
+                                 on_endpoint_change=self.on_endpoint_change, heartbeats=self.node_lifecycle)
 
         # The API's verbs, whose writes the cluster reacts to.
         self.evictions = Evictions(self.store, self.budgets, sim, cluster_id, self._terminate)

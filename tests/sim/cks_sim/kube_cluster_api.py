@@ -5,7 +5,8 @@ written against: what they read and write of the API, nothing of its rules.
 ``kube_store.ObjectStore`` satisfies it for the in-memory API: ``read`` and ``select`` hand out the
 stored objects themselves, which an actor changes only to ``put`` them back (a new
 resourceVersion, the watchers told). A REST API server satisfies it through a thin adapter over
-``real_kube.api.RestApi`` (not written yet; ``real_kube`` is being reworked for kwok): ``read`` a
+``real_kube.api.RestApi`` (``real_kube.cluster_api.RestClusterApi``, which changes the object an
+actor ``put`` in place to the one stored, as the store leaves it holding the stored one): ``read`` a
 GET of the object's path (``kube_resources.RESOURCES`` names each resource's group, version and
 plural), 404 as None; ``select`` a GET of the list, with ``fieldSelector=spec.nodeName=`` where an
 actor asks for a node's pods; ``put`` a POST when the object has no resourceVersion yet, else a PUT

@@ -24,7 +24,6 @@ class NodeState:
     system_uuid: str
     foreign_cordon: bool = False
     ready: str = "Unknown"  # the Ready condition's status as stored (cached for the scheduler)
-    grace_timer: Optional[int] = None
     boot_timer: Optional[int] = None
     lease_renewed_at: float = 0.0  # real monotonic-ish wall time of the last lease renewal
     # cpu / memory_mb are what the guest has online; the Node shows what its kubelet saw when it
@@ -33,7 +32,13 @@ class NodeState:
 
     @property
     def ip(self) -> str:
-        return f"10.1.{self.index // 250}.{10 + self.index % 250}"
+        # .10 to .249 of each /24, then the next one: a valid address for any number of nodes.
+        return f"10.1.{self.index // 240}.{10 + self.index % 240}"
+
+    @property
+    def pod_cidr_prefix(self) -> str:
+        """The first three octets of its pods' /24, as the node IPAM gives each node one of a /14 (10.244-247.x)."""
+        return f"10.{244 + self.index // 256}.{self.index % 256}"
 
 
 @dataclass

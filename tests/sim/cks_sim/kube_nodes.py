@@ -1,24 +1,31 @@
-"""Nodes: their Node and Lease objects, the kubelet's status posts and boots, the node-lifecycle
-controller's grace period and taints, VM power as CloudStack drives it, and foreign cordons.
+"""Nodes: their Node and Lease objects, the kubelet's status posts and boots, VM power as
+CloudStack drives it, and foreign cordons.
 
 ``Kubelets`` is an actor written against the small ``kube_cluster_api.ClusterApi``: every node's
 kubelet (registration, status posts, boots and boot IDs, its Lease) and the VM power CloudStack
-drives, plus the node-lifecycle controller's grace period. It is handed the nodes' hidden state,
-the recorder, the pods' lifecycle on the nodes (``PodLifecycle``), the sim (timers, faults,
-timeline, invariants), the cluster's spec and version, and what the controllers do:
-``reconcile()`` (a new node's DaemonSet pods) and ``after_change()``.
+drives; nothing of the controllers. It is handed the nodes' hidden state, the recorder, the pods'
+lifecycle on the nodes (``PodLifecycle``), the sim (timers, faults, timeline, invariants), the
+cluster's spec and version, what the controllers do: ``reconcile()`` (a new node's DaemonSet pods)
+and ``after_change()``, and whom it tells that a kubelet stopped or resumed posting
+(``heartbeats``: the in-memory API's ``kube_node_lifecycle.NodeLifecycle``, which marks a silent
+node Unknown after the grace period; a real kube-controller-manager sees the heartbeats itself).
+
+Written once for both backends: ``--kube real`` plays its kubelets with this class over
+``real_kube.cluster_api.RestClusterApi`` (``real_kube/world.py`` drives it on its actors' threads).
+So it writes back the Node it read and changed (``_post``), never one read again: over HTTP a
+second read is a second object.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from . import kube_run
 from .kube_cluster_api import ClusterApi
-from .kube_helpers import _condition, _set_condition, mirror_lifecycle_taints, node_ready, now_micro, now_time, pod_ready
+from .kube_helpers import _condition, _set_condition, node_ready, now_micro, now_time
 from .kube_hidden import NodeState
-from .kube_pods import PodLifecycle
-from .kube_recorder import Recorder, kubelet_node_ref, pod_ref
+from .kube_node_lifecycle import NodeHeartbeats
+from .kube_recorder import kubelet_node_ref
 from .kube_resources import (
     CONTROL_PLANE_TAINT,
     NODE_LEASE_NS,
@@ -26,13 +33,36 @@ from .kube_resources import (
 )
 
 
-class Kubelets:
-    """A node's life as its kubelet and the node-lifecycle controller show it."""
+class NodeEvents(Protocol):
+    """Where the kubelets' Events go (``kube_recorder.Recorder`` in memory)."""
 
-    def __init__(self, api: ClusterApi, nodes: dict[str, NodeState], recorder: Recorder, pods: PodLifecycle,
+    def record(self, namespace: str, involved: dict[str, Any], etype: str, reason: str, message: str,
+               component: str, host: Optional[str] = None, action: Optional[str] = None) -> None:
+        """Record one Event."""
+
+
+class NodePods(Protocol):
+    """What a kubelet does to its node's pods at a boot or a restart (``kube_pods.PodLifecycle``)."""
+
+    on_node: Callable[[str], list[dict[str, Any]]]
+
+    def confirm_kill(self, key: tuple[str, str], uid: str) -> None:
+        """A terminating pod's containers stopped: it goes."""
+
+    def restart(self, pod: dict[str, Any], ready_node: bool) -> None:
+        """The pod's containers recreated on the node's new boot."""
+
+    def awaits_kubelet(self, key: tuple[str, str]) -> bool:
+        """Whether the pod's termination waits for its node's kubelet."""
+
+
+class Kubelets:
+    """A node's life as its kubelet and its VM show it."""
+
+    def __init__(self, api: ClusterApi, nodes: dict[str, NodeState], recorder: NodeEvents, pods: NodePods,
                  sim: Any, cluster_id: str, cluster_spec: dict[str, Any], version: str, *,
                  reconcile: Callable[[], None], after_change: Callable[[], None],
-                 on_endpoint_change: list[Callable[[], None]]) -> None:
+                 on_endpoint_change: list[Callable[[], None]], heartbeats: NodeHeartbeats) -> None:
         self.api = api
         self.nodes = nodes
         self.recorder = recorder
@@ -45,6 +75,8 @@ class Kubelets:
         self.after_change = after_change
         # Called (sim.lock held) when a VM's power may change whether the endpoint listens.
         self.on_endpoint_change = on_endpoint_change
+        # The node-lifecycle controller, told when a kubelet stops posting and posts again.
+        self.heartbeats = heartbeats
 
     def _node(self, name: str) -> dict[str, Any]:
         """The Node of one of ``nodes``: each has one from its registration on."""
@@ -54,15 +86,16 @@ class Kubelets:
         return node
 
     def add(self, spec: dict, index: int) -> None:
-        name = spec["name"].lower()
-        running = bool(spec.get("vm_running", True))
-        state = NodeState(
-            name=name, node_type=spec.get("node_type", "worker"), index=index,
-            cpu=int(spec.get("cpu", 2)), memory_mb=int(spec.get("memory_mb", 4096)),
-            vm_running=running, kubelet_posting=running, boot_id=self.api.new_uid(),
-            machine_id=self.api.new_uid().replace("-", ""), system_uuid=self.api.new_uid(),
-        )
-        self.nodes[name] = state
+        state = node_state(spec, index, self.api.new_uid)
+        self.nodes[state.name] = state
+        self.register(state.name)
+
+    def register(self, name: str, api: Optional[ClusterApi] = None) -> None:
+        """The node as kubeadm init/join left it: its Node and its Lease (on ``api``, the registering
+        thread's own connection when given)."""
+        api = api or self.api
+        state = self.nodes[name]
+        running = state.vm_running
         labels = {
             "beta.kubernetes.io/arch": "amd64",
             "beta.kubernetes.io/os": "linux",
@@ -79,7 +112,7 @@ class Kubelets:
         node: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": self.api.new_meta(
+            "metadata": api.new_meta(
                 name,
                 labels=labels,
                 annotations={
@@ -89,8 +122,8 @@ class Kubelets:
                 },
             ),
             "spec": {
-                "podCIDR": f"10.244.{index}.0/24",
-                "podCIDRs": [f"10.244.{index}.0/24"],
+                "podCIDR": f"{state.pod_cidr_prefix}.0/24",
+                "podCIDRs": [f"{state.pod_cidr_prefix}.0/24"],
                 "providerID": f"cloudstack:///{name}",
                 "taints": taints,
             },
@@ -123,14 +156,14 @@ class Kubelets:
         if running:
             self._kubelet_conditions(conds, ready=True, when=created)
         else:
-            self._unknown_conditions(conds)
-        mirror_lifecycle_taints(node)
+            self.heartbeats.starts_silent(node)
+        self.heartbeats.status_posted(node)
         state.ready = node_ready(node)
-        self.api.put("nodes", node)
-        self.api.put("leases", {
+        api.put("nodes", node)
+        api.put("leases", {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": self.api.new_meta(name, NODE_LEASE_NS, ownerReferences=[{
+            "metadata": api.new_meta(name, NODE_LEASE_NS, ownerReferences=[{
                 "apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]),
             "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_micro()},
         })
@@ -178,33 +211,23 @@ class Kubelets:
         for cond in conds:
             cond.pop("lastProbeTime", None)
 
-    @staticmethod
-    def _unknown_conditions(conds: list[dict[str, Any]]) -> None:
-        # The node-lifecycle controller keeps the last heartbeat and stamps the transition now.
-        stamp = now_time()
-        for ctype in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready"):
-            old = next((c for c in conds if c["type"] == ctype), {})
-            new = {
-                "type": ctype, "status": "Unknown", "reason": "NodeStatusUnknown",
-                "message": "Kubelet stopped posting node status.",
-                "lastHeartbeatTime": old.get("lastHeartbeatTime", stamp),
-                "lastTransitionTime": stamp,
-            }
-            if old.get("status") == "Unknown":
-                new["lastTransitionTime"] = old.get("lastTransitionTime", stamp)
-            _set_condition(conds, new)
-
     def set_boot_id(self, name: str, boot_id: str) -> None:
         """The boot ID the kubelet reports until the node's next boot (then a new one, as always)."""
         self.nodes[name].boot_id = boot_id
-        self._node(name)["status"]["nodeInfo"]["bootID"] = boot_id
-        self.touch(name)
+        node = self._node(name)
+        node["status"]["nodeInfo"]["bootID"] = boot_id
+        self._post(node)
 
     def touch(self, name: str) -> dict[str, Any]:
-        node = self._node(name)
-        mirror_lifecycle_taints(node)
-        self.nodes[name].ready = node_ready(node)
-        self.api.put("nodes", node)
+        """The node's Node written again as it is (what the controllers make of it follows)."""
+        return self._post(self._node(name))
+
+    def _post(self, node: dict[str, Any], api: Optional[ClusterApi] = None) -> dict[str, Any]:
+        """``node`` as read and changed written back (on ``api`` when given): what the controller makes
+        of its conditions, the Ready the scheduler reads."""
+        self.heartbeats.status_posted(node)
+        self.nodes[node["metadata"]["name"]].ready = node_ready(node)
+        (api or self.api).put("nodes", node)
         return node
 
     def _endpoint_changed(self) -> None:
@@ -218,30 +241,7 @@ class Kubelets:
         state.kubelet_posting = False
         self.sim.scheduler.cancel(state.boot_timer)
         state.boot_timer = None
-        if state.grace_timer is None:
-            # Ready stays as it was until the node-monitor grace period passes without a post.
-            state.grace_timer = self.sim.scheduler.schedule(
-                self.sim.delay("notready_grace"), self._grace_expired, name)
-
-    def _grace_expired(self, name: str) -> None:
-        state = self.nodes[name]
-        state.grace_timer = None
-        if state.kubelet_posting:
-            return
-        node = self._node(name)
-        self._unknown_conditions(node["status"]["conditions"])
-        self.touch(name)
-        # MarkPodsNotReady: the controller flips the Ready condition of the node's pods.
-        for pod in self.pods.on_node(name):
-            if pod_ready(pod):
-                self.pods.set_ready(pod, False)
-                # controller/util/node MarkPodsNotReady records this on each pod it flips.
-                self.recorder.record(pod["metadata"]["namespace"], pod_ref(pod), "Warning", "NodeNotReady",
-                                     "Node is not ready", "node-controller")
-        self.recorder.record("default", self.recorder.node_ref(name), "Normal", "NodeNotReady",
-                             f"Node {name} status is now: NodeNotReady", "node-controller")
-        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="notready", ready="Unknown")
-        self.after_change()
+        self.heartbeats.stopped_posting(name)
 
     def powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
         state = self.nodes[name]
@@ -254,9 +254,8 @@ class Kubelets:
             # The old kubelet's Ready (and boot ID) is what the API shows until the new one posts.
             node = self._node(name)
             self._kubelet_conditions(node["status"]["conditions"], ready=True)
-            self.touch(name)
-            self.sim.scheduler.cancel(state.grace_timer)
-            state.grace_timer = None
+            self._post(node)
+            self.heartbeats.posting(name)
             delay = self.sim.clock.real(float(stale.get("seconds", self.sim.timings["boot_to_ready"])))
         else:
             delay = self.sim.delay("boot_to_ready")
@@ -267,8 +266,7 @@ class Kubelets:
         state.boot_timer = None
         if not state.vm_running:
             return
-        self.sim.scheduler.cancel(state.grace_timer)
-        state.grace_timer = None
+        self.heartbeats.posting(name)
         never_ready = self.sim.faults.peek("never_ready", node=name, cluster=self.cluster_id) is not None
         node = self._node(name)
         old_boot = node["status"]["nodeInfo"]["bootID"]
@@ -278,7 +276,7 @@ class Kubelets:
         node["status"]["nodeInfo"]["bootID"] = state.boot_id
         self._set_capacity(node, state.cpu, state.memory_mb)
         self._kubelet_conditions(node["status"]["conditions"], ready=not never_ready)
-        self.touch(name)
+        self._post(node)
         self._renew_node_lease(name)
         ref = kubelet_node_ref(name)
         self.recorder.record("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
@@ -331,7 +329,7 @@ class Kubelets:
         if not stale:
             self._set_capacity(node, state.cpu, state.memory_mb)
         self._kubelet_conditions(node["status"]["conditions"], ready=True)
-        self.touch(name)
+        self._post(node)
         self._renew_node_lease(name)
         self.recorder.record("default", kubelet_node_ref(name), "Normal", "Starting", "Starting kubelet.", "kubelet", name)
         # The new kubelet syncs the pods: the kills deleted pods waited for while it was down complete.
@@ -343,12 +341,28 @@ class Kubelets:
                               cpu=node["status"]["capacity"]["cpu"], memory=node["status"]["capacity"]["memory"])
         self.after_change()
 
-    def _renew_node_lease(self, name: str) -> None:
-        lease = self.api.read("leases", NODE_LEASE_NS, name)
+    def _renew_node_lease(self, name: str, api: Optional[ClusterApi] = None) -> None:
+        api = api or self.api
+        lease = api.read("leases", NODE_LEASE_NS, name)
         if lease is not None:
             lease["spec"]["renewTime"] = now_micro()
-            self.api.put("leases", lease)
+            api.put("leases", lease)
         self.nodes[name].lease_renewed_at = self.sim.clock.now()
+
+    def heartbeat(self, name: str, api: Optional[ClusterApi] = None) -> None:
+        """One heartbeat of a posting kubelet (on ``api``, the renewing thread's connection): its Lease
+        renewed, and its status posted again when the API no longer shows it Ready (the controller
+        marked it Unknown while its Lease lapsed). Its NodeStatus is otherwise posted on a change
+        only (the kubelet's nodeStatusReportFrequency, 5 minutes, is longer than any test)."""
+        state = self.nodes[name]
+        if not state.kubelet_posting:
+            return  # its VM stopped since it was found due
+        self._renew_node_lease(name, api)
+        if state.ready != "True":
+            node = (api or self.api).read("nodes", "", name)
+            if node is not None:
+                self._kubelet_conditions(node["status"]["conditions"], ready=True)
+                self._post(node, api)
 
     def renew_leases(self) -> None:
         """Renew node leases lazily, as often as a kubelet would have by now."""
@@ -364,7 +378,7 @@ class Kubelets:
         self.nodes[name].foreign_cordon = True
         if not node["spec"].get("unschedulable"):
             node["spec"]["unschedulable"] = True
-            self.touch(name)
+            self._post(node)
             self.sim.timeline.add(cluster=self.cluster_id, node=name, event="cordoned", by="foreign")
 
     def apply_fault(self, fault: dict) -> None:
@@ -374,3 +388,14 @@ class Kubelets:
             name = str(fault.get("node", "")).lower()
             if name in self.nodes:
                 self.cordon_out_of_band(name)
+
+
+def node_state(spec: dict[str, Any], index: int, new_uid: Callable[[], str]) -> NodeState:
+    """What the API cannot see of the spec's node ``index``: its VM's power, its kubelet's boot."""
+    running = bool(spec.get("vm_running", True))
+    return NodeState(
+        name=spec["name"].lower(), node_type=spec.get("node_type", "worker"), index=index,
+        cpu=int(spec.get("cpu", 2)), memory_mb=int(spec.get("memory_mb", 4096)),
+        vm_running=running, kubelet_posting=running, boot_id=new_uid(),
+        machine_id=new_uid().replace("-", ""), system_uuid=new_uid(),
+    )

@@ -68,7 +68,7 @@ class PodLifecycle:
         node = pod["spec"]["nodeName"]
         if pod["spec"].get("hostNetwork"):
             return self.nodes[node].ip
-        return f"10.244.{self.nodes[node].index}.{self.rng.randint(2, 254)}"
+        return f"{self.nodes[node].pod_cidr_prefix}.{self.rng.randint(2, 254)}"
 
     def mark_running(self, pod: dict[str, Any]) -> None:
         ready = self.nodes[pod["spec"]["nodeName"]].ready == "True"

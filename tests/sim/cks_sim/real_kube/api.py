@@ -42,8 +42,8 @@ class KubeApi(Protocol):
     def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """Replace the object at ``path`` (a PUT); the object as stored."""
 
-    def delete(self, path: str, body: Optional[dict[str, Any]] = None) -> None:
-        """Delete the object at ``path``."""
+    def delete(self, path: str, body: Optional[dict[str, Any]] = None) -> Optional[dict[str, Any]]:
+        """Delete the object at ``path``; the answer (the object, or a Status)."""
 
 
 class RestApi:
@@ -84,8 +84,9 @@ class RestApi:
     def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self._call("PUT", path, body))
 
-    def delete(self, path: str, body: Optional[dict[str, Any]] = None) -> None:
-        self._call("DELETE", path, body)
+    def delete(self, path: str, body: Optional[dict[str, Any]] = None) -> Optional[dict[str, Any]]:
+        answer = self._call("DELETE", path, body)
+        return dict(answer) if answer else None
 
     def close(self) -> None:
         self.session.close()

@@ -4,7 +4,9 @@
 power, the count of Ready nodes, a snapshot, the kubeconfig's name and token), but the API objects
 live in real kube-apiservers (``plane.ControlPlane``: one per control node, stopping with its VM,
 storing in the cluster's own etcd members, ``storage.py``), the real controllers and scheduler run
-the workloads, and the actors (``actors.Kubelets``) play the machines. Its threads run the kubelets'
+the workloads, and the actors play the machines: the kubelets are the in-memory world's own
+(``kube_nodes.Kubelets`` over ``cluster_api.RestClusterApi``, driven on the actors' thread by
+``drive.py``), the pods on them ``actors.PodRunner``. Its threads run the kubelets'
 ticks and lease renewals (pools of a few threads, each with its own connection) and turn the API
 servers' audit logs into the sim's call log (the collection's requests: the kubeconfig's identity,
 kubernetes-admin) and its invariant checks.
@@ -24,14 +26,20 @@ import os
 import secrets
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 import requests
 
+from ..kube_hidden import NodeState
+from ..kube_node_lifecycle import SILENT_CONTROLLER
+from ..kube_nodes import Kubelets, node_state
 from ..tls import issue_cert
-from .actors import KubeletNode, Kubelets, settled, workload_objects
+from .actors import PodRunner, settled, workload_objects
 from .api import ApiRefusal, KubeApi, RestApi
+from .cluster_api import RestClusterApi
+from .drive import ActorSim, ActorTimers, EventRecorder, RunnerPods
 from .plane import ControlPlane, PlaneError
 from .storage import plane_layout
 
@@ -93,17 +101,21 @@ class RealKubeWorld:
         self.name = cluster_spec.get("name", cluster_id)
         self.token = secrets.token_hex(16)  # the kubeconfig's bearer token (--token-auth-file)
         self.workloads, self.pdbs = workloads, pdbs
-        self.nodes: dict[str, KubeletNode] = {}
+        self.nodes: dict[str, NodeState] = {}
         for index, spec in enumerate(nodes):
-            name = spec["name"].lower()
-            self.nodes[name] = KubeletNode(name=name, node_type=spec.get("node_type", "worker"), index=index,
-                                           cpu=int(spec.get("cpu", 2)), memory_mb=int(spec.get("memory_mb", 4096)),
-                                           vm_running=bool(spec.get("vm_running", True)))
+            state = node_state(spec, index, lambda: str(uuid.uuid4()))
+            self.nodes[state.name] = state
+        self.off_since: dict[str, float] = {}  # node -> wall-clock time its VM stopped
+        self._timers = ActorTimers()
         self.etcd_servers = ""
         self.stacked_etcd = False
         self.external_etcd: list[str] = []
         self.plane: Optional[ControlPlane] = None
         self.kubelets: Optional[Kubelets] = None
+        self.pods: Optional[PodRunner] = None
+        self.heartbeat = MIN_GRACE / 4
+        #: seconds: the longest a posting kubelet went between two lease renewals
+        self.worst_gap = 0.0
         self._api: Optional[RestApi] = None
         self.version = ""
         self._stopping = threading.Event()
@@ -156,7 +168,7 @@ class RealKubeWorld:
         stopped = [] if any(n.vm_running for n in self.nodes.values() if n.node_type == "control") \
             else [n.name for n in self.nodes.values() if not n.vm_running]
         for name in stopped:
-            self.nodes[name].vm_running = True
+            self.nodes[name].vm_running = self.nodes[name].kubelet_posting = True
         # The API servers store in the cluster's own etcd members, one on each control node (storage.py).
         controls = [(n.name, n.vm_running) for n in sorted(self.nodes.values(), key=lambda n: n.index)
                     if n.node_type == "control"]
@@ -172,20 +184,25 @@ class RealKubeWorld:
         # The kubelets reach the API through the balancer, as kubeadm's kubelet.conf names the endpoint.
         self._api_credentials = (sim.tls["ca_cert"], cert, key)
         api = self._api = RestApi(self.plane.internal_url, *self._api_credentials)
-        self.kubelets = Kubelets(
+        self.heartbeat = grace / 4
+        cluster_api = RestClusterApi(api)
+        # The in-memory world's kubelets, over the real API; the real kube-controller-manager is the
+        # node lifecycle controller, and the real controllers react to what they write.
+        self.kubelets = Kubelets(cluster_api, self.nodes, EventRecorder(cluster_api), RunnerPods(),
+                                 ActorSim(sim, self._timers), self.cluster_id, self.cluster_spec,
+                                 self.version.lstrip("v"), reconcile=_nothing, after_change=_nothing,
+                                 on_endpoint_change=[], heartbeats=SILENT_CONTROLLER)
+        self.pods = PodRunner(
             api=api, timeline=self._timeline, version=self.version,
-            root_disk_gb=int(self.cluster_spec.get("root_disk_size", 20) or 20),
-            heartbeat=grace / 4, pod_start=sim.delay("pod_start"), pod_termination=sim.delay("pod_termination"),
+            pod_start=sim.delay("pod_start"), pod_termination=sim.delay("pod_termination"),
             nodes=self.nodes, etcd_servers=self.etcd_servers, stacked_etcd=self.stacked_etcd, fan_out=self._fan_out)
         # The kubelets tick and renew their leases from the first registration on: a node registered
         # early must not miss its heartbeats while the others are still being registered.
         self._start_actors()
-        kubelets = self.kubelets
         # Registered from threads of their own: the renewals of the nodes registered first do not wait
         # behind the registrations of the others.
         with ThreadPoolExecutor(HEARTBEAT_THREADS, thread_name_prefix=f"cks-sim-join-{self.cluster_id[:8]}") as joins:
-            list(joins.map(lambda node: kubelets.register(node, self._thread_api()),
-                           sorted(self.nodes.values(), key=lambda n: n.index)))
+            list(joins.map(self._register, sorted(self.nodes.values(), key=lambda n: n.index)))
         objects = workload_objects(self.workloads, self.pdbs)
         for path, body in objects:
             api.create(path, body)
@@ -196,7 +213,7 @@ class RealKubeWorld:
             time.sleep(TICK)
         with self._ticking:
             # The snapshot shows the settled cluster from the first answer on, not a tick's older reading.
-            self.kubelets.tick()
+            self._tick()
             self._refresh_cache()
         self._read_audit(record=False)  # the start's own requests are no calls of the collection
         assert self._auditor is not None
@@ -249,9 +266,11 @@ class RealKubeWorld:
         self._local = threading.local()
         self._thread_apis = []
         api = self._api = RestApi(self.plane.internal_url, *self._api_credentials)
-        self.kubelets.api = api
+        self.kubelets.api = RestClusterApi(api)
+        assert self.pods is not None
+        self.pods.api = api
         for node in self.nodes.values():
-            node.last_lease = 0.0  # due now
+            node.lease_renewed_at = 0.0  # due now (and the dormant time no gap between renewals)
         self.dormant = False
         with self.sim.lock:  # a VM whose power changed while the plane started: its API server as its VM is
             for name, server in self.plane.apiservers.items():
@@ -260,13 +279,29 @@ class RealKubeWorld:
         self._start_actors()
         try:
             with self._ticking:  # the snapshot's reading from the plane as it runs again
-                self.kubelets.tick()
+                self._tick()
                 self._refresh_cache()
         except (ApiRefusal, requests.RequestException) as exc:
             LOG.warning("kubelets: %s", exc)  # a busy API server: the actors' thread ticks again
         self._read_audit(record=False)  # the kubelets' first requests
         assert self._auditor is not None
         self._auditor.start()
+
+    def _register(self, node: NodeState) -> None:
+        """One node as kubeadm init/join left it (on the registering thread's own connection)."""
+        assert self.kubelets is not None and self.pods is not None
+        api = self._thread_api()
+        self.kubelets.register(node.name, RestClusterApi(api))
+        if node.kubelet_posting:
+            node.lease_renewed_at = self.sim.clock.now()
+        if node.node_type == "control":
+            self.pods.register_mirror_pods(node.name, api)
+
+    def _tick(self) -> None:
+        """The kubelets' timers and queued power events due, then the pods' tick."""
+        assert self.pods is not None
+        self._timers.run_due()
+        self.pods.tick()
 
     @staticmethod
     def _settled(api: RestApi, objects: list[tuple[str, dict[str, Any]]]) -> Optional[str]:
@@ -296,11 +331,14 @@ class RealKubeWorld:
         assert self.kubelets is not None
         while not self._stopping.is_set():
             if self._api_down():
+                # The power events queued meanwhile still change the kubelets (a stop makes no request).
+                with self._ticking:
+                    self._timers.run_due()
                 self._stopping.wait(self.tick_interval)
                 continue
             try:
                 with self._ticking:
-                    self.kubelets.tick()
+                    self._tick()
                     self._refresh_cache()
             except (ApiRefusal, requests.RequestException) as exc:
                 LOG.warning("kubelets: %s", exc)  # the API server is busy or restarting: the next tick retries
@@ -314,32 +352,43 @@ class RealKubeWorld:
         """Each running kubelet's lease renewed when due, on the pool's threads (a real kubelet renews
         its own every 10 s, each from its machine): the lifecycle controller's reading of the node."""
         assert self.kubelets is not None and self._beats is not None
-        kubelets = self.kubelets
         while not self._stopping.is_set():
             if self._api_down():
-                self._stopping.wait(min(kubelets.heartbeat / 4, 1.0))
+                self._stopping.wait(min(self.heartbeat / 4, 1.0))
                 continue
             try:
-                renewals = [self._beats.submit(self._heartbeat, node) for node in kubelets.due_heartbeats()]
+                renewals = [self._beats.submit(self._heartbeat, node) for node in self._due_heartbeats()]
             except RuntimeError:  # stop() shut the pool down meanwhile
                 return
             failed = [error for error in (r.exception() for r in renewals) if error is not None]
             if failed:  # the API server is busy or restarting: those are due again on the next round
                 LOG.warning("heartbeats: %d failed, the first: %s", len(failed), failed[0])
-            self._stopping.wait(min(kubelets.heartbeat / 4, 1.0))
+            self._stopping.wait(min(self.heartbeat / 4, 1.0))
+
+    def _due_heartbeats(self) -> list[NodeState]:
+        """The nodes whose kubelet posts and whose Lease is due for renewal."""
+        now = self.sim.clock.now()
+        return [n for n in list(self.nodes.values())
+                if n.kubelet_posting and now - n.lease_renewed_at >= self.heartbeat]
 
     def _api_down(self) -> bool:
         """Every control node's API server is stopped (their VMs are): no kubelet reaches the API, and
         nothing is tried until one runs again."""
         return self.plane is not None and not any(s.wanted for s in self.plane.apiservers.values())
 
-    def _heartbeat(self, node: KubeletNode) -> None:
+    def _heartbeat(self, node: NodeState) -> None:
         assert self.kubelets is not None
         # A renewal sent on a connection to an API server that is shutting down (its control node's VM
         # stopping) can hang until that process ends; the round waits for every renewal, so one hung
         # request must give up within the renewal interval, not after the 10 s of any other call, or
         # every node's lease lapses past a 10 s grace (seen on the stacked control-plane rollout).
-        self.kubelets.beat(node, self._thread_api(timeout=max(self.kubelets.heartbeat, RENEWAL_TIMEOUT)))
+        last = node.lease_renewed_at
+        api = self._thread_api(timeout=max(self.heartbeat, RENEWAL_TIMEOUT))
+        self.kubelets.heartbeat(node.name, RestClusterApi(api))
+        if last and node.kubelet_posting:
+            # The longest a running kubelet went between two renewals: what the node lifecycle
+            # controller's grace period has to cover (the sim's /state shows it).
+            self.worst_gap = max(self.worst_gap, node.lease_renewed_at - last)
 
     def _fan_out(self, calls: list[Callable[[KubeApi], None]]) -> None:
         """The kubelets' pod starts and deletions of a tick, on the pool's threads; the first failure
@@ -368,8 +417,8 @@ class RealKubeWorld:
         return api
 
     def _refresh_cache(self) -> None:
-        assert self.kubelets is not None
-        self._cache = {**self.kubelets.seen, "pdbs": self.kubelets.api.list("/apis/policy/v1/poddisruptionbudgets")}
+        assert self.pods is not None
+        self._cache = {**self.pods.seen, "pdbs": self.pods.api.list("/apis/policy/v1/poddisruptionbudgets")}
 
     def _follow_audit(self) -> None:
         # Its own thread, polling fast: an accepted eviction is judged against the cluster of that moment.
@@ -420,8 +469,8 @@ class RealKubeWorld:
         Read moments after the eviction (the audit thread polls fast): pods created since (replacements)
         are left out, and a VM counts as off only if it was off at the eviction's time.
         """
-        assert self.kubelets is not None
-        api = self.kubelets.api
+        assert self.pods is not None
+        api = self.pods.api
         when = _epoch(evicted_at)
         # Stamps are whole seconds: a pod created in the eviction's second counts as there before it.
         pods = [p for p in api.list(f"/api/v1/namespaces/{namespace}/pods")
@@ -444,7 +493,8 @@ class RealKubeWorld:
         node = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "")
         ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                     for c in (pod.get("status") or {}).get("conditions") or [])
-        was_on = node is not None and (node.off_since is None or node.off_since > when)
+        off_since = self.off_since.get(node.name) if node is not None else None
+        was_on = node is not None and (off_since is None or off_since > when)
         meta = pod["metadata"]
         # A deletion's stamp is the end of its grace: it began that grace earlier. A pod whose deletion
         # began after ``when`` (a later eviction) was still counted then.
@@ -460,10 +510,12 @@ class RealKubeWorld:
     def node_powered_off(self, name: str) -> None:
         if self.plane is not None:
             self.plane.power_off(name)  # a control node's API server stops with its VM
+        self.off_since[name] = time.time()
+        # The VM is off now (what /state shows), its kubelet silent; the kubelets' own part waits for
+        # the actors' thread (no request is made under sim.lock), in order with the rest.
+        self.nodes[name].vm_running = self.nodes[name].kubelet_posting = False
         if self.kubelets is not None:
-            self.kubelets.power_off(name)
-        else:
-            self.nodes[name].vm_running = False
+            self._timers.schedule(0.0, self.kubelets.powered_off, name)
         self._power_changed()
 
     def _power_changed(self) -> None:
@@ -485,10 +537,12 @@ class RealKubeWorld:
             server = self.plane.apiservers.get(name) if self.plane is not None else None
             if server is not None and not server.wanted:
                 return  # its VM stopped again while its API server was starting
+            self.off_since.pop(name, None)
+            self.nodes[name].vm_running = True
             if self.kubelets is not None:
-                self.kubelets.power_on(name, cpu, memory_mb, self.sim.delay("boot_to_ready"))
+                self._timers.schedule(0.0, self.kubelets.powered_on, name, cpu, memory_mb)
             else:
-                self.nodes[name].vm_running = True
+                self.nodes[name].kubelet_posting = True
 
     def ready_node_count(self) -> int:
         return sum(1 for node in self.nodes.values() if node.ready == "True")
@@ -535,12 +589,16 @@ class RealKubeWorld:
                 for p in cache["pdbs"]]
         # The node lifecycle controller's grace, the leases' renewal interval and the longest a running
         # kubelet went between two renewals (what the grace has to cover), in seconds.
-        heartbeats = {"grace": self.grace, "interval": self.kubelets.heartbeat if self.kubelets else None,
-                      "worst_gap": round(self.kubelets.worst_gap, 3) if self.kubelets else None}
+        heartbeats = {"grace": self.grace, "interval": self.heartbeat if self.kubelets else None,
+                      "worst_gap": round(self.worst_gap, 3) if self.kubelets else None}
         plane = "not started" if self.plane is None else "dormant" if self.dormant else "running"
         return {"real": True, "url": self.plane.url if self.plane else None, "version": self.version, "plane": plane,
                 "heartbeats": heartbeats,
                 "nodes": nodes, "pods": sorted(pods, key=lambda p: (p["namespace"], p["name"])), "pdbs": pdbs}
+
+
+def _nothing() -> None:
+    """What the in-memory controllers do after a kubelet's change: here the real ones watch."""
 
 
 def node_monitor_grace(grace: float, nodes: int) -> float:
