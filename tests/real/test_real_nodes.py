@@ -73,3 +73,24 @@ def after_power_off(sim: ClusterSim, worker: str) -> list[str]:
     timeline = [e["event"] for e in sim.timeline() if e.get("node") == worker]
     start = len(timeline) - 1 - timeline[::-1].index("powered_off") if "powered_off" in timeline else len(timeline)
     return timeline[start:]
+
+
+def test_the_machines_faults_act_on_a_real_api_and_the_in_memory_apis_are_named_not_applied(
+        cycle_sim: Callable[..., ClusterSim]) -> None:
+    sim = cycle_sim("small.yml", etcd=False)
+    worker = sorted(n["metadata"]["name"] for n in sim.kube.list_nodes()
+                    if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"])[0]
+    # Someone else cordons the node: an actor's write, which the real API server stores.
+    sim.fault(kind="foreign_cordon", node=worker)
+    wait_until(lambda: node(sim, worker)["spec"].get("unschedulable") is True, 60, "the foreign cordon in the API")
+    # A fault of cks-sim's own API has no counterpart in a real API server: named, not pretended.
+    sim.fault(kind="kube_error", verb="get", resource="nodes", status=500, count=1)
+    assert [e["kind"] for e in sim.timeline() if e.get("event") == "kube_fault_not_applied"] == ["kube_error"]
+    # A kubelet's fault acts through the shared actors: a node that never turns Ready after its boot.
+    sim.fault(kind="never_ready", node=worker)
+    sim.action(action="stop_vm", vm=worker)
+    wait_until(lambda: ready(node(sim, worker)) == "Unknown", 60, "the node lifecycle controller to mark it Unknown")
+    sim.action(action="start_vm", vm=worker)
+    wait_until(lambda: "boot" in after_power_off(sim, worker), 60, "the new boot")
+    wait_until(lambda: ready(node(sim, worker)) == "False", 60, "the new kubelet to post NotReady")
+    assert "ready" not in after_power_off(sim, worker)

@@ -13,7 +13,6 @@ from typing import Any, Optional
 
 from .api import KubeApi
 
-# -- the spec's workloads, as an operator created them --------------------------------------------
 
 def workload_objects(workloads: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """(collection path, object) for each namespace, workload and budget of the spec, in creation order."""

@@ -8,7 +8,6 @@ carrying the HTTP code and the Status' reason. Nothing here knows about nodes or
 
 from __future__ import annotations
 
-import datetime
 from typing import Any, Optional, Protocol
 
 import requests
@@ -90,11 +89,3 @@ class RestApi:
 
     def close(self) -> None:
         self.session.close()
-
-
-def now_rfc3339() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def now_micro() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

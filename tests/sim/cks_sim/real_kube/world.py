@@ -13,8 +13,8 @@ renewals (pools of a few threads, each with its own connection) and turn the API
 servers' audit logs into the sim's call log (the collection's requests: the kubeconfig's identity,
 kubernetes-admin) and its invariant checks.
 
-What it cannot do, and says so: the in-memory world's Kubernetes faults (``kube_error``,
-``pdb_block``, ...) are the in-memory API's own (the timeline records ``kube_fault_not_applied``);
+What it cannot do, and says so: the in-memory API's own faults (``kube_error``, ``pdb_block``) have
+no counterpart in a real API server (the timeline records ``kube_fault_not_applied``);
 ``pods/exec`` needs a kubelet that runs containers, which no actor is, so the etcd checks through
 the etcd pods are not run on this backend: the real API server answers an exec with an error, and a
 rollout uses the etcd members directly (``rollout_etcd_endpoints``).
@@ -49,6 +49,8 @@ from .plane import ControlPlane, PlaneError
 from .storage import plane_layout
 
 LOG = logging.getLogger("cks_sim.real_kube")
+#: The faults of cks-sim's own Kubernetes API: a real API server answers and evicts by its own rules.
+API_FAULTS = frozenset({"kube_error", "pdb_block"})
 #: The collection's identity: the kubeconfig's client certificate (kubeadm's admin.conf user).
 COLLECTION_USER = "kubernetes-admin"
 #: The actors' identity (system:masters: one process plays every kubelet, past the Node authorizer).
@@ -563,8 +565,14 @@ class RealKubeWorld:
         return self.plane is not None and not self.dormant and self.plane.api_available()
 
     def apply_fault(self, fault: dict[str, Any]) -> None:
-        # The in-memory API's faults have no counterpart in a real API server.
-        self._timeline("kube_fault_not_applied", kind=fault.get("kind"))
+        """A fault of cks-sim's own API (its answers, its eviction rules) has no counterpart in a real API
+        server. The machines' faults (``never_ready``, ``stale_ready``, ``slow_drain``, ...) the shared
+        actors read from the sim's list when they act, as in memory; a foreign cordon is an actor's write."""
+        kind = fault.get("kind")
+        if kind in API_FAULTS:
+            self._timeline("kube_fault_not_applied", kind=kind)
+        elif kind == "foreign_cordon" and self.kubelets is not None:
+            self._timers.schedule(0.0, self.kubelets.apply_fault, dict(fault))
 
     def snapshot(self) -> dict[str, Any]:
         """What the admin API's /state shows, from the actors' last reading (no request under sim.lock)."""
