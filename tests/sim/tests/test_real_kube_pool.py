@@ -11,7 +11,7 @@ from cks_sim.real_kube.world import APISERVER_MB, CONTROLLERS_MB, too_large
 def test_every_plane_starts_at_serve_time_when_they_all_fit() -> None:
     # A spec the machine runs whole behaves as before there was a budget.
     needs = [(f"c{i}", 600) for i in range(12)]
-    assert planes_at_start(needs, Budget(memory_mb=18000, planes=12)) == [c for c, _ in needs]
+    assert planes_at_start(needs, Budget(memory_mb=18000, planes=12)) == [cluster for cluster, _memory in needs]
 
 
 def test_the_first_planes_that_fit_start_at_serve_time() -> None:
