@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import requests
 from cks_sim.harness import wait_until
+from cks_sim.real_kube.world import OUT_OF_SERVICE_TAINTS
 from helpers import load_raw_spec
 from in_process_sims import RolloutSim
 
@@ -29,6 +30,24 @@ def kubectl(sim: RolloutSim, *args: str, kubeconfig: Optional[str] = None) -> st
                          text=True, timeout=90, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def heartbeat_story(sim: RolloutSim) -> str:
+    """What a failed rollout's message adds on the real backend: each cluster's node lifecycle grace,
+    its kubelets' renewal interval and the longest gap between two renewals (from /state), and the
+    timeline's NotReady readings: a node the rollout found not Ready is told from a lapsed lease."""
+    lines = [f"--- heartbeats {cluster}: {kube.get('heartbeats')}" for cluster, kube in sim.state()["kube"].items()]
+    lines += [f"--- {event}" for event in sim.timeline() if event.get("event") == "notready"]
+    lines += [f"--- {readiness(node)}" for node in sim.kube.list_nodes()]
+    return "\n".join(lines)
+
+
+def readiness(node: dict[str, Any]) -> str:
+    """A Node's name, Ready condition (status, reason, since when) and taints: why it is not Ready."""
+    ready = next((c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"), {})
+    taints = [t["key"] for t in node["spec"].get("taints") or []]
+    return (f"{node['metadata']['name']}: Ready={ready.get('status')} ({ready.get('reason')}, "
+            f"since {ready.get('lastTransitionTime')}), taints {taints}")
 
 
 def pinned_release() -> str:
@@ -55,14 +74,17 @@ def served_and_checked(sim: RolloutSim, spec: str) -> None:
 
 def a_real_cluster_with_budgets_and_ready_nodes(sim: RolloutSim, kubeconfig: str) -> None:
     """The cluster ``kubeconfig`` names serves the pinned release, its budgets carry the disruption
-    controller's status, and every node is Ready (its kubelet's lease renewed within the node lifecycle
-    controller's grace, however many nodes the sim plays)."""
+    controller's status, and every node is Ready and in service (its kubelet's lease renewed within the
+    node lifecycle controller's grace, however many nodes the sim plays)."""
     served = json.loads(kubectl(sim, "version", "-o", "json", kubeconfig=kubeconfig))["serverVersion"]
     assert served["gitVersion"] == pinned_release()
     budgets_computed_by_the_disruption_controller(sim, kubeconfig)
     nodes = json.loads(kubectl(sim, "get", "nodes", "-o", "json", kubeconfig=kubeconfig))["items"]
-    not_ready = [n["metadata"]["name"] for n in nodes
-                 if not any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])]
+    # In service: Ready, and none of the taints the node lifecycle controller keeps on a node it does not
+    # count Ready (the API server gives every new Node not-ready; the collection counts either as not Ready).
+    not_ready = [readiness(n) for n in nodes
+                 if not any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+                 or {t["key"] for t in n["spec"].get("taints") or []} & OUT_OF_SERVICE_TAINTS]
     assert nodes and not not_ready, not_ready
 
 

@@ -27,7 +27,7 @@ from cks_sim import harness
 from cks_sim.harness import wait_until
 from helpers import load_raw_spec, start_sim
 from in_process_sims import RolloutSim
-from real_cluster import LARGE, kubectl, pinned_release, served_and_checked
+from real_cluster import LARGE, heartbeat_story, kubectl, pinned_release, served_and_checked
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -66,7 +66,7 @@ def test_an_example_serves_a_real_cluster_storing_in_its_own_etcd(
             variables, types = ROLLOUTS[spec]
             since = time.time()
             run = sim.rollout(**variables)
-            assert run.rc == 0, run.output
+            assert run.rc == 0, run.output + heartbeat_story(sim)
             sim.assert_converged()
             restarted = {e["node"] for e in sim.timeline() if e.get("event") == "powered_on" and e["t"] >= since}
             assert restarted == {name for kind in types for name in sim.names(kind)}, restarted

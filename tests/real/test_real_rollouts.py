@@ -12,7 +12,7 @@ from typing import Any, Callable
 import pytest
 from cks_sim.harness import wait_until
 from in_process_sims import WORKERS_LARGER, RolloutRun, RolloutSim, rerun_converges, stopped_cleanly
-from real_cluster import kubectl, pinned_release
+from real_cluster import heartbeat_story, kubectl, pinned_release
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -41,7 +41,7 @@ def test_the_demo_rollout_on_a_real_control_plane(rollout_sim: Callable[..., Rol
     sim.action(action="set_config", max_unavailable={"worker": 2})
     run = sim.rollout(rollout_node_offerings={"worker": "cks-large"}, rollout_node_root_disk_sizes={"control": 30, "worker": 30},
                       rollout_node_affinity_groups={"worker": ["workers-spread"]}, rollout_max_unavailable=2)
-    assert run.rc == 0, run.output
+    assert run.rc == 0, run.output + heartbeat_story(sim)
     sim.assert_converged()
     # Every node came back from a restart: a new boot ID, posted by its kubelet.
     after = boot_ids(sim)

@@ -173,7 +173,7 @@ def test_release_lb_exclusion_off_nodes_in_service_kept_on_nodes_still_out() -> 
     assert dict(kept) == {
         "demo-node-2": "left cordoned by the rollout: out of load balancers until it is back",
         "demo-node-4": "VM is Stopped",
-        "demo-node-5": "Kubernetes node not Ready",
+        "demo-node-5": "Kubernetes node not Ready (Ready=Unknown)",
     }
 
 

@@ -108,7 +108,7 @@ def test_release_uncordons_only_annotated_nodes_that_are_back() -> None:
                         (f.w(3), "never went down (no stop was sent): back into service")]
     assert leave == [
         (f.w(2), "VM is Stopped"),
-        (f.w(4), "Kubernetes node not Ready"),
+        (f.w(4), "Kubernetes node not Ready (Ready=Unknown)"),
     ]
     # w5 has no Kubernetes node (so no annotation to read) and w6 is someone else's: untouched
     assert all(name not in (f.w(5), f.w(6)) for name, _why in leave)
@@ -150,7 +150,7 @@ def test_capacity_uses_the_vms_own_numbers() -> None:
 @pytest.mark.parametrize("setup, state, problem", [
     (None, "Running", None),
     (lambda f: f.stop(f.w(1)), "Alert", "{w1}: VM is Stopped"),
-    (lambda f: f.set(f.c(1), ready=False), "Alert", "{c1}: Kubernetes node not Ready"),
+    (lambda f: f.set(f.c(1), ready=False), "Alert", "{c1}: Kubernetes node not Ready (Ready=Unknown)"),
     (lambda f: f.set(f.w(1), k8s=False), "Alert", "{w1}: no Kubernetes node of this name"),
     (lambda f: f.stop(f.e(1)), "Alert", "{e1}: VM is Stopped"),
     (lambda f: f.set(f.w(1), unschedulable=True), "Running", None),  # cordoned is not unhealthy

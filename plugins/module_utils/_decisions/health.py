@@ -14,12 +14,17 @@ from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster impo
     ETCD,
     NO_BOOT_ID,
     STOP_ANNOTATION,
-    UNHEALTHY_TAINTS,
     WORKER,
     ClusterView,
     Node,
     node_names,
+    not_ready_why,
 )
+
+
+def not_ready(node: Node) -> str:
+    """A node not Ready, with what makes it so: kubectl may show it Ready while a taint says otherwise."""
+    return f"Kubernetes node not Ready ({node.not_ready_why})" if node.not_ready_why else "Kubernetes node not Ready"
 
 
 def preflight_problems(view: ClusterView, batch: Sequence[str],
@@ -68,7 +73,7 @@ def preflight_problems(view: ClusterView, batch: Sequence[str],
         elif node.is_kubernetes_node and not node.k8s_present:
             problems.append(f"{node.name}: no Kubernetes node of this name")
         elif node.is_kubernetes_node and not node.ready:
-            problems.append(f"{node.name}: Kubernetes node not Ready")
+            problems.append(f"{node.name}: {not_ready(node)}")
     for name, ready in sorted(view.unmatched_k8s_nodes.items()):
         if not ready:
             problems.append(f"{name}: Kubernetes node not Ready (no VM of the cluster has this name)")
@@ -101,7 +106,7 @@ def health_problems(view: ClusterView) -> list[str]:
         elif node.is_kubernetes_node and not node.k8s_present:
             problems.append(f"{node.name}: no Kubernetes node of this name")
         elif node.is_kubernetes_node and not node.ready:
-            problems.append(f"{node.name}: Kubernetes node not Ready")
+            problems.append(f"{node.name}: {not_ready(node)}")
     return problems
 
 
@@ -132,7 +137,7 @@ def release_verdict(node: Node) -> tuple[bool, str]:
     if not node.running:
         return False, f"VM is {node.vm_state}"
     if not node.ready:
-        return False, "Kubernetes node not Ready"
+        return False, not_ready(node)
     if node.boot_id == node.rollout_boot_id:
         if STOP_ANNOTATION in node.annotations:
             return False, ("stopped by the rollout but still reports the boot ID from before the stop "
@@ -157,16 +162,9 @@ def node_problems(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
     """The Kubernetes nodes that are not Ready, each with what its Ready condition says."""
     problems = []
     for node in sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name", ""))):
-        name = (node.get("metadata") or {}).get("name", "?")
-        conditions = (node.get("status") or {}).get("conditions") or []
-        ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
-        taints = sorted({str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []}
-                        & UNHEALTHY_TAINTS)
-        if ready.get("status") != "True":
-            reason = f", {ready['reason']}" if ready.get("reason") else ""
-            problems.append(f"node {name} not Ready (Ready={ready.get('status', 'missing')}{reason})")
-        elif taints:
-            problems.append(f"node {name} tainted {', '.join(taints)}")
+        why = not_ready_why(node)
+        if why:
+            problems.append(f"node {(node.get('metadata') or {}).get('name', '?')} not Ready ({why})")
     return problems
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from ansible_collections.cloudstack.cks.plugins.module_utils._common.stamps import utc_stamp
+from ansible_collections.cloudstack.cks.plugins.module_utils._decisions.health import not_ready
 from ansible_collections.cloudstack.cks.plugins.module_utils._model.cluster import ROLLOUT_ANNOTATION, STOP_ANNOTATION, ClusterView, Node
 
 PENDING_TAINT_KEY = "cloudstack.apache.org/rollout-pending"
@@ -192,7 +193,7 @@ def release_marks(view: ClusterView, uncordoned: Sequence[str]) -> tuple[dict[st
             elif not node.running:
                 lb, why = False, f"VM is {node.vm_state}"
             elif not node.ready:
-                lb, why = False, "Kubernetes node not Ready"
+                lb, why = False, not_ready(node)
             else:
                 why = ""
             if not lb:

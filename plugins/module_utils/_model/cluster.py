@@ -146,6 +146,7 @@ class Node:
     host_id: Optional[str]
     k8s_present: bool = False
     ready: bool = False
+    not_ready_why: str = ""  # what makes it not Ready ("Ready=Unknown, NodeStatusUnknown"; a taint)
     boot_id: Optional[str] = None
     unschedulable: bool = False
     rollout_boot_id: Optional[str] = None
@@ -363,6 +364,7 @@ def _default_ip(vm: Mapping[str, Any]) -> Optional[str]:
 @dataclass(frozen=True)
 class _KubeNode:
     ready: bool
+    not_ready_why: str
     boot_id: Optional[str]
     unschedulable: bool
     annotations: Mapping[str, str]
@@ -372,17 +374,34 @@ class _KubeNode:
     memory: Optional[str]
 
 
+def not_ready_why(raw: Mapping[str, Any]) -> str:
+    """Why a Kubernetes node does not count as Ready; "" when it does.
+
+    A node counts as Ready when its Ready condition is True and it carries neither taint the node
+    lifecycle controller puts on a node it does not trust. kubectl shows such a node as Ready while
+    the taint is there (the API server gives every new Node ``not-ready`` until the controller has
+    read its condition), so the reason names the taint.
+    """
+    conditions = (raw.get("status") or {}).get("conditions") or []
+    ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    if ready.get("status") != "True":
+        reason = f", {ready['reason']}" if ready.get("reason") else ""
+        return f"Ready={ready.get('status', 'missing')}{reason}"
+    taints = sorted({str(t.get("key")) for t in (raw.get("spec") or {}).get("taints") or []} & UNHEALTHY_TAINTS)
+    return f"tainted {', '.join(taints)}" if taints else ""
+
+
 def _kube_node(raw: Mapping[str, Any]) -> _KubeNode:
     metadata = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
-    conditions = status.get("conditions") or []
-    ready_true = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     taints = {t.get("key") for t in (spec.get("taints") or [])}
     info = status.get("nodeInfo") or status.get("node_info") or {}
     boot_id = info.get("bootID") if "bootID" in info else info.get("boot_id")
+    why = not_ready_why(raw)
     return _KubeNode(
-        ready=ready_true and not (taints & UNHEALTHY_TAINTS),
+        ready=not why,
+        not_ready_why=why,
         boot_id=_opt_str(boot_id),
         unschedulable=_bool(spec.get("unschedulable")),
         annotations=MappingProxyType(dict(metadata.get("annotations") or {})),
@@ -461,6 +480,7 @@ def build_view(
             host_id=_opt_str(vm.get("hostid")),
             k8s_present=kube_node is not None,
             ready=kube_node.ready if kube_node else False,
+            not_ready_why=kube_node.not_ready_why if kube_node else "",
             boot_id=kube_node.boot_id if kube_node else None,
             unschedulable=kube_node.unschedulable if kube_node else False,
             # An empty value (written by an earlier version) is still the rollout's annotation.

@@ -77,6 +77,8 @@ class Kubelets:
         self.on_endpoint_change = on_endpoint_change
         # The node-lifecycle controller, told when a kubelet stops posting and posts again.
         self.heartbeats = heartbeats
+        #: node -> its Lease as this kubelet last stored it (what its next heartbeat writes back)
+        self._leases: dict[str, dict[str, Any]] = {}
 
     def _node(self, name: str) -> dict[str, Any]:
         """The Node of one of ``nodes``: each has one from its registration on."""
@@ -160,7 +162,7 @@ class Kubelets:
         self.heartbeats.status_posted(node)
         state.ready = node_ready(node)
         api.put("nodes", node)
-        api.put("leases", {
+        self._leases[name] = api.put("leases", {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": api.new_meta(name, NODE_LEASE_NS, ownerReferences=[{
@@ -341,12 +343,23 @@ class Kubelets:
                               cpu=node["status"]["capacity"]["cpu"], memory=node["status"]["capacity"]["memory"])
         self.after_change()
 
-    def _renew_node_lease(self, name: str, api: Optional[ClusterApi] = None) -> None:
+    def _renew_node_lease(self, name: str, api: Optional[ClusterApi] = None,
+                          latest: Optional[dict[str, Any]] = None) -> None:
+        """The node's Lease renewed: ``latest`` (the one this kubelet last stored) written back with a
+        new renewTime, else the Lease read first. A renewal that fails forgets the one it held, so the
+        next one reads it again (as the kubelet's lease controller does after a conflict)."""
         api = api or self.api
-        lease = api.read("leases", NODE_LEASE_NS, name)
+        lease = latest if latest is not None else api.read("leases", NODE_LEASE_NS, name)
         if lease is not None:
             lease["spec"]["renewTime"] = now_micro()
-            api.put("leases", lease)
+            stored: Optional[dict[str, Any]] = None
+            try:
+                stored = api.put("leases", lease)
+            finally:
+                if stored is None:
+                    self._leases.pop(name, None)
+                else:
+                    self._leases[name] = stored
         self.nodes[name].lease_renewed_at = self.sim.clock.now()
 
     def heartbeat(self, name: str, api: Optional[ClusterApi] = None) -> None:
@@ -357,7 +370,10 @@ class Kubelets:
         state = self.nodes[name]
         if not state.kubelet_posting:
             return  # its VM stopped since it was found due
-        self._renew_node_lease(name, api)
+        # One request, not a read and a write: a round renews every node's Lease, and on the real
+        # backend a few threads of one process send them all (kubelet's nodelease controller keeps
+        # its latest Lease the same way).
+        self._renew_node_lease(name, api, latest=self._leases.get(name))
         if state.ready != "True":
             node = (api or self.api).read("nodes", "", name)
             if node is not None:

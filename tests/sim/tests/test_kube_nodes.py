@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from kubernetes import client as k8s
@@ -118,6 +118,50 @@ def test_node_lease_renewed_while_up_and_frozen_while_off(kube_env: KubeEnv) -> 
     other = kube_env.coord.read_namespaced_lease(WORKERS[1], "kube-node-lease").spec.renew_time
     wait_until(lambda: kube_env.coord.read_namespaced_lease(WORKERS[1], "kube-node-lease").spec.renew_time > other)
     assert kube_env.coord.read_namespaced_lease(name, "kube-node-lease").spec.renew_time == frozen
+
+
+class CountingApi:
+    """The store the kubelets write to, counting their reads and writes; its next write can be refused."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.calls: list[str] = []
+        self.refuse_next_put = False
+
+    def read(self, plural: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        self.calls.append(f"read {plural}")
+        return self.store.read(plural, namespace, name)
+
+    def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(f"put {plural}")
+        if self.refuse_next_put:
+            self.refuse_next_put = False
+            raise RuntimeError("409 Conflict: the object has been modified")
+        return self.store.put(plural, obj)
+
+
+def test_a_heartbeat_renews_the_lease_in_one_write_and_reads_it_again_after_a_refusal(kube_env: KubeEnv) -> None:
+    # On the real backend a few threads renew every node's Lease each round: one request each, as the
+    # kubelet's lease controller keeps the Lease it last stored (a read and a write per node doubled a
+    # round of large.yml's 1,003 and let leases lapse).
+    name = WORKERS[0]
+    api = CountingApi(kube_env.world.store)
+    before = kube_env.coord.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
+    with kube_env.sim.lock:
+        kube_env.world.kubelets.heartbeat(name, api)
+    assert api.calls == ["put leases"]
+    renewed = kube_env.coord.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
+    assert renewed > before
+    # A write refused (another writer moved the Lease on): the next heartbeat reads it first.
+    api.calls.clear()
+    api.refuse_next_put = True
+    with kube_env.sim.lock, pytest.raises(RuntimeError):
+        kube_env.world.kubelets.heartbeat(name, api)
+    with kube_env.sim.lock:
+        kube_env.world.kubelets.heartbeat(name, api)
+        kube_env.world.kubelets.heartbeat(name, api)
+    assert api.calls == ["put leases", "read leases", "put leases", "put leases"]
+    assert kube_env.coord.read_namespaced_lease(name, "kube-node-lease").spec.renew_time > renewed
 
 
 def test_cordon_strategic_merge_mirrors_taint_and_uncordon_with_null(kube_env: KubeEnv) -> None:

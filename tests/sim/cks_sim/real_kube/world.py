@@ -53,16 +53,21 @@ COLLECTION_USER = "kubernetes-admin"
 #: The actors' identity (system:masters: one process plays every kubelet, past the Node authorizer).
 ACTORS_USER = "cks-sim-kubelets"
 TICK = 0.2
+#: The node lifecycle controller's taints of a node it does not count Ready (the collection's too).
+OUT_OF_SERVICE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 AUDIT_POLL = 0.05
 #: The node lifecycle controller's grace period is never below this: heartbeats from the actors'
-#: threads on a loaded machine must not look like a dead node (at 5 s, a clean-clone make test with
-#: other work beside it saw a control node marked NotReady mid-rollout at load 30).
-MIN_GRACE = 10.0
+#: threads on a loaded machine must not look like a dead node. At 5 s, a clean-clone make test saw
+#: a control node marked NotReady mid-rollout at load 30; at 10 s, a worker of small.yml was found not
+#: Ready by the rollout's preflight while large.yml's 1,003 nodes were served beside it (load 25-35:
+#: its renewals 4 to 8 s apart, the controller manager itself behind). A real cluster's is 50 s.
+MIN_GRACE = 20.0
 #: ... and grows with the nodes the process plays: seconds per node. Their lease renewals come from a
-#: few threads of one process, not from a machine each: on the shared 2-core machine (load 20) a
-#: round of 1,003 renewals took about 20 s, and a lease's age reached 32 s at a 12.5 s interval
-#: (docs/docsite/rst/development.rst). A real cluster's grace is 50 s for any size (kube-controller-manager's default).
-GRACE_PER_NODE = 0.1
+#: few threads of one process, not from a machine each: on the shared 2-core machine a round of
+#: large.yml's 1,003 renewals took about 20 s at load 20, and 60 to 80 s at load 35-40 (another
+#: real tier beside it), its longest gap 107 s then (docs/docsite/rst/development.rst). A real
+#: cluster's grace is 50 s for any size (kube-controller-manager's default).
+GRACE_PER_NODE = 0.15
 #: The kubelets' lease renewals, registrations and pod starts: threads (a pool of each), each with
 #: its own connection.
 HEARTBEAT_THREADS = 4
@@ -307,10 +312,10 @@ class RealKubeWorld:
         self._timers.run_due()
         self.pods.tick()
 
-    @staticmethod
-    def _settled(api: RestApi, objects: list[tuple[str, dict[str, Any]]]) -> Optional[str]:
+    def _settled(self, api: RestApi, objects: list[tuple[str, dict[str, Any]]]) -> Optional[str]:
         try:
-            return settled(api, objects)
+            return nodes_in_service(api, [n.name for n in self.nodes.values() if n.vm_running]) or \
+                settled(api, objects)
         except (ApiRefusal, requests.RequestException) as exc:
             return str(exc)
 
@@ -385,7 +390,7 @@ class RealKubeWorld:
         # A renewal sent on a connection to an API server that is shutting down (its control node's VM
         # stopping) can hang until that process ends; the round waits for every renewal, so one hung
         # request must give up within the renewal interval, not after the 10 s of any other call, or
-        # every node's lease lapses past a 10 s grace (seen on the stacked control-plane rollout).
+        # every node's lease lapses past a short grace (seen at 10 s on the stacked control-plane rollout).
         last = node.lease_renewed_at
         api = self._thread_api(timeout=max(self.heartbeat, RENEWAL_TIMEOUT))
         self.kubelets.heartbeat(node.name, RestClusterApi(api))
@@ -606,6 +611,25 @@ class RealKubeWorld:
         return {"real": True, "url": self.plane.url if self.plane else None, "version": self.version, "plane": plane,
                 "heartbeats": heartbeats,
                 "nodes": nodes, "pods": sorted(pods, key=lambda p: (p["namespace"], p["name"])), "pdbs": pdbs}
+
+
+def nodes_in_service(api: KubeApi, names: list[str]) -> Optional[str]:
+    """None once each of the nodes ``names`` is Ready without the taints of a node out of service; else
+    the first that is not. The API server's TaintNodesByCondition admission gives every new Node
+    ``node.kubernetes.io/not-ready:NoSchedule``, and only the node lifecycle controller takes it off once
+    it has read the Ready condition: a cluster served before then has nodes the collection (and the
+    scheduler) rightly count as not Ready (a rollout's preflight refused one, at load 25)."""
+    nodes = {n["metadata"]["name"]: n for n in api.list("/api/v1/nodes")}
+    for name in names:
+        node = nodes.get(name)
+        if node is None:
+            return f"node {name}: not registered"
+        ready = next((c.get("status") for c in (node.get("status") or {}).get("conditions") or []
+                      if c.get("type") == "Ready"), None)
+        taints = sorted({t["key"] for t in (node.get("spec") or {}).get("taints") or []} & OUT_OF_SERVICE_TAINTS)
+        if ready != "True" or taints:
+            return f"node {name}: Ready={ready}, taints {taints}"
+    return None
 
 
 def _nothing() -> None:
