@@ -12,8 +12,6 @@ whose requests fail (the API server busy or restarting) runs again on the next t
 from __future__ import annotations
 
 import functools
-import heapq
-import itertools
 import logging
 import threading
 import time
@@ -22,6 +20,7 @@ from typing import Any, Callable, Optional
 
 import requests
 
+from ..core import TimerHeap
 from ..kube_cluster_api import ClusterApi
 from ..kube_helpers import now_time
 from ..kube_hidden import NodeState
@@ -34,25 +33,21 @@ RETRY = 0.2
 
 
 class ActorTimers:
-    """``schedule(delay, fn, *args)`` and ``cancel(handle)`` as the sim's scheduler offers them, the
-    calls run by ``run_due()`` on the actors' thread."""
+    """``schedule(delay, fn, *args)`` and ``cancel(handle)`` as the sim's scheduler offers them (a
+    ``core.TimerHeap`` under a lock of its own: they are called from any thread), the calls run by
+    ``run_due()`` on the actors' thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._heap: list[tuple[float, int, Callable[..., Any], tuple[Any, ...]]] = []
-        self._cancelled: set[int] = set()
-        self._ids = itertools.count(1)
+        self._timers = TimerHeap()
 
     def schedule(self, delay: float, fn: Callable[..., Any], *args: Any) -> int:
         with self._lock:
-            handle = next(self._ids)
-            heapq.heappush(self._heap, (time.monotonic() + max(delay, 0.0), handle, fn, args))
-            return handle
+            return self._timers.schedule(delay, fn, *args)
 
     def cancel(self, handle: Optional[int]) -> None:
-        if handle is not None:
-            with self._lock:
-                self._cancelled.add(handle)
+        with self._lock:
+            self._timers.cancel(handle)
 
     def run_due(self, fan_out: Optional[Callable[[list[Callable[[], None]]], None]] = None) -> None:
         """The calls due, in order; with ``fan_out`` those due now handed to it at once (independent
@@ -61,12 +56,10 @@ class ActorTimers:
         due: list[Callable[[], None]] = []
         while True:
             with self._lock:
-                if not self._heap or self._heap[0][0] > now:
-                    break
-                _when, handle, fn, args = heapq.heappop(self._heap)
-                if handle in self._cancelled:
-                    self._cancelled.discard(handle)
-                    continue
+                call = self._timers.pop_due(now)
+            if call is None:
+                break
+            fn, args = call
             if fan_out is None:
                 self._run(fn, args)
             else:
