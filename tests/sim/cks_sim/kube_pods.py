@@ -69,7 +69,7 @@ class PodLifecycle:
             self.client_pods.run(pod)
             return
         self.mark_running(pod)
-        self.api.put("pods", pod)
+        self.api.put("pods", pod)  # the kubelet's one status write of the start
         self.after_change()
 
     def _pod_ip(self, pod: dict[str, Any]) -> str:
@@ -79,6 +79,7 @@ class PodLifecycle:
         return f"{self.nodes[node].pod_cidr_prefix}.{self.rng.randint(2, 254)}"
 
     def mark_running(self, pod: dict[str, Any]) -> None:
+        """The pod's status Running (and Ready on a Ready node), not yet written."""
         ready = self.nodes[pod["spec"]["nodeName"]].ready == "True"
         stamp = now_time()
         status = pod["status"]
@@ -99,17 +100,22 @@ class PodLifecycle:
             state = self.nodes[pod["spec"]["nodeName"]]
             status.setdefault("hostIP", state.ip)
             status.setdefault("hostIPs", [{"ip": state.ip}])
-        self.set_ready(pod, ready)
+        self._mark_ready(pod, ready)
         for cs in status.get("containerStatuses", []):
             cs.update({"started": True, "state": {"running": {"startedAt": stamp}},
                        "containerID": f"containerd://{self.rng.getrandbits(256):064x}",
                        "imageID": cs["image"].split(":")[0] + "@sha256:" + hashlib.sha256(
                            cs["image"].encode()).hexdigest()})
-            if cs["restartCount"] and "lastState" not in cs:
+            if cs["restartCount"] and not cs.get("lastState"):  # a real API server shows none as {}
                 cs["lastState"] = {"terminated": {"exitCode": 255, "reason": "Unknown",
                                                   "startedAt": stamp, "finishedAt": stamp}}
 
     def set_ready(self, pod: dict[str, Any], ready: bool) -> None:
+        """The pod's Ready (its containers' too) as the kubelet's probes find it, written."""
+        self._mark_ready(pod, ready)
+        self.api.put("pods", pod)
+
+    def _mark_ready(self, pod: dict[str, Any], ready: bool) -> None:
         if ready and self.probe_fails(pod):
             ready = False
         status = pod["status"]
@@ -125,13 +131,15 @@ class PodLifecycle:
                                              f"containers with unready status: [{names}]"))
         for cs in status.get("containerStatuses", []):
             cs["ready"] = ready
-        self.api.put("pods", pod)
 
     def restart(self, pod: dict[str, Any], ready_node: bool) -> None:
-        """A node's new boot: the kubelet recreates the pod's containers (same pod, same UID)."""
+        """A node's new boot: the kubelet recreates the pod's containers (same pod, same UID). A container
+        that had not run again since the last boot is not counted again (the real backend runs a boot
+        again whose requests failed: its restarts count once)."""
         if pod["status"]["phase"] == "Running":
             for cs in pod["status"].get("containerStatuses", []):
-                cs["restartCount"] += 1
+                if "running" in (cs.get("state") or {}):
+                    cs["restartCount"] += 1
                 cs["started"] = False
                 cs["state"] = {"waiting": {"reason": "ContainerCreating"}}
             self.set_ready(pod, False)
@@ -218,6 +226,7 @@ class PodLifecycle:
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         self.sim.scheduler.cancel(self._pod_timers.pop(key, None))
         self.mark_running(pod)
+        self.api.put("pods", pod)
 
     def set_api_server_serving(self, name: str, serving: bool) -> None:
         """The node's kube-apiserver stops (or starts again) serving, the node itself still Ready.
