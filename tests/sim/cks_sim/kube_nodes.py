@@ -312,7 +312,7 @@ class Kubelets:
         if not never_ready:
             # kubelet_node_status.go recordNodeStatusEvent, once the new kubelet posts Ready.
             boot.step("ready", functools.partial(self._recorded_ready, name))
-        del self._boots[name]
+        self._boots.pop(name, None)
         self.after_change()
 
     def _post_boot(self, name: str, boot: Boot, never_ready: bool) -> None:

@@ -153,3 +153,26 @@ def test_the_timer_heap_runs_calls_by_their_time_and_skips_the_cancelled() -> No
     assert ran == ["first", "second", "later"]
     heap.cancel(later)  # run already: nothing to cancel
     assert heap.next_due() is None
+
+
+def test_a_broken_timer_does_not_stop_the_ones_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An actor's unforeseen error must not end the actors' thread: the boots and pod starts due after
+    # it would wait for ever (a rollout on its node, a budget on its pod).
+    monkeypatch.setattr(drive, "RETRY", 0.0)
+    timers = ActorTimers()
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise KeyError("no such node")
+
+    def busy() -> None:
+        ran.append("busy")
+        if ran.count("busy") == 1:
+            raise ApiRefusal(503, "ServiceUnavailable", "the API server is busy")
+
+    timers.schedule(0.0, broken)
+    timers.schedule(0.0, busy)
+    timers.schedule(0.0, ran.append, "after")
+    timers.run_due()
+    timers.run_due()  # the busy one again; the broken one is not
+    assert ran == ["busy", "after", "busy"]

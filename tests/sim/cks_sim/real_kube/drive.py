@@ -73,6 +73,10 @@ class ActorTimers:
         except (ApiRefusal, requests.RequestException) as exc:
             LOG.warning("kubelets: %s (again on the next tick)", exc)
             self.schedule(RETRY, fn, *args)
+        except Exception:  # pylint: disable=broad-exception-caught
+            # A broken call must not stop the actors' thread (every later boot and pod would wait
+            # for it), as a broken callback does not stop the sim's scheduler.
+            LOG.exception("kubelets: %r failed", fn)
 
 
 class ActorSim:

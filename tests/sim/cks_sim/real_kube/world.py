@@ -353,10 +353,12 @@ class RealKubeWorld:
                     self._refresh_cache()
             except (ApiRefusal, requests.RequestException) as exc:
                 LOG.warning("kubelets: %s", exc)  # the API server is busy or restarting: the next tick retries
-            except RuntimeError:
+            except Exception:  # pylint: disable=broad-exception-caught
                 if self._stopping.is_set():
                     return  # stop() shut the pods' pool down in the middle of a tick
-                raise
+                # A tick broken by the unforeseen must not end the kubelets' thread: every boot and pod
+                # start after it would wait for it (a rollout waiting on a node, a budget on a pod).
+                LOG.exception("kubelets: the tick failed")
             self._stopping.wait(self.tick_interval)
 
     def _beat(self) -> None:
