@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from typing import Any, Callable, Iterator, Optional, Union
 
 import pytest
@@ -69,6 +70,9 @@ class RolloutSim(ClusterSim):
         super().__init__(env, server=server, process=process)
         self.work_dir = work_dir
         self.runs = 0
+        # Rollouts may run side by side (two racing for the Lease): each takes its own run number,
+        # which names its vars and report files.
+        self._numbering = threading.Lock()
 
     def base_vars(self) -> dict[str, Any]:
         return sim_rollout_vars(self.env)
@@ -101,13 +105,15 @@ class RolloutSim(ClusterSim):
         import json as _json
         import subprocess
 
-        self.runs += 1
-        report_path = os.path.join(self.work_dir, f"report-{self.runs}.json")
+        with self._numbering:
+            self.runs += 1
+            number = self.runs
+        report_path = os.path.join(self.work_dir, f"report-{number}.json")
         merged = dict(self.base_vars(), rollout_report_path=report_path)
         merged.update(variables)
         for name in drop_vars:
             merged.pop(name, None)
-        vars_path = os.path.join(self.work_dir, f"vars-{self.runs}.json")
+        vars_path = os.path.join(self.work_dir, f"vars-{number}.json")
         with open(vars_path, "w", encoding="utf-8") as fh:
             _json.dump(merged, fh)
         environment = self.ansible_env(**(env or {}))

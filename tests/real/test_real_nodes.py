@@ -30,7 +30,7 @@ def web_budget(sim: ClusterSim) -> dict[str, Any]:
 
 def api(sim: ClusterSim) -> Any:
     """The real API server, read as the actors read it (the world in this process)."""
-    return next(iter(sim.sim.kube.values())).pods.api
+    return next(iter(sim.sim.kube.values())).api
 
 
 def test_a_stopped_vm_goes_unknown_and_a_started_one_comes_back_with_a_new_boot(

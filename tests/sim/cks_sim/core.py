@@ -33,30 +33,64 @@ class Clock:
         return time.time()
 
 
+class TimerHeap:
+    """Calls due at a time (``time.monotonic``): scheduled, cancelled, popped once due, in order of
+    their time (then of their scheduling). No thread and no lock: its owner runs the calls and keeps
+    its own locking (``Scheduler`` under ``Sim.lock``, ``real_kube.drive.ActorTimers`` on the actors'
+    thread)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Callable[..., Any], tuple[Any, ...]]] = []
+        #: the handles scheduled and neither run nor cancelled (a cancelled one is skipped when popped)
+        self._pending: set[int] = set()
+        self._ids = itertools.count(1)
+
+    def schedule(self, delay: float, fn: Callable[..., Any], *args: Any) -> int:
+        handle = next(self._ids)
+        heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay), handle, fn, args))
+        self._pending.add(handle)
+        return handle
+
+    def cancel(self, handle: Optional[int]) -> None:
+        if handle is not None:
+            self._pending.discard(handle)
+
+    def next_due(self) -> Optional[float]:
+        """When the earliest call is due (``time.monotonic``), None when none is scheduled."""
+        while self._heap and self._heap[0][1] not in self._pending:
+            heapq.heappop(self._heap)  # cancelled
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now: float) -> Optional[tuple[Callable[..., Any], tuple[Any, ...]]]:
+        """The earliest call due by ``now``, taken off the heap; None when none is."""
+        when = self.next_due()
+        if when is None or when > now:
+            return None
+        _when, handle, fn, args = heapq.heappop(self._heap)
+        self._pending.discard(handle)
+        return fn, args
+
+
 class Scheduler:
     """Runs callbacks after a real delay, on one thread, holding the Sim lock."""
 
     def __init__(self, lock: threading.RLock) -> None:
         self._lock = lock
-        self._heap: list[tuple[float, int, Callable[..., Any], tuple]] = []
-        self._cancelled: set[int] = set()
-        self._ids = itertools.count()
+        self._timers = TimerHeap()
         self._cv = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="cks-sim-scheduler", daemon=True)
         self._thread.start()
 
     def schedule(self, delay: float, fn: Callable[..., Any], *args: Any) -> int:
-        handle = next(self._ids)
         with self._cv:
-            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay), handle, fn, args))
+            handle = self._timers.schedule(delay, fn, *args)
             self._cv.notify()
         return handle
 
     def cancel(self, handle: Optional[int]) -> None:
-        if handle is not None:
-            with self._cv:
-                self._cancelled.add(handle)
+        with self._cv:
+            self._timers.cancel(handle)
 
     def stop(self) -> None:
         with self._cv:
@@ -67,15 +101,13 @@ class Scheduler:
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._stopping and (not self._heap or self._heap[0][0] > time.monotonic()):
-                    timeout = None if not self._heap else max(0.0, self._heap[0][0] - time.monotonic())
-                    self._cv.wait(timeout)
-                if self._stopping:
+                due = None
+                while not self._stopping and (due := self._timers.pop_due(time.monotonic())) is None:
+                    when = self._timers.next_due()
+                    self._cv.wait(None if when is None else max(0.0, when - time.monotonic()))
+                if self._stopping or due is None:
                     return
-                _when, handle, fn, args = heapq.heappop(self._heap)
-                if handle in self._cancelled:
-                    self._cancelled.discard(handle)
-                    continue
+            fn, args = due
             try:
                 with self._lock:
                     fn(*args)

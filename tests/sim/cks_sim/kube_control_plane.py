@@ -2,7 +2,8 @@
 kube-controller-manager and kube-scheduler, the etcd URLs they carry, and an API server that stops
 ``StaticPods`` is the kubelet's side of them on every control node, written against the small
 ``kube_cluster_api.ClusterApi``; it is handed the nodes' hidden state, the cluster's version and
-etcd topology, and the scheduler's ``place(pod, node)`` (a mirror pod is bound to its node).
+etcd topology, and the scheduler's ``place(pod, node)`` (the in-memory API's binding; on a real API
+server nothing: the mirror pod is created bound).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class StaticPods:
             # kubeadm's requests (manifests.go ComponentResources; etcd's in local.go): what makes the
             # API server derive qosClass Burstable, which it then keeps immutable.
             spec["containers"][0]["resources"] = {"requests": KUBEADM_REQUESTS[comp]}
-            spec.update({"hostNetwork": True, "priority": 2000001000,
+            # A mirror pod is created bound to its node (the kubelet's), never scheduled.
+            spec.update({"nodeName": node, "hostNetwork": True, "priority": 2000001000,
                          "priorityClassName": "system-node-critical",
                          "tolerations": [{"operator": "Exists", "effect": "NoExecute"}]})
             pod = {

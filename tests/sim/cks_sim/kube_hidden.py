@@ -26,6 +26,7 @@ class NodeState:
     ready: str = "Unknown"  # the Ready condition's status as stored (cached for the scheduler)
     boot_timer: Optional[int] = None
     lease_renewed_at: float = 0.0  # real monotonic-ish wall time of the last lease renewal
+    status_posted_at: float = 0.0  # ... and of the kubelet's last NodeStatus post
     # cpu / memory_mb are what the guest has online; the Node shows what its kubelet saw when it
     # started (a boot, or a `systemctl restart kubelet`), so a live scale shows only after a restart.
     kubelet_restart_timer: Optional[int] = None

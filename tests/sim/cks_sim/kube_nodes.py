@@ -18,6 +18,8 @@ second read is a second object.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
 from . import kube_run
@@ -56,13 +58,31 @@ class NodePods(Protocol):
         """Whether the pod's termination waits for its node's kubelet."""
 
 
+@dataclass
+class Boot:
+    """A node's boot under way: the boot ID its kubelet reports (chosen as it first posts), the one it
+    replaces, and the steps done. On the real backend a boot whose request failed (the API server busy
+    or restarting) runs again: it goes on from the step that failed, with the same boot ID, and does
+    not record its Events or restart its pods twice."""
+
+    boot_id: Optional[str] = None
+    old_boot_id: str = ""
+    done: set[str] = field(default_factory=set)
+
+    def step(self, name: str, action: Callable[[], Any]) -> None:
+        if name not in self.done:
+            action()
+            self.done.add(name)
+
+
 class Kubelets:
     """A node's life as its kubelet and its VM show it."""
 
     def __init__(self, api: ClusterApi, nodes: dict[str, NodeState], recorder: NodeEvents, pods: NodePods,
                  sim: Any, cluster_id: str, cluster_spec: dict[str, Any], version: str, *,
                  reconcile: Callable[[], None], after_change: Callable[[], None],
-                 on_endpoint_change: list[Callable[[], None]], heartbeats: NodeHeartbeats) -> None:
+                 on_endpoint_change: list[Callable[[], None]], heartbeats: NodeHeartbeats,
+                 status_report: Optional[float] = None) -> None:
         self.api = api
         self.nodes = nodes
         self.recorder = recorder
@@ -77,8 +97,13 @@ class Kubelets:
         self.on_endpoint_change = on_endpoint_change
         # The node-lifecycle controller, told when a kubelet stops posting and posts again.
         self.heartbeats = heartbeats
+        #: seconds between two posts of an unchanged NodeStatus (the kubelet's nodeStatusReportFrequency);
+        #: None: posted on a change only (the in-memory node lifecycle controller needs no more)
+        self.status_report = status_report
         #: node -> its Lease as this kubelet last stored it (what its next heartbeat writes back)
         self._leases: dict[str, dict[str, Any]] = {}
+        #: node -> its boot under way (from the VM's start until the new kubelet posted)
+        self._boots: dict[str, Boot] = {}
 
     def _node(self, name: str) -> dict[str, Any]:
         """The Node of one of ``nodes``: each has one from its registration on."""
@@ -162,6 +187,7 @@ class Kubelets:
         self.heartbeats.status_posted(node)
         state.ready = node_ready(node)
         api.put("nodes", node)
+        state.status_posted_at = self.sim.clock.now()
         self._leases[name] = api.put("leases", {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -228,8 +254,10 @@ class Kubelets:
         """``node`` as read and changed written back (on ``api`` when given): what the controller makes
         of its conditions, the Ready the scheduler reads."""
         self.heartbeats.status_posted(node)
-        self.nodes[node["metadata"]["name"]].ready = node_ready(node)
+        state = self.nodes[node["metadata"]["name"]]
+        state.ready = node_ready(node)
         (api or self.api).put("nodes", node)
+        state.status_posted_at = self.sim.clock.now()
         return node
 
     def _endpoint_changed(self) -> None:
@@ -243,6 +271,7 @@ class Kubelets:
         state.kubelet_posting = False
         self.sim.scheduler.cancel(state.boot_timer)
         state.boot_timer = None
+        self._boots.pop(name, None)
         self.heartbeats.stopped_posting(name)
 
     def powered_on(self, name: str, cpu: int, memory_mb: int) -> None:
@@ -261,43 +290,60 @@ class Kubelets:
             delay = self.sim.clock.real(float(stale.get("seconds", self.sim.timings["boot_to_ready"])))
         else:
             delay = self.sim.delay("boot_to_ready")
-        state.boot_timer = self.sim.scheduler.schedule(delay, self._booted, name)
+        boot = self._boots[name] = Boot()
+        state.boot_timer = self.sim.scheduler.schedule(delay, self._booted, name, boot)
 
-    def _booted(self, name: str) -> None:
+    def _booted(self, name: str, boot: Boot) -> None:
         state = self.nodes[name]
+        if self._boots.get(name) is not boot or not state.vm_running:
+            return  # its VM stopped (and maybe started again) since: this boot is over
         state.boot_timer = None
-        if not state.vm_running:
-            return
-        self.heartbeats.posting(name)
         never_ready = self.sim.faults.peek("never_ready", node=name, cluster=self.cluster_id) is not None
+        boot.step("posted", functools.partial(self._post_boot, name, boot, never_ready))
+        boot.step("lease", functools.partial(self._renew_node_lease, name))
+        ref = kubelet_node_ref(name)
+        boot.step("starting", functools.partial(
+            self.recorder.record, "default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name))
+        if boot.old_boot_id:
+            boot.step("rebooted", functools.partial(
+                self.recorder.record, "default", ref, "Warning", "Rebooted",
+                f"Node {name} has been rebooted, boot id: {state.boot_id}", "kubelet", name))
+        boot.step("timeline", functools.partial(
+            self.sim.timeline.add, cluster=self.cluster_id, node=name, event="boot", boot_id=state.boot_id))
+        # Terminations the dead kubelet could not confirm complete now; the rest restart.
+        for pod in list(self.pods.on_node(name)):
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if "deletionTimestamp" in pod["metadata"]:
+                action = functools.partial(self.pods.confirm_kill, key, pod["metadata"]["uid"])
+            else:
+                action = functools.partial(self.pods.restart, pod, ready_node=not never_ready)
+            boot.step(f"pod {pod['metadata']['uid']}", action)
+        if not never_ready:
+            # kubelet_node_status.go recordNodeStatusEvent, once the new kubelet posts Ready.
+            boot.step("ready", functools.partial(self._recorded_ready, name))
+        self._boots.pop(name, None)
+        self.after_change()
+
+    def _post_boot(self, name: str, boot: Boot, never_ready: bool) -> None:
+        """The new kubelet's first status: its boot ID (a new one), the VM's capacity, its conditions."""
+        state = self.nodes[name]
+        self.heartbeats.posting(name)
         node = self._node(name)
-        old_boot = node["status"]["nodeInfo"]["bootID"]
-        state.boot_id = self.api.new_uid()
+        if boot.boot_id is None:
+            boot.old_boot_id = node["status"]["nodeInfo"]["bootID"]
+            boot.boot_id = self.api.new_uid()
+        state.boot_id = boot.boot_id
         state.kubelet_posting = True
         state.lease_renewed_at = self.sim.clock.now()
         node["status"]["nodeInfo"]["bootID"] = state.boot_id
         self._set_capacity(node, state.cpu, state.memory_mb)
         self._kubelet_conditions(node["status"]["conditions"], ready=not never_ready)
         self._post(node)
-        self._renew_node_lease(name)
-        ref = kubelet_node_ref(name)
-        self.recorder.record("default", ref, "Normal", "Starting", "Starting kubelet.", "kubelet", name)
-        if old_boot:
-            self.recorder.record("default", ref, "Warning", "Rebooted",
-                                 f"Node {name} has been rebooted, boot id: {state.boot_id}", "kubelet", name)
-        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="boot", boot_id=state.boot_id)
-        # Terminations the dead kubelet could not confirm complete now; the rest restart.
-        for pod in list(self.pods.on_node(name)):
-            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-            if "deletionTimestamp" in pod["metadata"]:
-                self.pods.confirm_kill(key, pod["metadata"]["uid"])
-            else:
-                self.pods.restart(pod, ready_node=not never_ready)
-        if not never_ready:
-            # kubelet_node_status.go recordNodeStatusEvent, once the new kubelet posts Ready.
-            self.recorder.record("default", ref, "Normal", "NodeReady", f"Node {name} status is now: NodeReady", "kubelet", name)
-            self.sim.timeline.add(cluster=self.cluster_id, node=name, event="ready")
-        self.after_change()
+
+    def _recorded_ready(self, name: str) -> None:
+        self.recorder.record("default", kubelet_node_ref(name), "Normal", "NodeReady", f"Node {name} status is now: NodeReady",
+                             "kubelet", name)
+        self.sim.timeline.add(cluster=self.cluster_id, node=name, event="ready")
 
     def scaled_live(self, name: str, cpu: int, memory_mb: int) -> None:
         """vCPUs and memory hot-added to the running VM. The guest onlines them itself (udev rules)
@@ -323,7 +369,7 @@ class Kubelets:
     def _kubelet_restarted(self, name: str) -> None:
         state = self.nodes[name]
         state.kubelet_restart_timer = None
-        if not state.vm_running or state.boot_timer is not None:
+        if not state.vm_running or name in self._boots:
             return  # the VM went down meanwhile: its next boot starts the kubelet
         state.kubelet_posting = True
         node = self._node(name)
@@ -365,8 +411,13 @@ class Kubelets:
     def heartbeat(self, name: str, api: Optional[ClusterApi] = None) -> None:
         """One heartbeat of a posting kubelet (on ``api``, the renewing thread's connection): its Lease
         renewed, and its status posted again when the API no longer shows it Ready (the controller
-        marked it Unknown while its Lease lapsed). Its NodeStatus is otherwise posted on a change
-        only (the kubelet's nodeStatusReportFrequency, 5 minutes, is longer than any test)."""
+        marked it Unknown while its Lease lapsed) or ``status_report`` seconds after its last post.
+
+        That report is what a node update the node lifecycle controller dropped waits for: its taint
+        pass is not retried when it fails (node_lifecycle_controller.go doNodeProcessingPassWorker,
+        "TODO: Add nodeName back to the queue"), and only a change of the Node queues it again. A new
+        Node's ``not-ready`` taint (TaintNodesByCondition admission) stayed on a Ready node for
+        minutes at load 50 until one came."""
         state = self.nodes[name]
         if not state.kubelet_posting:
             return  # its VM stopped since it was found due
@@ -374,7 +425,9 @@ class Kubelets:
         # backend a few threads of one process send them all (kubelet's nodelease controller keeps
         # its latest Lease the same way).
         self._renew_node_lease(name, api, latest=self._leases.get(name))
-        if state.ready != "True":
+        report_due = self.status_report is not None and \
+            self.sim.clock.now() - state.status_posted_at >= self.status_report
+        if state.ready != "True" or report_due:
             node = (api or self.api).read("nodes", "", name)
             if node is not None:
                 self._kubelet_conditions(node["status"]["conditions"], ready=True)

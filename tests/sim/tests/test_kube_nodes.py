@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Optional
 
 import pytest
@@ -162,6 +163,30 @@ def test_a_heartbeat_renews_the_lease_in_one_write_and_reads_it_again_after_a_re
         kube_env.world.kubelets.heartbeat(name, api)
     assert api.calls == ["put leases", "read leases", "put leases", "put leases"]
     assert kube_env.coord.read_namespaced_lease(name, "kube-node-lease").spec.renew_time > renewed
+
+
+def test_a_heartbeat_posts_the_unchanged_status_once_its_report_is_due(kube_env: KubeEnv) -> None:
+    # The real node lifecycle controller drops a taint change that failed until the Node changes again:
+    # the kubelet's periodic report is that change (the real backend sets it; in memory, on a change only).
+    name = WORKERS[0]
+    kubelets = kube_env.world.kubelets
+    api = CountingApi(kube_env.world.store)
+    with kube_env.sim.lock:
+        kubelets.heartbeat(name, api)
+    assert api.calls == ["put leases"]  # no report when none is set
+    before = next(c for c in kube_env.core.read_node(name).status.conditions if c.type == "Ready")
+    kubelets.status_report = 3600.0
+    with kube_env.sim.lock:
+        kubelets.heartbeat(name, api)
+    assert api.calls == ["put leases"] * 2  # posted at its registration: not due yet
+    kubelets.status_report = 0.0
+    time.sleep(1.1)  # condition stamps are whole seconds
+    with kube_env.sim.lock:
+        kubelets.heartbeat(name, api)
+    assert api.calls == ["put leases"] * 3 + ["read nodes", "put nodes"]
+    after = next(c for c in kube_env.core.read_node(name).status.conditions if c.type == "Ready")
+    assert after.status == "True" and after.last_heartbeat_time > before.last_heartbeat_time
+    assert after.last_transition_time == before.last_transition_time
 
 
 def test_cordon_strategic_merge_mirrors_taint_and_uncordon_with_null(kube_env: KubeEnv) -> None:

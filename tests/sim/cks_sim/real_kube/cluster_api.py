@@ -8,14 +8,16 @@ rules:
 - ``read``: a GET of the object's path (``kube_resources.RESOURCES`` names each resource's group,
   version and plural); a 404 is None.
 - ``select``: a GET of the list (one namespace or all), sorted by namespace and name as the store
-  sorts them; ``pods_on(node)`` a list with ``fieldSelector=spec.nodeName=<node>``.
+  sorts them; ``pods_on(node)`` a list with ``fieldSelector=spec.nodeName=<node>``. An object listed
+  counts as read (a put of it compares with it).
 - ``put``: a POST when the object has no resourceVersion yet (``new_meta`` gives none: the API
   server assigns uid, resourceVersion and creationTimestamp), else a PUT. Of a resource with a
   status subresource (a Node, a Pod: a kubelet owns their status) the status goes by a PUT of
   ``/status``, as the main resource's PUT drops it; an object read here is compared with what was
   read, so that only what changed is written (a kubelet's status post is one call); a status write
   refused (409) because a controller changed the object meanwhile is sent again at the newer
-  resourceVersion, the status being its writer's own. The object is
+  resourceVersion, the status being its writer's own, and so is a node's Lease refused for a renewal of
+  the same kubelet's that came first (``WRITER_OWNED``); a put that changes nothing makes no request. The object is
   changed in place to the one stored (a new resourceVersion, the uid of a created one), as the
   in-memory store's ``put`` leaves the actor holding the stored object.
 - ``remove``: a DELETE with ``gracePeriodSeconds: 0`` (the kubelet's confirmation that a pod's
@@ -29,7 +31,7 @@ import copy
 import uuid
 from typing import Any, Optional
 
-from ..kube_resources import RESOURCES
+from ..kube_resources import NODE_LEASE_NS, RESOURCES
 from .api import ApiRefusal, KubeApi
 
 Key = tuple[str, str]
@@ -38,7 +40,12 @@ STATUS_WRITTEN = frozenset(plural for plural, res in RESOURCES.items() if "statu
 #: ... of which a create drops the status (pkg/registry/core/pod/strategy.go PrepareForCreate makes it
 #: Pending); a Node keeps the one its kubelet registers with (node/strategy.go clears only its config).
 STATUS_DROPPED_ON_CREATE = frozenset({"pods"})
-#: How often a status write refused for a newer resourceVersion is sent again.
+#: (resource, namespace) of the objects an actor writes whole as their one writer: the nodes' Leases, each
+#: its kubelet's. A replace refused (409) because a write of the same writer came first (a boot's renewal
+#: and the heartbeat thread's) is sent again at the newer resourceVersion, as the kubelet's lease
+#: controller does (retryUpdateLease: on a conflict it reads the Lease again and renews that).
+WRITER_OWNED = frozenset({("leases", NODE_LEASE_NS)})
+#: How often a write of what its writer owns (a status, a Lease) refused for a newer resourceVersion is sent.
 STATUS_ATTEMPTS = 3
 
 
@@ -78,12 +85,13 @@ class RestClusterApi:
             raise
 
     def select(self, plural: str, namespace: Optional[str]) -> list[dict[str, Any]]:
-        items = self.api.list(collection_path(plural, namespace))
+        items = [self._remember(plural, item) for item in self.api.list(collection_path(plural, namespace))]
         return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
     def pods_on(self, node: str) -> list[dict[str, Any]]:
         """The pods bound to ``node`` (the kubelet's own list)."""
-        items = self.api.list(collection_path("pods", None), fieldSelector=f"spec.nodeName={node}")
+        items = [self._remember("pods", item)
+                 for item in self.api.list(collection_path("pods", None), fieldSelector=f"spec.nodeName={node}")]
         return sorted(items, key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]))
 
     def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +112,8 @@ class RestClusterApi:
     def _replace(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         path = object_path(plural, meta.get("namespace", ""), meta["name"])
+        if (plural, meta.get("namespace", "")) in WRITER_OWNED:
+            return self._put_owned(path, obj)
         if plural not in STATUS_WRITTEN:
             return self.api.replace(path, obj)
         before = self._as_read.get((plural, meta.get("namespace", ""), meta["name"]))
@@ -114,17 +124,23 @@ class RestClusterApi:
         if unread or (before or {}).get("status") != obj.get("status"):
             rv = stored["metadata"]["resourceVersion"] if stored else meta["resourceVersion"]
             stored = self._put_status(plural, dict(obj, metadata=dict(meta, resourceVersion=rv)))
-        return stored if stored is not None else self.api.get(path)
+        # Nothing changed since it was read: the object stored is the one read.
+        return stored if stored is not None else copy.deepcopy(before)  # type: ignore[arg-type]
 
     def _put_status(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         """The status written by its owner: a write refused because a controller changed the object
         meanwhile (its spec, its taints) is sent again at the newer resourceVersion, as the status is
         the writer's own."""
         meta = obj["metadata"]
-        path = object_path(plural, meta.get("namespace", ""), meta["name"])
+        return self._put_owned(object_path(plural, meta.get("namespace", ""), meta["name"]), obj, "/status")
+
+    def _put_owned(self, path: str, obj: dict[str, Any], subresource: str = "") -> dict[str, Any]:
+        """A PUT of what ``obj``'s writer owns (the object at ``path``, or its ``subresource``), sent again
+        at the newer resourceVersion when refused for an older one (409), the object still the same (uid)."""
+        meta = obj["metadata"]
         for attempt in range(STATUS_ATTEMPTS):
             try:
-                return self.api.replace(f"{path}/status", obj)
+                return self.api.replace(path + subresource, obj)
             except ApiRefusal as refusal:
                 if refusal.code != 409 or attempt == STATUS_ATTEMPTS - 1:
                     raise

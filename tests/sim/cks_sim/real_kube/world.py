@@ -6,14 +6,15 @@ live in real kube-apiservers (``plane.ControlPlane``: one per control node, stop
 storing in the cluster's own etcd members, ``storage.py``), the real controllers and scheduler run
 the workloads, and the actors play the machines: the kubelets are the in-memory world's own
 (``kube_nodes.Kubelets`` over ``cluster_api.RestClusterApi``, driven on the actors' thread by
-``drive.py``), the pods on them ``actors.PodRunner``. Its threads run the kubelets'
-ticks and lease renewals (pools of a few threads, each with its own connection) and turn the API
+``drive.py``), the pods on them the in-memory world's ``kube_pods.PodLifecycle`` (told of the
+pods bound and terminating by ``drive.RealPods``' list each tick) and ``kube_control_plane.StaticPods``
+(the control nodes' mirror pods). Its threads run the kubelets' ticks, their pods' timers and lease
+renewals (pools of a few threads, each with its own connection) and turn the API
 servers' audit logs into the sim's call log (the collection's requests: the kubeconfig's identity,
 kubernetes-admin) and its invariant checks.
 
 What it cannot do, and says so: the in-memory API's own faults (``kube_error``, ``pdb_block``) have
-no counterpart in a real API server, and ``PodRunner`` plays no ``slow_drain`` (the timeline records
-``kube_fault_not_applied``);
+no counterpart in a real API server (the timeline records ``kube_fault_not_applied``);
 ``pods/exec`` needs a kubelet that runs containers, which no actor is, so the etcd checks through
 the etcd pods are not run on this backend: the real API server answers an exec with an error, and a
 rollout uses the etcd members directly (``rollout_etcd_endpoints``).
@@ -24,6 +25,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import random
 import secrets
 import threading
 import time
@@ -33,21 +35,22 @@ from typing import Any, Callable, Optional
 
 import requests
 
+from ..kube_control_plane import StaticPods
 from ..kube_hidden import NodeState
 from ..kube_node_lifecycle import SILENT_CONTROLLER
 from ..kube_nodes import Kubelets, node_state
+from ..kube_pods import PodLifecycle
 from ..tls import issue_cert
-from .actors import PodRunner, settled, workload_objects
+from .actors import settled, workload_objects
 from .api import ApiRefusal, KubeApi, RestApi
 from .cluster_api import RestClusterApi
-from .drive import ActorSim, ActorTimers, EventRecorder, RunnerPods
+from .drive import ActorSim, ActorTimers, EventRecorder, RealPods, ThreadClusterApi
 from .plane import ControlPlane, PlaneError
 from .storage import plane_layout
 
 LOG = logging.getLogger("cks_sim.real_kube")
-#: The faults not played on a real API server: cks-sim's own API's (a real one answers and evicts by its
-#: own rules), and a slow pod termination (the pods here are ``actors.PodRunner``'s, which has none).
-NOT_PLAYED = frozenset({"kube_error", "pdb_block", "slow_drain"})
+#: The faults of cks-sim's own Kubernetes API: a real API server answers and evicts by its own rules.
+API_FAULTS = frozenset({"kube_error", "pdb_block"})
 #: The collection's identity: the kubeconfig's client certificate (kubeadm's admin.conf user).
 COLLECTION_USER = "kubernetes-admin"
 #: The actors' identity (system:masters: one process plays every kubelet, past the Node authorizer).
@@ -68,6 +71,10 @@ MIN_GRACE = 20.0
 #: real tier beside it), its longest gap 107 s then (docs/docsite/rst/development.rst). A real
 #: cluster's grace is 50 s for any size (kube-controller-manager's default).
 GRACE_PER_NODE = 0.15
+#: A kubelet posts its NodeStatus unchanged after this many grace periods (the kubelet's
+#: nodeStatusReportFrequency, 5 minutes against a 50 s grace: 6): the Node update that has the node
+#: lifecycle controller try again a taint change it dropped (kube_nodes.Kubelets.heartbeat).
+STATUS_REPORT_GRACES = 2.0
 #: The kubelets' lease renewals, registrations and pod starts: threads (a pool of each), each with
 #: its own connection.
 HEARTBEAT_THREADS = 4
@@ -116,12 +123,13 @@ class RealKubeWorld:
             self.nodes[state.name] = state
         self.off_since: dict[str, float] = {}  # node -> wall-clock time its VM stopped
         self._timers = ActorTimers()
+        self._pod_timers = ActorTimers()  # the pods' starts and kills: each of one pod, run side by side
         self.etcd_servers = ""
         self.stacked_etcd = False
         self.external_etcd: list[str] = []
         self.plane: Optional[ControlPlane] = None
         self.kubelets: Optional[Kubelets] = None
-        self.pods: Optional[PodRunner] = None
+        self.pods: Optional[RealPods] = None
         self.heartbeat = MIN_GRACE / 4
         #: seconds: the longest a posting kubelet went between two lease renewals
         self.worst_gap = 0.0
@@ -197,14 +205,17 @@ class RealKubeWorld:
         cluster_api = RestClusterApi(api)
         # The in-memory world's kubelets, over the real API; the real kube-controller-manager is the
         # node lifecycle controller, and the real controllers react to what they write.
-        self.kubelets = Kubelets(cluster_api, self.nodes, EventRecorder(cluster_api), RunnerPods(),
+        # Their pods' actor too, its requests on the calling thread's connection (a tick's timers fan out).
+        pod_api = ThreadClusterApi(self._thread_api)
+        lifecycle = PodLifecycle(pod_api, self.nodes, EventRecorder(pod_api), ActorSim(sim, self._pod_timers),
+                                 self.cluster_id, random.Random(), None, pods_on=pod_api.pods_on,
+                                 after_change=_nothing, removed=_removed)
+        self.kubelets = Kubelets(cluster_api, self.nodes, EventRecorder(cluster_api), lifecycle,
                                  ActorSim(sim, self._timers), self.cluster_id, self.cluster_spec,
                                  self.version.lstrip("v"), reconcile=_nothing, after_change=_nothing,
-                                 on_endpoint_change=[], heartbeats=SILENT_CONTROLLER)
-        self.pods = PodRunner(
-            api=api, timeline=self._timeline, version=self.version,
-            pod_start=sim.delay("pod_start"), pod_termination=sim.delay("pod_termination"),
-            nodes=self.nodes, etcd_servers=self.etcd_servers, stacked_etcd=self.stacked_etcd, fan_out=self._fan_out)
+                                 on_endpoint_change=[], heartbeats=SILENT_CONTROLLER,
+                                 status_report=STATUS_REPORT_GRACES * grace)
+        self.pods = RealPods(lifecycle, self._pod_timers, self.nodes, self._timeline)
         # The kubelets tick and renew their leases from the first registration on: a node registered
         # early must not miss its heartbeats while the others are still being registered.
         self._start_actors()
@@ -276,8 +287,6 @@ class RealKubeWorld:
         self._thread_apis = []
         api = self._api = RestApi(self.plane.internal_url, *self._api_credentials)
         self.kubelets.api = RestClusterApi(api)
-        assert self.pods is not None
-        self.pods.api = api
         for node in self.nodes.values():
             node.lease_renewed_at = 0.0  # due now (and the dormant time no gap between renewals)
         self.dormant = False
@@ -298,19 +307,22 @@ class RealKubeWorld:
 
     def _register(self, node: NodeState) -> None:
         """One node as kubeadm init/join left it (on the registering thread's own connection)."""
-        assert self.kubelets is not None and self.pods is not None
-        api = self._thread_api()
-        self.kubelets.register(node.name, RestClusterApi(api))
+        assert self.kubelets is not None
+        api = RestClusterApi(self._thread_api())
+        self.kubelets.register(node.name, api)
         if node.kubelet_posting:
             node.lease_renewed_at = self.sim.clock.now()
         if node.node_type == "control":
-            self.pods.register_mirror_pods(node.name, api)
+            static = StaticPods(api, self.nodes, self.version.lstrip("v"), self.stacked_etcd, place=_bound_already)
+            if self.etcd_servers:
+                static.etcd_servers = self.etcd_servers  # the members' client URLs (kubeadm's --etcd-servers)
+            static.ensure_mirror_pods(node.name)
 
     def _tick(self) -> None:
         """The kubelets' timers and queued power events due, then the pods' tick."""
-        assert self.pods is not None
+        assert self.pods is not None and self._api is not None
         self._timers.run_due()
-        self.pods.tick()
+        self.pods.tick(self._api, self._fan_out)
 
     def _settled(self, api: RestApi, objects: list[tuple[str, dict[str, Any]]]) -> Optional[str]:
         try:
@@ -351,10 +363,12 @@ class RealKubeWorld:
                     self._refresh_cache()
             except (ApiRefusal, requests.RequestException) as exc:
                 LOG.warning("kubelets: %s", exc)  # the API server is busy or restarting: the next tick retries
-            except RuntimeError:
+            except Exception:  # pylint: disable=broad-exception-caught
                 if self._stopping.is_set():
                     return  # stop() shut the pods' pool down in the middle of a tick
-                raise
+                # A tick broken by the unforeseen must not end the kubelets' thread: every boot and pod
+                # start after it would wait for it (a rollout waiting on a node, a budget on a pod).
+                LOG.exception("kubelets: the tick failed")
             self._stopping.wait(self.tick_interval)
 
     def _beat(self) -> None:
@@ -399,20 +413,23 @@ class RealKubeWorld:
             # controller's grace period has to cover (the sim's /state shows it).
             self.worst_gap = max(self.worst_gap, node.lease_renewed_at - last)
 
-    def _fan_out(self, calls: list[Callable[[KubeApi], None]]) -> None:
-        """The kubelets' pod starts and deletions of a tick, on the pool's threads; the first failure
-        raised once all have run (the tick is retried)."""
+    @property
+    def api(self) -> RestApi:
+        """The actors' connection to the API server (as they read it; a test's too)."""
+        assert self._api is not None
+        return self._api
+
+    def _fan_out(self, calls: list[Callable[[], None]]) -> None:
+        """The pods' timers due this tick (starts, kills confirmed), on the pool's threads, each with
+        its connection; the first failure raised once all have run."""
         if len(calls) < 2 or self._pod_work is None:
             for call in calls:
-                call(self._thread_api())
+                call()
             return
-        done = [self._pod_work.submit(self._call_with_api, call) for call in calls]
+        done = [self._pod_work.submit(call) for call in calls]
         failed = [error for error in (d.exception() for d in done) if error is not None]
         if failed:
             raise failed[0]
-
-    def _call_with_api(self, call: Callable[[KubeApi], None]) -> None:
-        call(self._thread_api())
 
     def _thread_api(self, timeout: Optional[float] = None) -> RestApi:
         """The calling thread's own connection to the API (a kubelet's: through the balancer); its
@@ -426,8 +443,8 @@ class RealKubeWorld:
         return api
 
     def _refresh_cache(self) -> None:
-        assert self.pods is not None
-        self._cache = {**self.pods.seen, "pdbs": self.pods.api.list("/apis/policy/v1/poddisruptionbudgets")}
+        assert self.pods is not None and self._api is not None
+        self._cache = {**self.pods.seen, "pdbs": self._api.list("/apis/policy/v1/poddisruptionbudgets")}
 
     def _follow_audit(self) -> None:
         # Its own thread, polling fast: an accepted eviction is judged against the cluster of that moment.
@@ -478,8 +495,8 @@ class RealKubeWorld:
         Read moments after the eviction (the audit thread polls fast): pods created since (replacements)
         are left out, and a VM counts as off only if it was off at the eviction's time.
         """
-        assert self.pods is not None
-        api = self.pods.api
+        api = self._api
+        assert api is not None
         when = _epoch(evicted_at)
         # Stamps are whole seconds: a pod created in the eviction's second counts as there before it.
         pods = [p for p in api.list(f"/api/v1/namespaces/{namespace}/pods")
@@ -561,11 +578,10 @@ class RealKubeWorld:
 
     def apply_fault(self, fault: dict[str, Any]) -> None:
         """A fault of cks-sim's own API (its answers, its eviction rules) has no counterpart in a real API
-        server. The kubelets' faults (``never_ready``, ``stale_ready``, ``kubelet_stale_capacity``) the
-        shared kubelets read from the sim's list when they act, as in memory; a foreign cordon is an
-        actor's write."""
+        server. The machines' faults (``never_ready``, ``stale_ready``, ``slow_drain``, ...) the shared
+        actors read from the sim's list when they act, as in memory; a foreign cordon is an actor's write."""
         kind = fault.get("kind")
-        if kind in NOT_PLAYED:
+        if kind in API_FAULTS:
             self._timeline("kube_fault_not_applied", kind=kind)
         elif kind == "foreign_cordon" and self.kubelets is not None:
             self._timers.schedule(0.0, self.kubelets.apply_fault, dict(fault))
@@ -634,6 +650,14 @@ def nodes_in_service(api: KubeApi, names: list[str]) -> Optional[str]:
 
 def _nothing() -> None:
     """What the in-memory controllers do after a kubelet's change: here the real ones watch."""
+
+
+def _removed(pod: dict[str, Any]) -> None:  # pylint: disable=unused-argument
+    """What the in-memory controllers do as a pod goes: here the real ones watch."""
+
+
+def _bound_already(pod: dict[str, Any], node: Optional[str]) -> None:  # pylint: disable=unused-argument
+    """The in-memory scheduler's binding of a mirror pod: a real API server has it as created, bound."""
 
 
 def node_monitor_grace(grace: float, nodes: int) -> float:
