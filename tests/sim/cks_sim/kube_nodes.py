@@ -184,10 +184,7 @@ class Kubelets:
             self._kubelet_conditions(conds, ready=True, when=created)
         else:
             self.heartbeats.starts_silent(node)
-        self.heartbeats.status_posted(node)
-        state.ready = node_ready(node)
-        api.put("nodes", node)
-        state.status_posted_at = self.sim.clock.now()
+        self._post(node, api)
         self._leases[name] = api.put("leases", {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
